@@ -1,0 +1,46 @@
+"""The exceptions msrl raises for bad input.
+
+Every one of them carries a one-line message naming the offending value and
+the valid choices; the CLI prints it and exits with status 2.
+"""
+
+from __future__ import annotations
+
+
+class MsrlError(Exception):
+    """Base of every error msrl reports to the user as one line (exit code 2)."""
+
+
+class ConfigError(MsrlError):
+    """A config file, a ``--set`` override or a distribution policy is wrong."""
+
+
+class CheckpointError(MsrlError):
+    """A checkpoint is missing, corrupt or belongs to another run."""
+
+
+class EnvError(MsrlError):
+    """An environment produced something training cannot use (NaN, wrong shape)."""
+
+
+class TraceError(MsrlError):
+    """``train_step`` does something the tracer cannot turn into a dataflow graph.
+
+    ``site`` is the user's ``file:line`` that caused it.
+    """
+
+    def __init__(self, message: str, site: str | None = None) -> None:
+        self.site = site
+        super().__init__(f"{site}: {message}" if site else message)
+
+
+class ControlFlowError(TraceError):
+    """Python control flow (``if``, ``while``, ``bool()``) on a traced value."""
+
+
+class UndeclaredComponentError(TraceError):
+    """A component method was called on a component the algorithm never declared."""
+
+
+class UnsupportedOperationError(TraceError):
+    """Computation on traced values outside a component, or an unsupported argument."""
