@@ -1,0 +1,249 @@
+"""Proximal Policy Optimization (Schulman et al., 2017) for discrete actions.
+
+Read top to bottom: config, network, components (actor, learner), then the
+algorithm whose ``train_step`` only orchestrates component calls.  Written
+against msrl's public API alone, so every distribution policy runs it as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import msrl
+import msrl.envs
+from msrl import Batched, Global, NoValue
+from msrl.rl import RolloutBatch, RolloutBuffer, categorical_entropy, categorical_log_prob, sample_categorical
+
+
+@dataclass
+class PPOConfig:
+    env_id: str = "CartPole-v1"
+    """Environment id from msrl.envs."""
+    num_envs: int = 32
+    """Environments stepped together by each actor."""
+    num_steps: int = 64
+    """Steps per environment per iteration (rollout length)."""
+    learning_rate: float = 2.5e-3
+    """Adam step size."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over the run."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda: bias/variance trade-off of the advantage estimate."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    num_minibatches: int = 4
+    """Minibatches per pass."""
+    clip_coef: float = 0.2
+    """Surrogate clipping range."""
+    clip_vloss: bool = True
+    """Clip the value loss around the old value estimate."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    hidden_size: int = 64
+    """Width of the two hidden layers of the policy and value networks."""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    def validate(self) -> None:
+        for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size"):
+            if getattr(self, name) < 1:
+                raise msrl.ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
+        if self.batch_size % self.num_minibatches:
+            raise msrl.ConfigError(
+                f"algo.num_minibatches ({self.num_minibatches}) must divide num_envs*num_steps ({self.batch_size})"
+            )
+        if self.learning_rate <= 0:
+            raise msrl.ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+
+
+# -- network ---------------------------------------------------------------------------------------
+def _layer(in_features: int, out_features: int, std: float, generator: torch.Generator) -> nn.Linear:
+    layer = nn.Linear(in_features, out_features)
+    nn.init.orthogonal_(layer.weight, std, generator=generator)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class ActorCritic(nn.Module):
+    """Separate policy and value MLPs (tanh), orthogonal init as in the PPO paper's code."""
+
+    def __init__(self, obs_dim: int, num_actions: int, hidden: int, seed: int) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.critic = nn.Sequential(
+            _layer(obs_dim, hidden, 2**0.5, g), nn.Tanh(), _layer(hidden, hidden, 2**0.5, g), nn.Tanh(), _layer(hidden, 1, 1.0, g)
+        )
+        self.actor = nn.Sequential(
+            _layer(obs_dim, hidden, 2**0.5, g), nn.Tanh(), _layer(hidden, hidden, 2**0.5, g), nn.Tanh(), _layer(hidden, num_actions, 0.01, g)
+        )
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)
+
+
+# -- components ------------------------------------------------------------------------------------
+class PPOActor(msrl.Actor):
+    """Samples actions from the current policy; keeps its own copy of the weights."""
+
+    def __init__(self, obs_dim: int, num_actions: int, config: PPOConfig, seed: int, device: str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.net = ActorCritic(obs_dim, num_actions, config.hidden_size, seed).to(self.device)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed + 1)
+
+    def _obs(self, obs: Any) -> torch.Tensor:
+        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+
+    @torch.inference_mode()
+    def act(self, obs: Any) -> tuple[Batched, Batched, Batched]:
+        obs = self._obs(obs)
+        action, logprob = sample_categorical(self.net.actor(obs), self.generator)
+        return action, logprob, self.net.value(obs)
+
+    @torch.inference_mode()
+    def value(self, obs: Any) -> Batched:
+        return self.net.value(self._obs(obs))
+
+    @torch.inference_mode()
+    def greedy(self, obs: Any) -> Batched:
+        return torch.argmax(self.net.actor(self._obs(obs)), dim=-1)
+
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
+        self.net.load_state_dict(weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"net": self.net.state_dict(), "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["net"])
+        self.generator.set_state(state["generator"])
+
+
+class PPOLearner(msrl.Learner):
+    """Clipped-surrogate PPO update over minibatch epochs."""
+
+    def __init__(self, obs_dim: int, num_actions: int, config: PPOConfig, seed: int, num_updates: int, device: str = "cpu") -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.net = ActorCritic(obs_dim, num_actions, config.hidden_size, seed).to(self.device)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.learning_rate, eps=1e-5)
+        self.generator = torch.Generator().manual_seed(seed + 2)
+        self.num_updates = max(1, num_updates)
+        self.updates = 0
+
+    def learn(self, batch: RolloutBatch) -> Global:
+        cfg = self.config
+        obs, actions, old_logprobs, old_values, advantages, returns = (t.to(self.device) for t in batch)
+        if cfg.anneal_lr:
+            self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
+        self.updates += 1
+        n = obs.shape[0]
+        minibatch = n // cfg.num_minibatches
+        clipfracs, stats = [], {}
+        for _ in range(cfg.update_epochs):
+            order = torch.randperm(n, generator=self.generator).to(self.device)
+            for start in range(0, n, minibatch):
+                idx = order[start:start + minibatch]
+                logits = self.net.actor(obs[idx])
+                new_logprob = categorical_log_prob(logits, actions[idx])
+                entropy = categorical_entropy(logits).mean()
+                new_value = self.net.value(obs[idx])
+                log_ratio = new_logprob - old_logprobs[idx]
+                ratio = log_ratio.exp()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - log_ratio).mean()
+                    clipfracs.append(((ratio - 1.0).abs() > cfg.clip_coef).float().mean())
+                adv = advantages[idx]
+                if cfg.norm_adv:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                # Policy loss: the clipped surrogate objective.
+                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+                # Value loss, optionally clipped around the old estimate.
+                if cfg.clip_vloss:
+                    clipped = old_values[idx] + (new_value - old_values[idx]).clamp(-cfg.clip_coef, cfg.clip_coef)
+                    v_loss = 0.5 * torch.max((new_value - returns[idx]) ** 2, (clipped - returns[idx]) ** 2).mean()
+                else:
+                    v_loss = 0.5 * ((new_value - returns[idx]) ** 2).mean()
+                loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.sync_grads(self.net.parameters())
+                nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                stats = {"policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy, "approx_kl": approx_kl}
+        metrics = {key: float(value.detach()) for key, value in stats.items()}
+        metrics["clipfrac"] = float(torch.stack(clipfracs).mean())
+        metrics["learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
+        return metrics
+
+    def get_weights(self) -> Global:
+        return {key: value.detach().clone() for key, value in self.net.state_dict().items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["net"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.updates = int(state["updates"])
+
+
+# -- algorithm ---------------------------------------------------------------------------------------
+class PPO(msrl.Algorithm):
+    """PPO with GAE, clipped surrogate and value losses, entropy bonus, minibatch
+    epochs, advantage normalisation and gradient clipping."""
+
+    name = "ppo"
+    Config = PPOConfig
+
+    def __init__(self, config: PPOConfig, run: msrl.RunInfo | None = None) -> None:
+        super().__init__(config, run)
+        run = self.run
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.replica_seed)
+        if not isinstance(self.env.action_space, msrl.Discrete):
+            raise msrl.ConfigError(f"ppo supports discrete actions; {config.env_id} has {type(self.env.action_space).__name__}")
+        obs_dim = int(np.prod(self.env.observation_space.shape))
+        num_actions = self.env.action_space.n
+        steps_per_iteration = config.batch_size * run.num_replicas
+        num_updates = -(-run.total_env_steps // steps_per_iteration)
+        self.actor = PPOActor(obs_dim, num_actions, config, run.seed, run.device)
+        self.buffer = RolloutBuffer(config.num_steps, config.num_envs, (obs_dim,), gamma=config.gamma,
+                                    gae_lambda=config.gae_lambda, device=run.device)
+        self.learner = PPOLearner(obs_dim, num_actions, config, run.seed, num_updates, run.device)
+
+    def train_step(self) -> dict:
+        # Rollout: step every environment num_steps times with the current policy.
+        obs = self.env.observe()
+        for _ in msrl.steps(self.config.num_steps):
+            action, logprob, value = self.actor.act(obs)
+            next_obs, reward, terminated, truncated = self.env.step(action)
+            self.buffer.insert(obs, action, logprob, value, reward, terminated, truncated)
+            obs = next_obs
+        # Advantages: bootstrap from the value of the last observation, then GAE.
+        last_value = self.actor.value(obs)
+        batch = self.buffer.drain(last_value)
+        # Update: PPO epochs over minibatches.
+        metrics = self.learner.learn(batch)
+        # Sync: the actor acts with the new weights from the next iteration on.
+        self.actor.set_weights(self.learner.get_weights())
+        return metrics

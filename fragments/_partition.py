@@ -1,0 +1,72 @@
+"""Partitioning: ``partition(graph, policy) -> FragmentedGraph``, a pure function.
+
+Each node goes with its component's fragment (a ``call_function`` node and the
+output go with the producer of their first input).  Each edge between
+fragments becomes an interface whose op follows from the replica counts and
+the value's kind.
+"""
+
+from __future__ import annotations
+
+from msrl import ConfigError
+from msrl._graph import BATCHED, DataflowGraph, Node
+from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface
+from policies import DistributionPolicy
+
+
+def partition(graph: DataflowGraph, policy: DistributionPolicy) -> FragmentedGraph:
+    component_fragment = policy.assign(graph.components)
+    fragments = {
+        spec.name: Fragment(spec, [c for c, f in component_fragment.items() if f == spec.name]) for spec in policy.fragments
+    }
+    empty = [name for name, fragment in fragments.items() if not fragment.components]
+    if empty:
+        raise ConfigError(f"fragment {empty[0]!r} of policy {policy.name!r} holds no component of this algorithm")
+    assignment: dict[str, str] = {}
+    for node in graph.nodes:
+        assignment[node.name] = _fragment_for(node, component_fragment, assignment, policy)
+        fragments[assignment[node.name]].nodes.append(node.name)
+
+    interfaces: dict[tuple, Interface] = {}
+    for node in graph.nodes:
+        for ref, _ in node.inputs():
+            src, dst = assignment[ref.node], assignment[node.name]
+            if src == dst:
+                continue
+            producer = graph.node(ref.node)
+            in_loop = producer.region is not None or node.region is not None
+            kind = graph.kind_of(ref)
+            op = _interface_op(fragments[src].replicas, fragments[dst].replicas, kind)
+            interfaces.setdefault(
+                (ref, src, dst), Interface(ref, src, dst, op, PER_STEP if in_loop else PER_ITERATION, kind)
+            )
+    for fragment in fragments.values():
+        if fragment.replicas > 1 and any(graph.components[c] == "learner" for c in fragment.components):
+            interfaces[("grads", fragment.name)] = Interface(
+                value=None, src=fragment.name, dst=fragment.name, op="allreduce", frequency=PER_ITERATION, kind="global"
+            )
+    fdg = FragmentedGraph(graph, policy, fragments, list(interfaces.values()), assignment)
+    fdg.lint()
+    return fdg
+
+
+def _fragment_for(node: Node, component_fragment: dict[str, str], assignment: dict[str, str], policy: DistributionPolicy) -> str:
+    if node.component is not None:
+        return component_fragment[node.component]
+    inputs = [ref for ref, _ in node.inputs()]
+    if inputs:
+        return assignment[inputs[0].node]
+    return policy.fragments[0].name
+
+
+def _interface_op(src_replicas: int, dst_replicas: int, kind: str) -> str:
+    if src_replicas == dst_replicas:
+        return "p2p"
+    if dst_replicas == 1:
+        return "gather"
+    if src_replicas == 1:
+        return "scatter" if kind == BATCHED else "broadcast"
+    raise ConfigError(
+        f"cannot connect {src_replicas} replicas to {dst_replicas}: replica counts across an interface must be "
+        "equal or one side must have a single replica"
+    )

@@ -1,0 +1,363 @@
+"""Tracing ``train_step`` into a ``DataflowGraph``.
+
+The tracer runs ``train_step`` once with proxies instead of data: each
+component-method call records a node and returns proxies for its results.
+Nothing real is computed, so tracing has no side effects (no env steps, no
+gradient updates) and is deterministic.  ``msrl.steps(n)`` runs its body twice
+while tracing; comparing the two iterations reveals which values are carried
+from one iteration to the next.  Anything that would need real data (an ``if``
+on a traced value, arithmetic outside a component) raises a ``TraceError``
+naming the user's file and line.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import sys
+import types
+import typing
+from typing import Any, Iterator
+
+from msrl import _components
+from msrl._components import Batched, Component, Global, NoValue
+from msrl._errors import ControlFlowError, TraceError, UndeclaredComponentError, UnsupportedOperationError
+from msrl._graph import BATCHED, GLOBAL, CarryRef, DataflowGraph, LoopRegion, Node, ValueRef, iter_leaves, map_leaves
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_CONSTANTS = (int, float, str, bool, type(None))
+_ROLES = (
+    (_components.Environment, "env"),
+    (_components.Actor, "actor"),
+    (_components.Buffer, "buffer"),
+    (_components.Learner, "learner"),
+)
+
+
+def role_of(component: Component) -> str:
+    """``env``, ``actor``, ``buffer``, ``learner`` or ``component``."""
+    for cls, role in _ROLES:
+        if isinstance(component, cls):
+            return role
+    return "component"
+
+
+def user_site() -> str:
+    """``file:line`` of the innermost frame outside msrl's own package: the user's code."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    path = frame.f_code.co_filename
+    try:
+        rel = os.path.relpath(path)
+        path = rel if not rel.startswith("..") else path
+    except ValueError:
+        pass
+    return f"{path}:{frame.f_lineno}"
+
+
+def output_kinds(component: Component, method: str) -> tuple[tuple[str, ...] | None, bool]:
+    """Kinds of the values ``method`` returns and whether it returns a tuple,
+    read from the first return annotation along the class hierarchy.  ``None``
+    kinds mean one value whose kind follows the component's role (environments
+    and actors produce batched data, learners global values)."""
+    for cls in type(component).__mro__:
+        func = vars(cls).get(method)
+        if func is None:
+            continue
+        func = getattr(func, "__wrapped__", func)
+        if "return" not in getattr(func, "__annotations__", {}):
+            continue
+        try:
+            annotation = typing.get_type_hints(func, localns=_KIND_NAMES).get("return")
+        except Exception:
+            continue
+        kinds = _kinds_from_annotation(annotation)
+        if kinds is not None:
+            return kinds, typing.get_origin(annotation) is tuple
+    return None, False
+
+
+_KIND_NAMES = {"Batched": Batched, "Global": Global, "NoValue": NoValue}
+
+
+def _kinds_from_annotation(annotation: Any) -> tuple[str, ...] | None:
+    if annotation is NoValue or annotation is None or annotation is type(None):
+        return ()
+    if annotation is Batched:
+        return (BATCHED,)
+    if annotation is Global:
+        return (GLOBAL,)
+    if typing.get_origin(annotation) is tuple:
+        inner = [_kinds_from_annotation(arg) for arg in typing.get_args(annotation)]
+        if inner and all(kind is not None and len(kind) == 1 for kind in inner):
+            return tuple(kind[0] for kind in inner)
+    return None
+
+
+class Proxy:
+    """A traced value.  Using it as data raises a TraceError at the user's line."""
+
+    __slots__ = ("_ref", "_tracer")
+
+    def __init__(self, ref: ValueRef, tracer: "Tracer") -> None:
+        self._ref = ref
+        self._tracer = tracer
+
+    def __repr__(self) -> str:
+        return f"Proxy({self._ref})"
+
+    def __bool__(self) -> bool:
+        raise ControlFlowError(
+            f"Python control flow depends on the traced value {self._describe()} (an if/while/and/or/not on it); "
+            "move that logic into a component method, or make the condition a constant",
+            user_site(),
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        raise UnsupportedOperationError(
+            f"cannot unpack or iterate over {self._describe()}: its method is not annotated to return a tuple; "
+            "annotate the component method with '-> tuple[Batched, ...]'",
+            user_site(),
+        )
+
+    def __len__(self) -> int:
+        raise UnsupportedOperationError(f"len() of {self._describe()} needs real data; compute it inside a component", user_site())
+
+    def __getitem__(self, key: Any) -> "Proxy":
+        return self._tracer.call_function(operator.getitem, (self, key))
+
+    def __getattr__(self, name: str) -> Any:
+        raise UnsupportedOperationError(
+            f"attribute {name!r} of {self._describe()} needs real data; traced values can only be passed to component methods",
+            user_site(),
+        )
+
+    def _describe(self) -> str:
+        node = self._tracer.nodes_by_id[self._ref.node]
+        return f"'{node.meta['pretty']}' (output {self._ref.index}, made at {node.site})"
+
+    def _unsupported(self, *_: Any) -> Any:
+        raise UnsupportedOperationError(
+            f"computation on the traced value {self._describe()} outside a component; move it into a component method",
+            user_site(),
+        )
+
+    __array__ = __float__ = __int__ = __index__ = __complex__ = _unsupported
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _unsupported
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _unsupported
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _unsupported
+    __pow__ = __rpow__ = __matmul__ = __rmatmul__ = __neg__ = __pos__ = __abs__ = __invert__ = _unsupported
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _unsupported
+    __hash__ = object.__hash__
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        for leaf in iter_leaves((args, kwargs or {})):
+            if isinstance(leaf, Proxy):
+                leaf._unsupported()
+        raise UnsupportedOperationError("torch function called on traced values", user_site())
+
+
+class _ComponentProxy:
+    """Stands in for a declared component while tracing; its methods record nodes."""
+
+    def __init__(self, name: str, component: Component, tracer: "Tracer") -> None:
+        self._name = name
+        self._component = component
+        self._tracer = tracer
+
+    def __getattr__(self, method: str) -> Any:
+        attr = getattr(self._component, method, None)
+        if method.startswith("_") or not callable(attr):
+            raise UnsupportedOperationError(
+                f"train_step may only call public methods of component '{self._name}' "
+                f"({type(self._component).__name__}); {method!r} is not one",
+                user_site(),
+            )
+
+        def record(*args: Any, **kwargs: Any) -> Any:
+            return self._tracer.call_component(self._name, self._component, method, args, kwargs)
+
+        return record
+
+
+class _AlgorithmView:
+    """What ``self`` is inside ``train_step`` while tracing: components become
+    proxies, helper methods are re-bound to the view, other attributes are real."""
+
+    def __init__(self, algorithm: Any, tracer: "Tracer") -> None:
+        object.__setattr__(self, "_algorithm", algorithm)
+        object.__setattr__(self, "_tracer", tracer)
+
+    def __getattr__(self, name: str) -> Any:
+        algorithm = object.__getattribute__(self, "_algorithm")
+        tracer = object.__getattribute__(self, "_tracer")
+        if name in tracer.components:
+            return tracer.component_proxies[name]
+        class_attr = getattr(type(algorithm), name, None)
+        if isinstance(class_attr, types.FunctionType):
+            return types.MethodType(class_attr, self)
+        return getattr(algorithm, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise UnsupportedOperationError(
+            f"train_step assigns self.{name}; state must live inside components, not on the algorithm", user_site()
+        )
+
+
+class Tracer:
+    """Records one ``train_step`` call.  Use ``msrl.trace`` rather than this class."""
+
+    def __init__(self, components: dict[str, Component]) -> None:
+        self.components = components
+        self.component_proxies = {name: _ComponentProxy(name, comp, self) for name, comp in components.items()}
+        self._declared_ids = {id(comp) for comp in components.values()}
+        self.nodes: list[Node] = []
+        self.nodes_by_id: dict[str, Node] = {}
+        self.loops: list[dict[str, Any]] = []
+        self._active_loop: dict[str, Any] | None = None
+        self._counter = 0
+
+    # -- the one funnel every recorded node goes through -----------------
+    def create_node(self, op: str, target: Any, args: tuple, kwargs: dict, kinds: tuple[str, ...], pretty: str) -> Node:
+        self._counter += 1
+        node = Node(
+            name=f"n{self._counter}",
+            op=op,
+            target=target,
+            args=self.create_arg(args),
+            kwargs=self.create_arg(kwargs),
+            site=user_site(),
+            output_kinds=kinds,
+        )
+        node.meta["pretty"] = pretty
+        if self._active_loop is not None:
+            node.meta["loop"] = self._active_loop["id"]
+            node.meta["iteration"] = self._active_loop["iteration"]
+            self._active_loop["bodies"][self._active_loop["iteration"]].append(node.name)
+        self.nodes.append(node)
+        self.nodes_by_id[node.name] = node
+        return node
+
+    def create_arg(self, value: Any) -> Any:
+        """Turn user arguments into graph arguments, rejecting what cannot be represented."""
+
+        def convert(leaf: Any) -> Any:
+            if isinstance(leaf, Proxy):
+                if leaf._tracer is not self:
+                    raise UnsupportedOperationError("a traced value from another trace was passed in", user_site())
+                return leaf._ref
+            if isinstance(leaf, _CONSTANTS) or isinstance(leaf, (ValueRef, CarryRef)):
+                return leaf
+            if isinstance(leaf, (_ComponentProxy, Component)):
+                raise UnsupportedOperationError(
+                    "a component was passed as an argument; components talk only through the values their methods return",
+                    user_site(),
+                )
+            raise UnsupportedOperationError(
+                f"an argument of type {type(leaf).__name__} was passed to a component call; only values returned by "
+                "component methods, constants (int, float, str, bool, None) and tuples/lists/dicts of them can flow "
+                "between components",
+                user_site(),
+            )
+
+        return map_leaves(convert, value)
+
+    # -- what proxies call ----------------------------------------------
+    def call_component(self, name: str, component: Component, method: str, args: tuple, kwargs: dict) -> Any:
+        kinds, is_tuple = output_kinds(component, method)
+        if kinds is None:
+            kinds = (GLOBAL if role_of(component) == "learner" else BATCHED,)
+        node = self.create_node("call_component", (name, method), args, kwargs, kinds, f"{name}.{method}")
+        node.meta["tuple"] = is_tuple
+        if not kinds:
+            return None
+        proxies = tuple(Proxy(ValueRef(node.name, i), self) for i in range(len(kinds)))
+        return proxies if is_tuple else proxies[0]
+
+    def call_function(self, fn: Any, args: tuple) -> Proxy:
+        kind = next(
+            (self.nodes_by_id[leaf._ref.node].output_kinds[leaf._ref.index] for leaf in iter_leaves(args) if isinstance(leaf, Proxy)),
+            BATCHED,
+        )
+        node = self.create_node("call_function", fn, args, {}, (kind,), fn.__name__)
+        return Proxy(ValueRef(node.name), self)
+
+    def on_untraced_component_call(self, component: Component, method: str) -> None:
+        if id(component) not in self._declared_ids:
+            raise UndeclaredComponentError(
+                f"{type(component).__name__}.{method}() was called on a component the algorithm does not declare; "
+                "assign every component as an attribute in __init__ (self.name = ...) so msrl can place it",
+                user_site(),
+            )
+        raise UnsupportedOperationError(
+            f"{type(component).__name__}.{method}() was called directly instead of through train_step's self", user_site()
+        )
+
+    # -- loops ------------------------------------------------------------
+    def loop(self, n: Any) -> Iterator[int]:
+        site = user_site()
+        if isinstance(n, Proxy):
+            raise ControlFlowError("the bound of msrl.steps() is a traced value; loop bounds must be static integers", site)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise TraceError(f"msrl.steps() needs a positive integer, got {n!r}", site)
+        if self._active_loop is not None:
+            raise TraceError("nested msrl.steps() loops are not supported; flatten the loop or move the inner one into a component", site)
+        loop = {"id": f"loop{len(self.loops)}", "trip_count": n, "site": site, "iteration": 0, "bodies": ([], []), "done": False}
+        self.loops.append(loop)
+        self._active_loop = loop
+        try:
+            for iteration in (0, 1):
+                loop["iteration"] = iteration
+                yield iteration
+            loop["done"] = True
+        finally:
+            self._active_loop = None
+            if not loop["done"]:
+                raise TraceError("break or return inside an msrl.steps() loop is not supported; every iteration must run", site)
+
+
+_TRACERS: list[Tracer] = []
+
+
+def steps(n: int) -> Iterator[int]:
+    """Loop ``n`` times inside ``train_step``: ``for _ in msrl.steps(n):``.
+
+    While tracing this marks a loop region (so the graph holds the body once,
+    not n copies); when ``train_step`` is called directly it is ``range(n)``.
+    """
+    if _TRACERS:
+        return _TRACERS[-1].loop(n)
+    return iter(range(n))
+
+
+def trace(algorithm: Any) -> DataflowGraph:
+    """Trace ``algorithm.train_step()`` into a ``DataflowGraph``.
+
+    Example::
+
+        graph = msrl.trace(algorithm)
+        print(graph)               # one line per component-method call
+        graph.loop_carried()       # e.g. [('env.step', 'actor.act', %env.step[0])]
+    """
+    components = algorithm.components()
+    tracer = Tracer(components)
+    view = _AlgorithmView(algorithm, tracer)
+    _TRACERS.append(tracer)
+    _components._ACTIVE_TRACER.append(tracer)
+    try:
+        result = type(algorithm).train_step(view)
+        output_args = tracer.create_arg(result)
+    finally:
+        _TRACERS.pop()
+        _components._ACTIVE_TRACER.pop()
+    tracer._counter += 1
+    output = Node(name="output", op="output", target=None, args=(output_args,), kwargs={}, site="train_step return", output_kinds=())
+    from msrl._loops import fold_loops
+
+    nodes, regions = fold_loops(tracer.nodes + [output], tracer.loops)
+    roles = {name: role_of(component) for name, component in components.items()}
+    return DataflowGraph(nodes, regions, roles)

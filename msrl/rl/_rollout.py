@@ -1,0 +1,73 @@
+"""A rollout buffer component for on-policy algorithms (PPO, A2C)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+
+from msrl._components import Batched, Buffer, NoValue
+from msrl.rl._gae import gae
+
+
+class RolloutBatch(NamedTuple):
+    """A drained rollout, flattened over (step, env); a flat tuple of tensors so
+    it can cross fragments as-is."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+
+class RolloutBuffer(Buffer):
+    """Holds ``num_steps`` steps of ``num_envs`` environments; ``drain`` computes
+    advantages with GAE and returns the flattened batch, emptying the buffer.
+
+    Termination and truncation both end the bootstrapping (the observation the
+    environment returns after either is already the next episode's).
+    """
+
+    def __init__(self, num_steps: int, num_envs: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...] = (),
+                 action_dtype: torch.dtype = torch.int64, gamma: float = 0.99, gae_lambda: float = 0.95,
+                 device: str = "cpu") -> None:
+        self.num_steps, self.num_envs = num_steps, num_envs
+        self.gamma, self.gae_lambda = gamma, gae_lambda
+        shape = (num_steps, num_envs)
+        self.obs = torch.zeros(shape + tuple(obs_shape), device=device)
+        self.actions = torch.zeros(shape + tuple(action_shape), dtype=action_dtype, device=device)
+        self.logprobs = torch.zeros(shape, device=device)
+        self.values = torch.zeros(shape, device=device)
+        self.rewards = torch.zeros(shape, device=device)
+        self.dones = torch.zeros(shape, device=device)
+        self.position = 0
+
+    def insert(self, obs: Any, action: Any, logprob: Any, value: Any, reward: Any, terminated: Any, truncated: Any) -> NoValue:
+        t = self.position
+        if t >= self.num_steps:
+            raise RuntimeError(f"rollout buffer is full ({self.num_steps} steps); drain it first")
+        self.obs[t] = torch.as_tensor(obs)
+        self.actions[t] = torch.as_tensor(action)
+        self.logprobs[t] = torch.as_tensor(logprob)
+        self.values[t] = torch.as_tensor(value)
+        self.rewards[t] = torch.as_tensor(reward)
+        torch.maximum(torch.as_tensor(terminated), torch.as_tensor(truncated), out=self.dones[t])
+        self.position = t + 1
+
+    def drain(self, last_value: Any) -> Batched:
+        if self.position != self.num_steps:
+            raise RuntimeError(f"rollout buffer holds {self.position} of {self.num_steps} steps")
+        self.position = 0
+        advantages, returns = gae(self.rewards, self.values, self.dones, torch.as_tensor(last_value), self.gamma, self.gae_lambda)
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        return RolloutBatch(flat(self.obs).clone(), flat(self.actions).clone(), flat(self.logprobs).clone(),
+                            flat(self.values).clone(), flat(advantages), flat(returns))
+
+    def state_dict(self) -> dict[str, Any]:
+        # Checkpoints are taken between iterations, when the buffer is empty.
+        return {"position": self.position}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.position = int(state.get("position", 0))

@@ -1,0 +1,121 @@
+"""A distribution policy as plain data: which components share a fragment, how
+many replicas each fragment has, which executor runs it, what resources it
+asks for, and how the replicas are placed on the cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from msrl import ConfigError
+
+EXECUTORS = ("cpu", "torch", "cuda")
+PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+MODES = ("sync", "async")
+
+
+@dataclass
+class FragmentSpec:
+    """One fragment.  ``components`` lists component names or roles
+    (``env``, ``actor``, ``buffer``, ``learner``); a role takes every component
+    of that role not named elsewhere, and ``*`` every component not placed
+    anywhere else."""
+
+    name: str
+    components: list[str]
+    replicas: int = 1
+    executor: str = "cpu"
+    resources: dict[str, float] = field(default_factory=lambda: {"CPU": 1.0})
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"fragment name must be a non-empty string, got {self.name!r}")
+        if not isinstance(self.components, list) or not self.components or not all(isinstance(c, str) for c in self.components):
+            raise ConfigError(f"fragment {self.name!r}: components must be a non-empty list of names, got {self.components!r}")
+        if not isinstance(self.replicas, int) or isinstance(self.replicas, bool) or self.replicas < 1:
+            raise ConfigError(f"fragment {self.name!r}: replicas must be a positive integer, got {self.replicas!r}")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"fragment {self.name!r}: unknown executor {self.executor!r}; valid choices: {', '.join(EXECUTORS)}")
+        if not isinstance(self.resources, dict) or not all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for k, v in self.resources.items()
+        ):
+            raise ConfigError(f"fragment {self.name!r}: resources must map names to non-negative numbers, got {self.resources!r}")
+        self.resources = {k: float(v) for k, v in self.resources.items()}
+
+    @property
+    def cpus(self) -> int:
+        return max(1, int(self.resources.get("CPU", 1)))
+
+
+@dataclass
+class DistributionPolicy:
+    """Fragments plus placement.  ``in_process`` runs the single fragment in the
+    driver with no Ray at all (the ``local`` preset)."""
+
+    name: str
+    fragments: list[FragmentSpec]
+    placement: str = "PACK"
+    mode: str = "sync"
+    in_process: bool = False
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(f"unknown placement strategy {self.placement!r}; valid choices: {', '.join(PLACEMENTS)}")
+        if self.mode not in MODES:
+            raise ConfigError(f"unknown mode {self.mode!r}; valid choices: {', '.join(MODES)}")
+        names = [fragment.name for fragment in self.fragments]
+        if not names:
+            raise ConfigError("a distribution policy needs at least one fragment")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"fragment names must be unique, got {names}")
+        if self.in_process and (len(self.fragments) != 1 or self.fragments[0].replicas != 1):
+            raise ConfigError("an in-process policy has exactly one fragment with one replica")
+
+    def fragment(self, name: str) -> FragmentSpec:
+        for fragment in self.fragments:
+            if fragment.name == name:
+                return fragment
+        raise ConfigError(f"no fragment {name!r}; fragments: {', '.join(f.name for f in self.fragments)}")
+
+    def assign(self, roles: dict[str, str]) -> dict[str, str]:
+        """Map every component to its fragment, given ``{component: role}``.
+
+        Exact names win over roles; every component must land in exactly one
+        fragment, and every entry must match something.
+        """
+        assignment: dict[str, str] = {}
+        by_role: list[tuple[str, str]] = []
+        for fragment in self.fragments:
+            for entry in fragment.components:
+                if entry == "*":
+                    by_role.append((entry, fragment.name))
+                elif entry in roles:
+                    if entry in assignment:
+                        raise ConfigError(f"component {entry!r} is placed in both {assignment[entry]!r} and {fragment.name!r}")
+                    assignment[entry] = fragment.name
+                elif entry in set(roles.values()):
+                    by_role.append((entry, fragment.name))
+                else:
+                    choices = sorted(set(roles) | set(roles.values())) + ["*"]
+                    raise ConfigError(f"fragment {fragment.name!r} names unknown component {entry!r}; valid choices: {', '.join(choices)}")
+        by_role.sort(key=lambda item: item[0] == "*")
+        for role, fragment_name in by_role:
+            for component, component_role in roles.items():
+                if role in (component_role, "*") and component not in assignment:
+                    assignment[component] = fragment_name
+        missing = [c for c in roles if c not in assignment]
+        if missing:
+            raise ConfigError(f"components {missing} are not placed in any fragment of policy {self.name!r}")
+        return assignment
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "placement": self.placement,
+            "mode": self.mode,
+            "fragments": [
+                {"name": f.name, "components": list(f.components), "replicas": f.replicas, "executor": f.executor,
+                 "resources": dict(f.resources), "device": f.device}
+                for f in self.fragments
+            ],
+        }
