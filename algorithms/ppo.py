@@ -26,17 +26,17 @@ class PPOConfig:
     """Environment id from msrl.envs."""
     num_envs: int = 32
     """Environments stepped together by each actor."""
-    num_steps: int = 64
+    num_steps: int = 32
     """Steps per environment per iteration (rollout length)."""
-    learning_rate: float = 2.5e-3
+    learning_rate: float = 1e-3
     """Adam step size."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over the run."""
-    gamma: float = 0.99
+    gamma: float = 0.98
     """Discount factor."""
-    gae_lambda: float = 0.95
+    gae_lambda: float = 0.8
     """GAE lambda: bias/variance trade-off of the advantage estimate."""
-    update_epochs: int = 4
+    update_epochs: int = 10
     """Passes over each rollout."""
     num_minibatches: int = 4
     """Minibatches per pass."""

@@ -20,6 +20,7 @@ class LocalRuntime:
         executor_cls = get_executor(fragment.spec.executor)
         self.executor = executor_cls(build_program(fdg, fragment.name), self.components, fdg.graph.components, fragment.spec)
         self.executor.setup()
+        self.components = self.executor.components  # the executor may swap in another env backend
 
     def run_iteration(self) -> IterationResult:
         output = self.executor.run()

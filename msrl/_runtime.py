@@ -38,4 +38,10 @@ def make_runtime(fdg: Any, algorithm: Any, address: str | None = None) -> Runtim
 
         return LocalRuntime(fdg, algorithm)
     cluster = importlib.import_module("cluster")
-    return cluster.RayRuntime(fdg, algorithm, address=address)
+    runtime_cls = getattr(cluster, "RayRuntime", None)
+    if runtime_cls is None:
+        from msrl._errors import ConfigError
+
+        raise ConfigError(f"policy {fdg.policy.name!r} needs the Ray runtime, which this version does not have yet; "
+                          "valid choices: local")
+    return runtime_cls(fdg, algorithm, address=address)

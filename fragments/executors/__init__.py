@@ -9,6 +9,7 @@ from fragments.executors._base import Executor, FragmentExecutionError
 
 EXECUTORS = {
     "cpu": "fragments.executors.cpu:CpuExecutor",
+    "torch": "fragments.executors.torch:TorchExecutor",
 }
 
 

@@ -1,12 +1,19 @@
-"""The ``cpu`` executor: NumPy environments and torch on the CPU, with torch's
-intra-op threads sized to the fragment's CPUs (more threads than cores only
-adds contention on the small matrices RL policies use)."""
+"""The ``cpu`` executor: NumPy environments and torch on the CPU.
+
+torch's intra-op threads are sized to the fragment's CPUs, and a large
+environment batch is split into one shard per CPU, stepped in a thread pool.
+"""
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 from fragments.executors._base import Executor
+from fragments.executors._sharded_env import ShardedEnv
+
+MIN_ENVS_PER_SHARD = 256  # below this, handing work to threads costs more than it saves
 
 
 class CpuExecutor(Executor):
@@ -14,3 +21,15 @@ class CpuExecutor(Executor):
 
     def setup(self) -> None:
         torch.set_num_threads(self.spec.cpus)
+        self.pool = None
+        for name, component in list(self.components.items()):
+            if self.roles[name] != "env" or getattr(component, "spec", None) is None:
+                continue
+            shards = min(self.spec.cpus, component.num_envs // MIN_ENVS_PER_SHARD)
+            if shards > 1 and component.spec.backend == "numpy":
+                self.pool = self.pool or ThreadPoolExecutor(self.spec.cpus, thread_name_prefix=f"{self.program.fragment}-env")
+                self.components[name] = ShardedEnv(component, shards, self.pool)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)

@@ -36,6 +36,7 @@ class EnvSpec:
     env_id: str
     backend: str
     kwargs: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
 
 
 def register(env_id: str, backend: str, factory: str | Callable[..., Any]) -> None:
@@ -67,7 +68,7 @@ def make(env_id: str, num_envs: int, seed: int = 0, backend: str = "numpy", **kw
         module_name, _, class_name = factory.partition(":")
         factory = getattr(importlib.import_module(module_name), class_name)
     env = factory(num_envs=num_envs, seed=seed, **kwargs)
-    env.spec = EnvSpec(env_id, backend, dict(kwargs))
+    env.spec = EnvSpec(env_id, backend, dict(kwargs), seed)
     return env
 
 

@@ -1,0 +1,40 @@
+# The two quick-start commands: `make train` and `make test`.
+# Each creates .venv (if needed) and installs msrl from this repository's own
+# files, with torch pinned through constraints.txt.
+PYTHON ?= python3
+VENV   ?= .venv
+PIP    := $(VENV)/bin/python -m pip
+CONFIG ?= configs/ppo_cartpole.yaml
+
+.PHONY: train test bench install install-dev install-bench clean
+
+train: $(VENV)/.stamp-base
+	$(VENV)/bin/msrl train $(CONFIG)
+
+test: $(VENV)/.stamp-dev
+	$(VENV)/bin/python -m pytest -q
+
+bench: $(VENV)/.stamp-bench
+	$(VENV)/bin/python benchmarks/ppo_cartpole.py
+
+install: $(VENV)/.stamp-base
+install-dev: $(VENV)/.stamp-dev
+install-bench: $(VENV)/.stamp-bench
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.stamp-base: pyproject.toml constraints.txt | $(VENV)/bin/python
+	$(PIP) install -q -c constraints.txt -e .
+	touch $@
+
+$(VENV)/.stamp-dev: pyproject.toml constraints.txt | $(VENV)/bin/python
+	$(PIP) install -q -c constraints.txt -e '.[dev]'
+	touch $@ $(VENV)/.stamp-base
+
+$(VENV)/.stamp-bench: pyproject.toml constraints.txt | $(VENV)/bin/python
+	$(PIP) install -q -c constraints.txt -e '.[dev,bench]'
+	touch $@ $(VENV)/.stamp-base $(VENV)/.stamp-dev
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,7 @@
+"""Everything Ray: starting or joining a cluster, placement groups, fragment
+worker actors and the transport between them.  Nothing else in msrl imports
+Ray; the run loop reaches this package only through ``msrl._runtime``."""
+
+from cluster._connect import connect
+
+__all__ = ["connect"]
