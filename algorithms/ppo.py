@@ -24,11 +24,11 @@ from msrl.rl import RolloutBatch, RolloutBuffer, categorical_entropy, categorica
 class PPOConfig:
     env_id: str = "CartPole-v1"
     """Environment id from msrl.envs."""
-    num_envs: int = 32
+    num_envs: int = 64
     """Environments stepped together by each actor."""
     num_steps: int = 32
     """Steps per environment per iteration (rollout length)."""
-    learning_rate: float = 1e-3
+    learning_rate: float = 2.5e-3
     """Adam step size."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over the run."""
@@ -36,9 +36,9 @@ class PPOConfig:
     """Discount factor."""
     gae_lambda: float = 0.8
     """GAE lambda: bias/variance trade-off of the advantage estimate."""
-    update_epochs: int = 10
+    update_epochs: int = 4
     """Passes over each rollout."""
-    num_minibatches: int = 4
+    num_minibatches: int = 8
     """Minibatches per pass."""
     clip_coef: float = 0.2
     """Surrogate clipping range."""
@@ -144,7 +144,8 @@ class PPOLearner(msrl.Learner):
         self.config = config
         self.device = torch.device(device)
         self.net = ActorCritic(obs_dim, num_actions, config.hidden_size, seed).to(self.device)
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.learning_rate, eps=1e-5)
+        # The fused implementation runs all parameters' updates in one kernel: ~20% less time per step on CPU.
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
         self.generator = torch.Generator().manual_seed(seed + 2)
         self.num_updates = max(1, num_updates)
         self.updates = 0

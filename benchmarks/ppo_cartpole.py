@@ -1,0 +1,299 @@
+"""PPO on CartPole-v1: msrl (``local`` policy) against Stable-Baselines3, on one machine.
+
+Both frameworks get the same env-step budget and the same evaluation schedule
+(greedy policy, 20 fresh environments, one episode each, every ``--eval-every``
+env steps), and both run with one torch thread, so the comparison measures the
+frameworks rather than how many cores each happens to grab.  Evaluation time is
+kept off the training clock: a framework that evaluates more slowly should not
+look like it learns more slowly.
+
+SB3 uses the tuned rl-zoo hyper-parameters for CartPole-v1; msrl uses
+``configs/ppo_cartpole.yaml`` as shipped.
+
+    python benchmarks/ppo_cartpole.py --budget 100000 --seeds 1 2 3
+
+The markdown table at the end can be pasted into BENCHMARKS.md as is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MSRL_CONFIG = REPO_ROOT / "configs" / "ppo_cartpole.yaml"
+TORCH_THREADS = 1
+EVAL_SEED_OFFSET = 7919
+"""Evaluation environments are seeded apart from training ones, identically at every evaluation."""
+
+
+# -- measurement ------------------------------------------------------------------------------------
+class Stopwatch:
+    """A wall clock that can be paused, so evaluation does not count as training time."""
+
+    def __init__(self) -> None:
+        self._elapsed = 0.0
+        self._started: float | None = None
+
+    def start(self) -> None:
+        if self._started is None:
+            self._started = time.perf_counter()
+
+    def stop(self) -> None:
+        if self._started is not None:
+            self._elapsed += time.perf_counter() - self._started
+            self._started = None
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop the clock for the duration of the block, then restore its running state."""
+        was_running = self._started is not None
+        self.stop()
+        try:
+            yield
+        finally:
+            if was_running:
+                self.start()
+
+    @property
+    def seconds(self) -> float:
+        running = time.perf_counter() - self._started if self._started is not None else 0.0
+        return self._elapsed + running
+
+
+@dataclass
+class EvalPoint:
+    env_steps: int
+    train_seconds: float
+    mean_return: float
+
+
+@dataclass
+class RunRecord:
+    """What one framework achieved with one seed."""
+
+    framework: str
+    seed: int
+    env_steps: int = 0
+    train_seconds: float = 0.0
+    curve: list[EvalPoint] = field(default_factory=list)
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.env_steps / self.train_seconds if self.train_seconds > 0 else float("nan")
+
+    def seconds_to(self, threshold: float) -> float | None:
+        """Training seconds at the first evaluation whose greedy mean reached ``threshold``."""
+        return next((p.train_seconds for p in self.curve if p.mean_return >= threshold), None)
+
+    @property
+    def final_return(self) -> float:
+        return self.curve[-1].mean_return if self.curve else float("nan")
+
+
+class EvalSchedule:
+    """Evaluates whenever the env-step count crosses the next multiple of ``every``,
+    with the clock paused, and appends the result to the record's curve."""
+
+    def __init__(self, record: RunRecord, clock: Stopwatch, every: int, evaluate: Callable[[], list[float]]) -> None:
+        self.record, self.clock, self.every, self.evaluate = record, clock, every, evaluate
+        self.next_at = every
+
+    def maybe_evaluate(self, env_steps: int, force: bool = False) -> None:
+        if not force and env_steps < self.next_at:
+            return
+        with self.clock.paused():
+            point = EvalPoint(env_steps, self.clock.seconds, statistics.fmean(self.evaluate()))
+        self.record.curve.append(point)
+        print(f"  {self.record.framework:>4} seed {self.record.seed}: {env_steps:>7,} steps  "
+              f"{point.train_seconds:6.1f} s  greedy {point.mean_return:6.1f}", file=sys.stderr, flush=True)
+        while self.next_at <= env_steps:
+            self.next_at += self.every
+
+
+# -- msrl -------------------------------------------------------------------------------------------
+def run_msrl(seed: int, budget: int, eval_every: int, eval_episodes: int, overrides: Sequence[str] = ()) -> RunRecord:
+    """Train msrl's PPO with the local policy, one ``run_iteration`` at a time.
+
+    Building, tracing and partitioning happen before the clock starts, as SB3's
+    model construction does; the final greedy evaluation is always taken."""
+    from msrl._config import load_config
+    from msrl._evaluate import evaluate
+    from msrl._run import plan
+    from msrl._runtime import make_runtime
+
+    record, clock = RunRecord("msrl", seed), Stopwatch()
+    with tempfile.TemporaryDirectory(prefix="msrl-bench-") as runs_dir:
+        config = load_config(str(MSRL_CONFIG), [
+            "policy=local", "progress=false", "eval_episodes=0", "checkpoint_every=0",
+            f"runs_dir={runs_dir}", f"seed={seed}", f"total_env_steps={budget}", *overrides,
+        ])
+        algorithm, fdg = plan(config)
+        runtime = make_runtime(fdg, algorithm)
+        schedule = EvalSchedule(record, clock, eval_every,
+                                lambda: evaluate(algorithm, eval_episodes, seed=seed + EVAL_SEED_OFFSET))
+        try:
+            clock.start()
+            while record.env_steps < budget:
+                record.env_steps += runtime.run_iteration().env_steps
+                schedule.maybe_evaluate(record.env_steps)
+            clock.stop()
+        finally:
+            runtime.close()
+    _finish(record, clock, schedule)
+    return record
+
+
+# -- Stable-Baselines3 --------------------------------------------------------------------------------
+def sb3_zoo_hyperparameters() -> dict:
+    """rl-baselines3-zoo's tuned PPO settings for CartPole-v1 (hyperparams/ppo.yml),
+    with its ``lin_`` schedules: value * progress_remaining, decaying to 0."""
+    from stable_baselines3.common.utils import LinearSchedule
+
+    return dict(policy="MlpPolicy", n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                ent_coef=0.0, learning_rate=LinearSchedule(1e-3, 0.0, 1.0), clip_range=LinearSchedule(0.2, 0.0, 1.0))
+
+
+def run_sb3(seed: int, budget: int, eval_every: int, eval_episodes: int) -> RunRecord:
+    """Train SB3's PPO (8 DummyVecEnv envs) and evaluate through a callback.
+
+    Evaluation runs at the start of a rollout, i.e. right after an update, so it
+    sees the policy trained on every step counted so far, as msrl's does."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    record, clock = RunRecord("SB3", seed), Stopwatch()
+    eval_seed = seed + EVAL_SEED_OFFSET
+    eval_env = make_vec_env("CartPole-v1", n_envs=eval_episodes, seed=eval_seed)
+    model = PPO(env=make_vec_env("CartPole-v1", n_envs=8, seed=seed), device="cpu", seed=seed, verbose=0,
+                **sb3_zoo_hyperparameters())
+
+    def greedy_returns() -> list[float]:
+        eval_env.seed(eval_seed)  # the same 20 fresh starts at every evaluation
+        returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True,
+                                     return_episode_rewards=True)
+        return [float(r) for r in returns]
+
+    schedule = EvalSchedule(record, clock, eval_every, greedy_returns)
+
+    class ScheduledEval(BaseCallback):
+        def _on_training_start(self) -> None:
+            clock.start()
+
+        def _on_rollout_start(self) -> None:
+            schedule.maybe_evaluate(self.num_timesteps)
+
+        def _on_step(self) -> bool:
+            return True
+
+    model.learn(total_timesteps=budget, callback=ScheduledEval())
+    clock.stop()
+    record.env_steps = model.num_timesteps
+    _finish(record, clock, schedule)
+    eval_env.close()
+    model.get_env().close()
+    return record
+
+
+def _finish(record: RunRecord, clock: Stopwatch, schedule: EvalSchedule) -> None:
+    """Freeze the training time and make sure the curve ends with the final policy."""
+    clock.stop()
+    if not record.curve or record.curve[-1].env_steps != record.env_steps:
+        schedule.maybe_evaluate(record.env_steps, force=True)
+    record.train_seconds = clock.seconds
+
+
+# -- report -----------------------------------------------------------------------------------------
+def _seconds(value: float | None) -> str:
+    return "not reached" if value is None else f"{value:.1f}"
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> str:
+    if numerator is None or denominator is None or denominator <= 0:
+        return "n/a"
+    return f"{numerator / denominator:.2f}x"
+
+
+def markdown_table(records: Sequence[RunRecord], threshold: float) -> str:
+    """One row per framework and seed; msrl rows carry their ratio to SB3 with the same seed."""
+    sb3 = {r.seed: r for r in records if r.framework == "SB3"}
+    lines = [
+        f"| framework | seed | env steps | env steps/s | wall s to greedy >= {threshold:g} | final greedy return "
+        "| steps/s msrl/SB3 | time-to-threshold SB3/msrl |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in records:
+        other = sb3.get(r.seed) if r.framework == "msrl" else None
+        speed = _ratio(r.steps_per_second, other.steps_per_second) if other else ""
+        time_ratio = _ratio(other.seconds_to(threshold), r.seconds_to(threshold)) if other else ""
+        lines.append(f"| {r.framework} | {r.seed} | {r.env_steps:,} | {r.steps_per_second:,.0f} | "
+                     f"{_seconds(r.seconds_to(threshold))} | {r.final_return:.1f} | {speed} | {time_ratio} |")
+    return "\n".join(lines)
+
+
+def machine_info() -> str:
+    import gymnasium
+
+    versions = [f"python {platform.python_version()}", f"torch {torch.__version__}", f"gymnasium {gymnasium.__version__}"]
+    try:
+        import stable_baselines3
+
+        versions.append(f"stable-baselines3 {stable_baselines3.__version__}")
+    except ImportError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (f"{platform.platform()}, {platform.processor() or platform.machine()}, "
+            f"cpu_count {os.cpu_count()} ({usable} usable); {', '.join(versions)}; "
+            f"torch.set_num_threads({TORCH_THREADS}) for both frameworks")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=int, default=100_000, help="env steps per training run (default 100000)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1], help="seeds, one run per framework each (default 1)")
+    parser.add_argument("--eval-every", type=int, default=10_240, help="env steps between greedy evaluations (default 10240)")
+    parser.add_argument("--eval-episodes", type=int, default=20, help="greedy episodes (fresh envs) per evaluation (default 20)")
+    parser.add_argument("--threshold", type=float, default=475.0, help="greedy mean return counted as solved (default 475)")
+    parser.add_argument("--skip-sb3", action="store_true", help="run msrl only")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override msrl's config (configs/ppo_cartpole.yaml), as with 'msrl train --set'")
+    args = parser.parse_args(argv)
+    for name in ("budget", "eval_every", "eval_episodes"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(TORCH_THREADS)
+    command = shlex.join(["python", *sys.argv])
+    print(f"command: {command}\nmachine: {machine_info()}\n", flush=True)
+    records: list[RunRecord] = []
+    for seed in args.seeds:  # interleave frameworks so drifting machine load hits both alike
+        records.append(run_msrl(seed, args.budget, args.eval_every, args.eval_episodes, args.overrides))
+        if not args.skip_sb3:
+            records.append(run_sb3(seed, args.budget, args.eval_every, args.eval_episodes))
+    print(f"\nPPO CartPole-v1, budget {args.budget:,} env steps, greedy eval of {args.eval_episodes} episodes "
+          f"every {args.eval_every:,} steps (eval time excluded), torch threads {TORCH_THREADS}.\n")
+    print(markdown_table(records, args.threshold))
+    print(f"\n`{command}` -- {machine_info()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
