@@ -52,9 +52,13 @@ def build(config: LoadedConfig, replica: int = 0, num_replicas: int = 1, device:
 def plan(config: LoadedConfig) -> tuple[Any, Any]:
     """Build, trace and partition: everything short of starting the run."""
     from fragments import partition
+    from fragments.executors import get_executor
     from policies import load_policy
 
     policy = load_policy(config.run.policy)
+    if policy.in_process:  # remote fragments are checked where they run
+        for spec in policy.fragments:
+            get_executor(spec.executor).check_available(spec)
     device = policy.fragments[0].device if policy.in_process else "cpu"
     algorithm = build(config, device=device)
     return algorithm, partition(trace(algorithm), policy)

@@ -315,9 +315,15 @@ class Tracer:
                 yield iteration
             loop["done"] = True
         finally:
+            # Runs when the loop ends, or when the generator is dropped after a
+            # break; check_loops_completed reports the latter once train_step returns.
             self._active_loop = None
+
+    def check_loops_completed(self) -> None:
+        for loop in self.loops:
             if not loop["done"]:
-                raise TraceError("break or return inside an msrl.steps() loop is not supported; every iteration must run", site)
+                raise TraceError("break or return inside an msrl.steps() loop is not supported; every iteration must run",
+                                 loop["site"])
 
 
 _TRACERS: list[Tracer] = []
@@ -350,6 +356,7 @@ def trace(algorithm: Any) -> DataflowGraph:
     _components._ACTIVE_TRACER.append(tracer)
     try:
         result = type(algorithm).train_step(view)
+        tracer.check_loops_completed()
         output_args = tracer.create_arg(result)
     finally:
         _TRACERS.pop()

@@ -21,7 +21,8 @@ class LocalParams:
 
     executor: str = "cpu"
     cpus: int = 1
-    device: str = "cpu"
+    device: str = ""
+    """Torch device; empty means ``cuda`` for the cuda executor and ``cpu`` otherwise."""
 
 
 def _local(params: LocalParams) -> DistributionPolicy:
@@ -30,7 +31,7 @@ def _local(params: LocalParams) -> DistributionPolicy:
         components=["*"],
         executor=params.executor,
         resources={"CPU": float(params.cpus)},
-        device=params.device,
+        device=params.device or ("cuda" if params.executor == "cuda" else "cpu"),
     )
     return DistributionPolicy("local", [fragment], in_process=True)
 

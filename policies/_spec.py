@@ -99,6 +99,12 @@ class DistributionPolicy:
                 else:
                     choices = sorted(set(roles) | set(roles.values())) + ["*"]
                     raise ConfigError(f"fragment {fragment.name!r} names unknown component {entry!r}; valid choices: {', '.join(choices)}")
+        seen_roles: dict[str, str] = {}
+        for role, fragment_name in by_role:
+            if role in seen_roles and role != "*":
+                raise ConfigError(f"{role!r} is listed in both fragments {seen_roles[role]!r} and {fragment_name!r}; "
+                                  "name the components explicitly to split them")
+            seen_roles[role] = fragment_name
         by_role.sort(key=lambda item: item[0] == "*")
         for role, fragment_name in by_role:
             for component, component_role in roles.items():

@@ -10,6 +10,7 @@ from fragments.executors._base import Executor, FragmentExecutionError
 EXECUTORS = {
     "cpu": "fragments.executors.cpu:CpuExecutor",
     "torch": "fragments.executors.torch:TorchExecutor",
+    "cuda": "fragments.executors.cuda:CudaExecutor",
 }
 
 

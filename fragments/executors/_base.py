@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from msrl import EnvError, MsrlError
+from msrl import ConfigError, EnvError, MsrlError
 from msrl._graph import CarryRef, Node, ValueRef, map_leaves
 from fragments._program import FragmentProgram, LoopBlock
 from policies import FragmentSpec
@@ -55,6 +55,17 @@ class Executor:
         self.timings: dict[str, float] = {}
         self.env_steps = 0
         self._arg_fns = {node.name: _compile_args(node) for node in program.nodes()}
+
+    @classmethod
+    def check_available(cls, spec: FragmentSpec) -> None:
+        """Raise ``ConfigError`` with one line if this machine cannot run ``spec``
+        (no GPU, no pycuda), before any component is built."""
+        try:
+            device = torch.device(spec.device)
+        except RuntimeError as exc:
+            raise ConfigError(f"fragment {spec.name!r}: invalid torch device {spec.device!r}; valid choices: cpu, cuda, cuda:N") from exc
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ConfigError(f"fragment {spec.name!r} asks for device {spec.device!r} but torch sees no CUDA GPU; use device=cpu")
 
     def setup(self) -> None:
         """Prepare threads/devices; called once before the first ``run``."""

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from msrl import ConfigError
 from fragments.executors._base import Executor
 from fragments.executors._sharded_env import ShardedEnv
 
@@ -18,6 +19,11 @@ MIN_ENVS_PER_SHARD = 4096  # measured: 2 shards lose at 1,024 envs and win ~1.5-
 
 class CpuExecutor(Executor):
     kind = "cpu"
+
+    @classmethod
+    def check_available(cls, spec) -> None:
+        if spec.device != "cpu":
+            raise ConfigError(f"the cpu executor runs on device cpu, got {spec.device!r}; valid choices: executor=torch or cuda for a GPU")
 
     def setup(self) -> None:
         torch.set_num_threads(self.spec.cpus)

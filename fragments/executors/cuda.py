@@ -1,0 +1,25 @@
+"""The ``cuda`` executor: environment step/reset as CUDA C kernels launched
+through pycuda on torch's memory and primary context, policy in torch on the
+same GPU.
+
+It is the torch executor with the environment rebuilt on its ``cuda``
+backend (``fragments/cuda.py``); ``check_available`` turns a missing pycuda
+or GPU into a one-line error before anything is built.
+"""
+
+from __future__ import annotations
+
+from fragments.executors.torch import TorchExecutor
+from policies import FragmentSpec
+
+
+class CudaExecutor(TorchExecutor):
+    kind = "cuda"
+    env_backend = "cuda"
+
+    @classmethod
+    def check_available(cls, spec: FragmentSpec) -> None:
+        from fragments.cuda import require_cuda
+
+        require_cuda()
+        super().check_available(spec)
