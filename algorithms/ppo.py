@@ -89,6 +89,14 @@ class ActorCritic(nn.Module):
     def __init__(self, obs_dim: int, num_actions: int, hidden: int, seed: int) -> None:
         super().__init__()
         g = torch.Generator().manual_seed(seed)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # orthogonal_'s QR rounds differently with more threads: same seed, same weights
+        try:
+            self._build(obs_dim, num_actions, hidden, g)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _build(self, obs_dim: int, num_actions: int, hidden: int, g: torch.Generator) -> None:
         self.critic = nn.Sequential(
             _layer(obs_dim, hidden, 2**0.5, g), nn.Tanh(), _layer(hidden, hidden, 2**0.5, g), nn.Tanh(), _layer(hidden, 1, 1.0, g)
         )

@@ -43,8 +43,8 @@ def load_checkpoint(path: str) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, ValueError, OSError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"checkpoint {path!r} is corrupt or not an msrl checkpoint ({reason[:200]})") from exc
+        # torch's own message suggests weights_only=False, which would run arbitrary pickled code: not repeated here.
+        raise CheckpointError(f"checkpoint {path!r} is corrupt or not an msrl checkpoint ({type(exc).__name__})") from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path!r} is not an msrl checkpoint (expected format {FORMAT})")
     missing = [key for key in _REQUIRED if key not in payload]

@@ -135,7 +135,7 @@ def build_dataclass(cls: type, values: Any, prefix: str) -> Any:
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ConfigError(f"unknown config key {prefix}{unknown[0]!r}; valid choices: {', '.join(prefix + f for f in fields)}")
+        raise ConfigError(f"unknown config key '{prefix}{unknown[0]}'; valid choices: {', '.join(prefix + f for f in fields)}")
     return cls(**{key: coerce(value, hints[key], prefix + key) for key, value in values.items()})
 
 
@@ -163,6 +163,13 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
+        if isinstance(value, str):
+            try:
+                number = float(value)  # YAML 1.1 reads "1e5" as a string
+            except ValueError:
+                number = None
+            if number is not None and number.is_integer():
+                return int(number)
     elif hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)

@@ -124,7 +124,7 @@ class _Loop:
                     metrics_file.write(json.dumps(record) + "\n")
                     metrics_file.flush()
                     if bar is not None:
-                        bar.update(record["env_steps"] - bar.n)
+                        bar.update(min(record["env_steps"], bar.total) - bar.n)
                         bar.set_postfix_str(f"return {self.last_return:7.1f}  {record['steps_per_s']:,.0f} steps/s")
                     if run.checkpoint_every and self.iteration % run.checkpoint_every == 0:
                         self.save()

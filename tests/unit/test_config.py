@@ -1,0 +1,181 @@
+"""Run configuration: YAML + ``--set`` overrides, validated against typed
+dataclasses, every mistake a ConfigError naming the key and valid choices."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from algorithms.ppo import PPOConfig
+from msrl import ConfigError
+from msrl._config import RunConfig, apply_overrides, load_config, read_yaml
+from policies import load_policy
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PPO_YAML = os.path.join(REPO, "configs", "ppo_cartpole.yaml")
+BASE = {"algorithm": "ppo", "policy": "local"}
+RUN_KEYS = [f.name for f in dataclasses.fields(RunConfig)]
+ALGO_KEYS = [f.name for f in dataclasses.fields(PPOConfig)]
+
+
+def error_of(overrides, base=BASE) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides, base=base)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+# -- the shipped config ------------------------------------------------------------------------------
+def test_shipped_config_loads():
+    raw = read_yaml(PPO_YAML)
+    config = load_config(PPO_YAML)
+    assert config.raw == raw
+    assert config.run.name == "ppo_cartpole" and config.run.algorithm == "ppo" and config.run.policy == "local"
+    for key, value in raw.items():
+        if key != "algo":
+            assert getattr(config.run, key) == value, key
+    assert isinstance(config.algo, PPOConfig)
+    for key, value in raw["algo"].items():
+        assert getattr(config.algo, key) == value, key
+        assert type(getattr(config.algo, key)) is type(PPOConfig.__dataclass_fields__[key].default), key
+
+
+def test_overrides_apply_on_top_of_the_file():
+    raw = read_yaml(PPO_YAML)
+    config = load_config(PPO_YAML, ["algo.num_envs=8", "seed=7", "name=mine"])
+    assert (config.algo.num_envs, config.run.seed, config.run.name) == (8, 7, "mine")
+    assert config.algo.num_steps == raw["algo"]["num_steps"]  # untouched keys keep the file's value
+    assert config.run.total_env_steps == raw["total_env_steps"]
+    assert config.raw["algo"] == {**raw["algo"], "num_envs": 8}
+
+
+# -- apply_overrides ------------------------------------------------------------------------------------
+def test_apply_overrides_parses_yaml_scalars_and_nests():
+    raw = {"a": 1, "algo": {"gamma": 0.9}}
+    out = apply_overrides(raw, ["x.y.z=3", "flag=true", "items=[1, 2]", "none=null", "empty=", "algo.gamma=0.5", "s=hello"])
+    assert out == {"a": 1, "algo": {"gamma": 0.5}, "x": {"y": {"z": 3}}, "flag": True, "items": [1, 2], "none": None,
+                   "empty": "", "s": "hello"}
+    assert raw == {"a": 1, "algo": {"gamma": 0.9}}  # the input is not modified
+    assert apply_overrides({}, ["k=1", "k=2"]) == {"k": 2}  # the last one wins
+
+
+def test_policy_override_on_a_string_policy():
+    raw = apply_overrides({"policy": "local"}, ["policy.executor=cpu", "policy.cpus=2"])
+    assert raw["policy"] == {"preset": "local", "executor": "cpu", "cpus": 2}
+    config = load_config(None, ["policy.executor=cpu"], base=BASE)
+    assert config.run.policy == {"preset": "local", "executor": "cpu"}
+    assert load_policy(config.run.policy).fragments[0].executor == "cpu"
+    assert "unknown parameter 'bogus' for policy 'local'" in error_of(["policy.bogus=1"])
+
+
+def test_learning_rate_string_is_coerced_to_float():
+    config = load_config(None, ["algo.learning_rate=1e-3"], base=BASE)
+    assert config.raw["algo"]["learning_rate"] == "1e-3"  # YAML 1.1 reads it as a string...
+    assert config.algo.learning_rate == 0.001 and type(config.algo.learning_rate) is float  # ...the config does not
+    assert type(load_config(None, ["algo.learning_rate=1"], base=BASE).algo.learning_rate) is float
+    assert "algo.learning_rate must be float, got 'fast'" in error_of(["algo.learning_rate=fast"])
+
+
+def test_integral_float_is_accepted_for_int():
+    config = load_config(None, ["algo.num_envs=4.0"], base=BASE)
+    assert config.algo.num_envs == 4 and type(config.algo.num_envs) is int
+
+
+@pytest.mark.parametrize("item", ["seed", "=3"])
+def test_malformed_set(item):
+    assert f"--set expects key=value, got {item!r}" in error_of([item])
+
+
+def test_set_below_a_non_mapping():
+    with pytest.raises(ConfigError, match=r"cannot set 'seed.x': seed is not a mapping"):
+        apply_overrides({"seed": 1}, ["seed.x=2"])
+
+
+def test_base_is_not_modified():
+    base = {"algorithm": "ppo", "policy": "local", "algo": {"num_envs": 4}}
+    load_config(None, ["algo.num_envs=8", "policy.cpus=2"], base=base)
+    assert base == {"algorithm": "ppo", "policy": "local", "algo": {"num_envs": 4}}
+
+
+# -- validation errors ---------------------------------------------------------------------------------
+def test_unknown_top_level_key_lists_valid_keys():
+    message = error_of(["bogus=1"])
+    assert "unknown config key 'bogus'" in message
+    assert "valid choices: " + ", ".join(RUN_KEYS) in message
+
+
+def test_unknown_algo_key_lists_valid_keys():
+    message = error_of(["algo.bogus=1"])
+    assert "unknown config key" in message and "bogus" in message
+    assert "valid choices: " + ", ".join("algo." + k for k in ALGO_KEYS) in message
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("seed=abc", "seed must be int, got 'abc'"),
+    ("total_env_steps=1.5", "total_env_steps must be int, got 1.5"),
+    ("progress=3", "progress must be bool, got 3"),
+    ("eval_episodes=true", "eval_episodes must be int, got True"),
+    ("algo.num_envs=true", "algo.num_envs must be int, got True"),
+    ("algo.anneal_lr=sometimes", "algo.anneal_lr must be bool, got 'sometimes'"),
+    ("algo.env_id=3", "algo.env_id must be str, got 3"),
+    ("algo=3", "algo must be dict, got 3"),
+])
+def test_wrong_type(override, expected):
+    assert expected in error_of([override])
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("total_env_steps=0", "total_env_steps must be >= 1, got 0"),
+    ("checkpoint_every=-1", "checkpoint_every must be >= 0, got -1"),
+    ("name=a/b", "name must be a plain directory name, got 'a/b'"),
+    ("name=.hidden", "name must be a plain directory name"),
+    ("algo.num_envs=0", "algo.num_envs must be >= 1, got 0"),
+    ("algo.learning_rate=-1", "algo.learning_rate must be > 0"),
+])
+def test_out_of_range(override, expected):
+    assert expected in error_of([override])
+
+
+def test_unknown_algorithm():
+    message = error_of(["algorithm=sac"])
+    assert "unknown algorithm 'sac'; valid choices: ppo" in message
+    assert "cannot load algorithm 'nosuchmodule:X'" in error_of(["algorithm=nosuchmodule:X"])
+    assert "is not an msrl.Algorithm subclass" in error_of(["algorithm=algorithms.ppo:PPOConfig"])
+
+
+def test_missing_file(tmp_path):
+    path = str(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match=r"config file '.*nope\.yaml' not found"):
+        load_config(path)
+
+
+def test_invalid_yaml(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nseed: 1\nalgo: {num_envs: 4\n")
+    with pytest.raises(ConfigError, match=r"config file '.*bad\.yaml' is not valid YAML at line \d+"):
+        load_config(str(path))
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="must hold a mapping of keys, got list"):
+        load_config(str(listed))
+
+
+def test_empty_file_means_defaults(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    config = load_config(str(path))
+    assert config.run == RunConfig() and config.algo == PPOConfig()
+
+
+def test_num_minibatches_must_divide_the_batch():
+    message = error_of(["algo.num_envs=4", "algo.num_steps=4", "algo.num_minibatches=3"])
+    assert "algo.num_minibatches (3) must divide num_envs*num_steps (16)" in message
+    config = load_config(None, ["algo.num_envs=4", "algo.num_steps=4", "algo.num_minibatches=8"], base=BASE)
+    assert config.algo.minibatch_size == 2
+
+
+def test_bad_policy_is_a_config_error():
+    assert "unknown policy 'ring'; valid choices: local" in error_of(["policy=ring"])
