@@ -14,7 +14,7 @@ from msrl import ConfigError
 from fragments.executors._base import Executor
 from fragments.executors._sharded_env import ShardedEnv
 
-MIN_ENVS_PER_SHARD = 4096  # measured: 2 shards lose at 1,024 envs and win ~1.5-1.8x from 16k up (BENCHMARKS.md)
+MIN_ENVS_PER_SHARD = 16384  # measured on 2 CPUs: 2 shards lose below 16k envs, tie at 16k, win 1.5x at 65k (BENCHMARKS.md)
 
 
 class CpuExecutor(Executor):

@@ -54,13 +54,13 @@ def test_cpu_executor_shards_large_batches_only(tmp_path: Path) -> None:
     runtime = make_runtime(fdg, algorithm)
     assert not isinstance(runtime.components["env"], ShardedEnv)
     runtime.close()
-    large = load_config(CONFIG, [f"runs_dir={tmp_path}", "policy.cpus=2", "algo.num_envs=8192", "algo.num_steps=2"])
+    large = load_config(CONFIG, [f"runs_dir={tmp_path}", "policy.cpus=2", "algo.num_envs=32768", "algo.num_steps=1"])
     algorithm, fdg = plan(large)
     runtime = make_runtime(fdg, algorithm)
     try:
         assert isinstance(runtime.components["env"], ShardedEnv)
         result = runtime.run_iteration()
-        assert result.env_steps == 8192 * 2
+        assert result.env_steps == 32768
     finally:
         runtime.close()
 
