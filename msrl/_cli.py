@@ -18,7 +18,7 @@ EXIT_BAD_INPUT = 2
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        print(f"msrl: error: {message} (see 'msrl {self.prog.split()[-1]} --help')".replace("msrl msrl", "msrl"), file=sys.stderr)
+        print(f"msrl: error: {message} (see '{self.prog} --help')", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT)
 
 
