@@ -7,11 +7,13 @@ exit status 2, before anything is written.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import statistics
 import sys
 from typing import NoReturn, Sequence
 
-from msrl._errors import MsrlError
+from msrl._errors import CheckpointError, ConfigError, MsrlError
 
 EXIT_BAD_INPUT = 2
 
@@ -38,9 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--episodes", type=int, default=20)
     evaluate.add_argument("--seed", type=int, default=12345)
 
-    graph = commands.add_parser("graph", help="print the traced graph and its fragments")
+    graph = commands.add_parser("graph", help="print the traced graph and its fragments, and draw them as DOT and PNG")
     graph.add_argument("config")
     graph.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    graph.add_argument("--out", metavar="PREFIX",
+                       help="write PREFIX.dot and PREFIX.png (default: fdg_<policy name> in the current directory)")
     return parser
 
 
@@ -71,27 +75,48 @@ def _eval(args: argparse.Namespace) -> int:
     from msrl._checkpoint import load_checkpoint
     from msrl._config import load_config
     from msrl._evaluate import evaluate
-    from msrl._run import build
+    from msrl._run import build, load_actors
 
     if args.episodes < 1:
         raise MsrlError(f"--episodes must be >= 1, got {args.episodes}")
     checkpoint = load_checkpoint(args.checkpoint)
     config = load_config(None, base=checkpoint["config"])
     algorithm = build(config)
-    for name, component in algorithm.components().items():
-        component.load_state_dict(checkpoint["components"].get(name, {}))
+    try:
+        load_actors(algorithm, checkpoint["components"])
+    except (KeyError, RuntimeError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint does not match algorithm {config.run.algorithm!r}: {str(exc).splitlines()[0][:200]}") from exc
     print(_eval_line(evaluate(algorithm, args.episodes, seed=args.seed)))
     return 0
 
 
 def _graph(args: argparse.Namespace) -> int:
+    from fragments._render import write_dot, write_png
     from msrl._config import load_config
     from msrl._run import plan
 
+    if args.out:
+        _check_out_prefix(args.out)
     _, fdg = plan(load_config(args.config, args.overrides))
+    prefix = args.out or "fdg_" + re.sub(r"[^A-Za-z0-9_.-]", "_", fdg.policy.name)
     print(fdg.graph)
     print(fdg)
+    for suffix, write in ((".dot", write_dot), (".png", write_png)):
+        try:
+            write(fdg, prefix + suffix)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {prefix + suffix}: {exc.strerror or exc}") from exc
+    print(f"wrote {prefix}.dot and {prefix}.png")
     return 0
+
+
+def _check_out_prefix(prefix: str) -> None:
+    """Fail before tracing, and before anything is printed, on an --out that cannot be written."""
+    directory, name = os.path.split(prefix)
+    if not name:
+        raise ConfigError(f"--out {prefix!r} names a directory; give a file prefix such as {os.path.join(prefix, 'fdg')!r}")
+    if not os.path.isdir(directory or "."):
+        raise ConfigError(f"--out {prefix!r}: output directory {directory!r} does not exist")
 
 
 def _eval_line(returns: list[float]) -> str:

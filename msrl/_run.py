@@ -7,6 +7,7 @@ checked before the run directory is created, so a bad command writes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -43,10 +44,25 @@ class TrainResult:
 
 
 def build(config: LoadedConfig, replica: int = 0, num_replicas: int = 1, device: str = "cpu") -> Any:
-    """Instantiate the configured algorithm (also used by remote workers)."""
+    """Instantiate the configured algorithm (also used by remote workers).
+
+    ``algo.num_envs`` is the run's total: each of ``num_replicas`` replicas of a
+    fragment gets an equal share, so every policy collects the same batch per
+    iteration and learns with the same dynamics as ``local``."""
     run = config.run
     info = RunInfo(seed=run.seed, total_env_steps=run.total_env_steps, replica=replica, num_replicas=num_replicas, device=device)
-    return get_algorithm(run.algorithm)(config.algo, info)
+    algo = config.algo
+    if num_replicas > 1 and hasattr(algo, "num_envs"):
+        algo = dataclasses.replace(algo, num_envs=algo.num_envs // num_replicas)
+    return get_algorithm(run.algorithm)(algo, info)
+
+
+def _check_replicas(config: LoadedConfig, policy: Any) -> None:
+    total = getattr(config.algo, "num_envs", None)
+    for spec in policy.fragments:
+        if total is not None and total % spec.replicas:
+            raise ConfigError(f"algo.num_envs ({total}) must be divisible by the {spec.replicas} replicas of fragment "
+                              f"{spec.name!r}: each replica steps an equal share")
 
 
 def plan(config: LoadedConfig) -> tuple[Any, Any]:
@@ -59,6 +75,7 @@ def plan(config: LoadedConfig) -> tuple[Any, Any]:
     if policy.in_process:  # remote fragments are checked where they run
         for spec in policy.fragments:
             get_executor(spec.executor).check_available(spec)
+    _check_replicas(config, policy)
     device = policy.fragments[0].device if policy.in_process else "cpu"
     algorithm = build(config, device=device)
     return algorithm, partition(trace(algorithm), policy)
@@ -79,7 +96,7 @@ def train(
     else:
         config = load_config(config_path, overrides)
     algorithm, fdg = plan(config)
-    runtime = make_runtime(fdg, algorithm, address=address)
+    runtime = make_runtime(fdg, algorithm, address=address, config=config)
     try:
         iteration = env_steps = 0
         if checkpoint is not None:
@@ -96,6 +113,8 @@ def train(
         loop.run()
         returns: list[float] = []
         if config.run.eval_episodes:
+            if not fdg.policy.in_process:  # the trained weights live in the workers
+                load_actors(algorithm, runtime.state_dict())
             returns = evaluate(algorithm, config.run.eval_episodes, seed=config.run.seed + 7919)
             _write_json(os.path.join(run_dir, "eval.json"), {"episodes": len(returns), "returns": returns,
                                                              "mean": sum(returns) / len(returns)})
@@ -159,6 +178,16 @@ class _Loop:
             "env_steps": self.env_steps,
             "components": self.runtime.state_dict(),
         })
+
+
+def load_actors(algorithm: Any, states: dict[str, Any]) -> None:
+    """Load the actors' saved state into ``algorithm``: all greedy evaluation needs,
+    and all that fits whatever number of replicas the environments were split in."""
+    from msrl._tracing import role_of
+
+    for name, component in algorithm.components().items():
+        if role_of(component) == "actor" and name in states:
+            component.load_state_dict(states[name])
 
 
 def _restore(runtime: Any, checkpoint: dict[str, Any], config: LoadedConfig) -> None:

@@ -30,7 +30,7 @@ class Runtime(Protocol):
     def close(self) -> None: ...
 
 
-def make_runtime(fdg: Any, algorithm: Any, address: str | None = None) -> Runtime:
+def make_runtime(fdg: Any, algorithm: Any, address: str | None = None, config: Any = None) -> Runtime:
     """The runtime for a policy: in-process for ``local``, Ray otherwise.
     ``cluster`` is imported only here, so msrl itself never imports Ray."""
     if fdg.policy.in_process:
@@ -38,10 +38,4 @@ def make_runtime(fdg: Any, algorithm: Any, address: str | None = None) -> Runtim
 
         return LocalRuntime(fdg, algorithm)
     cluster = importlib.import_module("cluster")
-    runtime_cls = getattr(cluster, "RayRuntime", None)
-    if runtime_cls is None:
-        from msrl._errors import ConfigError
-
-        raise ConfigError(f"policy {fdg.policy.name!r} needs the Ray runtime, which this version does not have yet; "
-                          "valid choices: local")
-    return runtime_cls(fdg, algorithm, address=address)
+    return cluster.RayRuntime(fdg, algorithm, address=address, config=config)

@@ -36,9 +36,126 @@ def _local(params: LocalParams) -> DistributionPolicy:
     return DistributionPolicy("local", [fragment], in_process=True)
 
 
+def _device(device: str, executor: str, gpus: float) -> str:
+    """An empty device means: ``cuda`` when the fragment asks for a GPU or runs CUDA kernels, else ``cpu``."""
+    return device or ("cuda" if gpus > 0 or executor == "cuda" else "cpu")
+
+
+def _resources(cpus: float, gpus: float) -> dict[str, float]:
+    return {"CPU": float(cpus), **({"GPU": float(gpus)} if gpus else {})}
+
+
+@dataclass
+class CoarseParams:
+    """``single_learner_coarse`` (Acme, RLlib): ``actors`` x {env, actor, buffer}
+    collect whole rollouts on CPU; one learner gathers them and broadcasts weights.
+    The run's ``num_envs`` is split evenly across the actor replicas."""
+
+    actors: int = 2
+    actor_executor: str = "cpu"
+    actor_cpus: float = 1.0
+    learner_executor: str = "cpu"
+    learner_cpus: float = 1.0
+    learner_gpus: float = 0.0
+    learner_device: str = ""
+    placement: str = "PACK"
+
+
+def _coarse(params: CoarseParams, name: str = "single_learner_coarse", mode: str = "sync") -> DistributionPolicy:
+    return DistributionPolicy(name, [
+        FragmentSpec("rollout", ["env", "actor", "buffer"], replicas=params.actors, executor=params.actor_executor,
+                     resources=_resources(params.actor_cpus, 0)),
+        FragmentSpec("learner", ["learner"], executor=params.learner_executor,
+                     resources=_resources(params.learner_cpus, params.learner_gpus),
+                     device=_device(params.learner_device, params.learner_executor, params.learner_gpus)),
+    ], placement=params.placement, mode=mode)
+
+
+@dataclass
+class AsyncParams(CoarseParams):
+    """``async_single_learner`` (IMPALA): like ``single_learner_coarse``, but the
+    actors collect the next rollout while the learner learns on the last one,
+    acting with weights up to one update old (the lag is in the metrics)."""
+
+
+def _async(params: AsyncParams) -> DistributionPolicy:
+    return _coarse(params, name="async_single_learner", mode="async")
+
+
+@dataclass
+class FineParams:
+    """``single_learner_fine`` (SEED RL): ``envs`` x {env} on CPU; one fragment
+    holds actor, buffer and learner.  Observations go up and actions come down
+    every step.  The run's ``num_envs`` is split evenly across the env replicas."""
+
+    envs: int = 2
+    env_executor: str = "cpu"
+    env_cpus: float = 1.0
+    learner_executor: str = "cpu"
+    learner_cpus: float = 1.0
+    learner_gpus: float = 0.0
+    learner_device: str = ""
+    placement: str = "PACK"
+
+
+def _fine(params: FineParams) -> DistributionPolicy:
+    return DistributionPolicy("single_learner_fine", [
+        FragmentSpec("env", ["env"], replicas=params.envs, executor=params.env_executor,
+                     resources=_resources(params.env_cpus, 0)),
+        FragmentSpec("learner", ["actor", "buffer", "learner"], executor=params.learner_executor,
+                     resources=_resources(params.learner_cpus, params.learner_gpus),
+                     device=_device(params.learner_device, params.learner_executor, params.learner_gpus)),
+    ], placement=params.placement)
+
+
+@dataclass
+class MultiLearnerParams:
+    """``multi_learner`` (DD-PPO): ``learners`` x {env, actor, buffer, learner};
+    each replica learns on its own rollouts and gradients are all-reduced, so the
+    replicas keep identical weights.  ``num_envs`` is split evenly across them."""
+
+    learners: int = 2
+    executor: str = "cpu"
+    cpus: float = 1.0
+    gpus: float = 0.0
+    device: str = ""
+    placement: str = "PACK"
+
+
+def _multi_learner(params: MultiLearnerParams) -> DistributionPolicy:
+    return DistributionPolicy("multi_learner", [
+        FragmentSpec("worker", ["*"], replicas=params.learners, executor=params.executor,
+                     resources=_resources(params.cpus, params.gpus), device=_device(params.device, params.executor, params.gpus)),
+    ], placement=params.placement)
+
+
+@dataclass
+class GpuOnlyParams:
+    """``gpu_only`` (WarpDrive, Anakin): everything in one fragment on one device
+    (a Ray actor holding the GPU), env as torch ops or CUDA kernels, so nothing
+    goes back to the host inside the rollout.  ``device=cpu`` runs the same
+    layout without a GPU."""
+
+    executor: str = "torch"
+    device: str = "cuda"
+    cpus: float = 1.0
+
+
+def _gpu_only(params: GpuOnlyParams) -> DistributionPolicy:
+    gpus = 1.0 if params.device.startswith("cuda") else 0.0
+    return DistributionPolicy("gpu_only", [
+        FragmentSpec("device", ["*"], executor=params.executor, resources=_resources(params.cpus, gpus), device=params.device),
+    ])
+
+
 # name -> (parameter dataclass, builder)
 PRESETS: dict[str, tuple[type, Callable[[Any], DistributionPolicy]]] = {
     "local": (LocalParams, _local),
+    "single_learner_coarse": (CoarseParams, _coarse),
+    "single_learner_fine": (FineParams, _fine),
+    "multi_learner": (MultiLearnerParams, _multi_learner),
+    "gpu_only": (GpuOnlyParams, _gpu_only),
+    "async_single_learner": (AsyncParams, _async),
 }
 
 
@@ -56,6 +173,8 @@ def _build_params(preset: str, params_type: type, values: dict[str, Any]) -> Any
         expected = type(fields[key].default)
         if expected is int and isinstance(value, float) and value.is_integer():
             value = int(value)
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise ConfigError(f"policy.{key} must be {expected.__name__}, got {value!r}")
         checked[key] = value

@@ -9,14 +9,14 @@ so each run reports where its time went.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import torch
 
 from msrl import ConfigError, EnvError, MsrlError
 from msrl._graph import CarryRef, Node, ValueRef, map_leaves
-from fragments._program import FragmentProgram, LoopBlock
+from fragments._program import FragmentProgram, LoopBlock, Recv
 from policies import FragmentSpec
 
 PHASE_OF_ROLE = {"env": "env", "actor": "inference", "learner": "learn", "buffer": "buffer", "component": "other"}
@@ -24,6 +24,14 @@ PHASE_OF_ROLE = {"env": "env", "actor": "inference", "learner": "learn", "buffer
 
 class FragmentExecutionError(RuntimeError):
     """A component raised while a fragment ran; the message says which node."""
+
+
+class Transport(Protocol):
+    """Moves node outputs between fragment replicas (the Ray one lives in ``cluster``)."""
+
+    def send(self, node: str, value: tuple) -> None: ...
+
+    def recv(self, step: Recv) -> tuple: ...
 
 
 class Executor:
@@ -44,12 +52,16 @@ class Executor:
         roles: dict[str, str],
         spec: FragmentSpec,
         replica: int = 0,
+        transport: Transport | None = None,
     ) -> None:
         self.program = program
         self.components = components
         self.roles = roles
         self.spec = spec
         self.replica = replica
+        self.transport = transport
+        if (program.sends or program.recvs()) and transport is None:
+            raise ValueError(f"fragment {program.fragment!r} exchanges values with other fragments but has no transport")
         self.values: dict[str, tuple] = {}
         self.carried: dict[str, tuple] = {}
         self.timings: dict[str, float] = {}
@@ -81,6 +93,8 @@ class Executor:
         for step in self.program.steps:
             if isinstance(step, LoopBlock):
                 self.run_loop(step)
+            elif isinstance(step, Recv):
+                self._receive(step)
             else:
                 result = self.run_node(step, first=True) if step.op == "output" else self._run_and_keep(step, True)
         return result
@@ -91,10 +105,23 @@ class Executor:
             if not first:
                 self.carried = {name: self.values[name] for name in block.carried}
             for node in block.body:
-                self._run_and_keep(node, first)
+                if isinstance(node, Recv):
+                    self._receive(node)
+                else:
+                    self._run_and_keep(node, first)
 
     def _run_and_keep(self, node: Node, first: bool) -> None:
-        self.values[node.name] = self.run_node(node, first)
+        value = self.values[node.name] = self.run_node(node, first)
+        if node.name in self.program.sends:
+            start = time.perf_counter()
+            self.transport.send(node.name, value)
+            self.timings["communication"] = self.timings.get("communication", 0.0) + time.perf_counter() - start
+
+    def _receive(self, step: Recv) -> None:
+        """Wait for a value another fragment produces; the wait counts as communication time."""
+        start = time.perf_counter()
+        self.values[step.name] = self.transport.recv(step)
+        self.timings["communication"] = self.timings.get("communication", 0.0) + time.perf_counter() - start
 
     def run_node(self, node: Node, first: bool) -> Any:
         args, kwargs = self._arg_fns[node.name](self.values, self.carried, first)

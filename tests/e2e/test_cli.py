@@ -100,13 +100,14 @@ BAD_CHECKPOINT = {
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     runs_dir, bad_runs = root / "runs", root / "bad_runs"
+    (root / "drawn").mkdir()
     at = ["--set", f"runs_dir={runs_dir}"]
 
     first = run_all({
         "short": ["train", CONFIG, *at, *SHORT],
         "A": ["train", CONFIG, *at, *SMALL, "--set", "name=A", "--set", f"total_env_steps={6 * PER_ITERATION}"],
         "B": ["train", CONFIG, *at, *SMALL, "--set", "name=B", "--set", f"total_env_steps={3 * PER_ITERATION}"],
-        "graph": ["graph", CONFIG],
+        "graph": ["graph", CONFIG, "--out", str(root / "drawn" / "fdg")],  # not the default: that writes into the repo
     })
     for key in ("short", "A", "B"):
         assert first[key].returncode == 0, f"{key}: {explain(first[key])}"
@@ -130,8 +131,9 @@ def runs(tmp_path_factory):
         jobs[name] = [*argv, "--set", f"runs_dir={bad_runs}"]
     for name, (command, file) in BAD_CHECKPOINT.items():
         jobs[name] = ["train", "--resume", str(victim / file)] if command == "train" else ["eval", str(victim / file)]
+    jobs["graph to a missing directory"] = ["graph", CONFIG, "--out", str(root / "no_such_dir" / "fdg")]
     second = run_all(jobs)
-    return {**first, **second, "runs_dir": runs_dir, "bad_runs": bad_runs, "victim": victim,
+    return {**first, **second, "root": root, "runs_dir": runs_dir, "bad_runs": bad_runs, "victim": victim,
             "victim_files": victim_files, "short_files": short_files, "B before resume": b_before_resume}
 
 
@@ -250,3 +252,35 @@ def test_graph_prints_the_nodes(runs):
     loop = f"loop loop0: {SHIPPED['algo']['num_steps']} iterations of actor.act, env.step, buffer.insert  # algorithms/ppo.py:"
     assert loop in result.stdout
     assert "FDG for policy 'local'" in result.stdout and "fragment local: 1 x [env, actor, buffer, learner]" in result.stdout
+
+
+def test_graph_writes_dot_and_png(runs):
+    result, drawn = runs["graph"], runs["root"] / "drawn"
+    assert result.returncode == 0, explain(result)
+    assert sorted(p.name for p in drawn.iterdir()) == ["fdg.dot", "fdg.png"]
+    assert result.stdout.strip().splitlines()[-1] == f"wrote {drawn / 'fdg'}.dot and {drawn / 'fdg'}.png"
+    dot = (drawn / "fdg.dot").read_text()
+    assert dot.startswith('digraph "fdg_local" {') and 'subgraph "cluster_local" {' in dot
+    assert '"learner.learn" [label="learner.learn"' in dot and '"env.step" [label="env.step [loop]"' in dot
+    png = (drawn / "fdg.png").read_bytes()
+    assert png[:4] == b"\x89PNG" and len(png) > 20_000
+
+
+def test_graph_to_a_missing_directory_is_one_error_line(runs):
+    missing = runs["root"] / "no_such_dir"
+    _assert_one_error_line(runs["graph to a missing directory"], ["--out", "output directory", str(missing), "does not exist"])
+    assert not missing.exists()
+
+
+def test_graph_default_prefix_is_the_policy_name(tmp_path, monkeypatch, capsys):
+    # In process (plan() starts nothing): the files land in the current directory.
+    from msrl._cli import main
+
+    monkeypatch.chdir(tmp_path)
+    config = REPO / CONFIG
+    assert main(["graph", str(config), "--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "wrote fdg_local.dot and fdg_local.png"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fdg_local.dot", "fdg_local.png"]
+    policy = "policy={fragments: [{name: rollout, components: [env, actor, buffer], replicas: 2}, {name: learn, components: [learner]}]}"
+    assert main(["graph", str(config), "--set", policy, "--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]) == 0
+    assert "gather, per_iteration" in (tmp_path / "fdg_custom.dot").read_text()

@@ -1,0 +1,130 @@
+"""Gradient all-reduce across learner replicas with torch.distributed's gloo
+backend (NCCL on GPUs), formed across the fragment-worker actors.
+
+The rendezvous store is a small Ray actor rather than torch's TCPStore, whose
+server listens on every interface; gloo itself binds to the node's Ray address.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from typing import Any, Iterable
+
+import torch
+import torch.distributed as dist
+
+RENDEZVOUS_TIMEOUT_S = 60.0
+
+
+class KeyValueStore:
+    """The rendezvous data, held by one Ray actor (``ray.remote(KeyValueStore)``)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def set(self, key: str, value: bytes) -> None:
+        self.data[key] = value
+
+    def get(self, key: str) -> bytes | None:
+        return self.data.get(key)
+
+    def add(self, key: str, amount: int) -> int:
+        value = int(self.data.get(key, b"0")) + amount
+        self.data[key] = str(value).encode()
+        return value
+
+    def compare_set(self, key: str, expected: bytes, desired: bytes) -> bytes:
+        current = self.data.get(key)
+        if (current is None and not expected) or current == expected:
+            self.data[key] = desired
+            return desired
+        return current if current is not None else expected
+
+    def delete(self, key: str) -> bool:
+        return self.data.pop(key, None) is not None
+
+    def count(self) -> int:
+        return len(self.data)
+
+
+class RayStore(dist.Store):
+    """A ``torch.distributed.Store`` backed by a ``KeyValueStore`` actor; blocking
+    reads poll, which is fine for a rendezvous of a few keys."""
+
+    def __init__(self, handle: Any, prefix: str, timeout_s: float = RENDEZVOUS_TIMEOUT_S) -> None:
+        super().__init__()
+        self.handle, self.prefix, self.timeout_s = handle, prefix, timeout_s
+
+    def _call(self, method: str, key: str | None = None, *args: Any) -> Any:
+        """Keys carry the prefix here: torch's PrefixStore cannot wrap a Python store."""
+        import ray
+
+        call_args = (self.prefix + key, *args) if key is not None else args
+        return ray.get(getattr(self.handle, method).remote(*call_args))
+
+    def set(self, key: str, value: Any) -> None:
+        self._call("set", key, _bytes(value))
+
+    def get(self, key: str) -> bytes:
+        deadline = time.monotonic() + self.timeout_s
+        while (value := self._call("get", key)) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"rendezvous key {key!r} not set within {self.timeout_s:g} s: a learner replica did not start")
+            time.sleep(0.005)
+        return value
+
+    def add(self, key: str, amount: int) -> int:
+        return self._call("add", key, amount)
+
+    def compare_set(self, key: str, expected: Any, desired: Any) -> bytes:
+        return self._call("compare_set", key, _bytes(expected), _bytes(desired))
+
+    def wait(self, keys: list[str], timeout: Any = None) -> None:
+        for key in keys:
+            self.get(key)
+
+    def check(self, keys: list[str]) -> bool:
+        return all(self._call("get", key) is not None for key in keys)
+
+    def delete_key(self, key: str) -> bool:
+        return self._call("delete", key)
+
+    def num_keys(self) -> int:
+        return self._call("count", None)
+
+    def set_timeout(self, timeout: datetime.timedelta) -> None:
+        self.timeout_s = timeout.total_seconds()
+
+
+class GradientAllReduce:
+    """The ``Learner.grad_sync`` hook: average gradients over every learner
+    replica in one flat all-reduce, so replicas that start equal stay equal."""
+
+    def __init__(self, group: Any, world_size: int) -> None:
+        self.group, self.world_size = group, world_size
+
+    def __call__(self, parameters: Iterable[torch.Tensor]) -> None:
+        grads = [p.grad for p in parameters if p.grad is not None]
+        if not grads:
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        self.group.allreduce([flat]).wait()
+        flat /= self.world_size
+        offset = 0
+        for grad in grads:
+            grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))
+            offset += grad.numel()
+
+
+def gloo_group(store_handle: Any, prefix: str, rank: int, world_size: int, host: str) -> Any:
+    """A gloo process group of ``world_size`` ranks, bound to ``host`` (this node's address)."""
+    store = RayStore(store_handle, prefix)
+    options = dist.ProcessGroupGloo._Options()
+    options._devices = [dist.ProcessGroupGloo.create_device(hostname=host)]
+    options._timeout = datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S)
+    return dist.ProcessGroupGloo(store, rank, world_size, options)
+
+
+def _bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode() if not isinstance(value, (bytearray, memoryview)) else bytes(value)

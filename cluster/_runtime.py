@@ -1,0 +1,214 @@
+"""``RayRuntime``: runs a fragmented graph as one Ray actor per fragment
+replica inside one placement group, behind the same interface as the
+in-process ``LocalRuntime``.
+
+Sync policies run every replica's iteration k together.  Async policies keep
+the replicas that do not produce the run's output (the actors) one iteration
+ahead of those that do (the learner): their weights input is taken stale-ok,
+so they collect the next rollout while the learner learns on the last one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any
+
+from msrl._errors import ConfigError
+from msrl._runtime import IterationResult
+from cluster._connect import connect
+from cluster._placement import create_placement_group, demand_of
+
+MAX_CONCURRENCY = 8  # run_iteration plus deliveries arriving while it waits
+
+
+class RayRuntime:
+    def __init__(self, fdg: Any, algorithm: Any, address: str | None = None, config: Any = None) -> None:
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from cluster._worker import FragmentWorker
+
+        if config is None:
+            raise ConfigError("the Ray runtime needs the run's config to build components in its workers")
+        self.fdg, self.policy = fdg, fdg.policy
+        _start_or_join(address, self.policy)
+        self.group = create_placement_group(self.policy)
+        self.workers: dict[str, list[Any]] = {}
+        self.output_fragment = fdg.assignment[fdg.graph.output.name]
+        try:
+            worker_cls = ray.remote(max_concurrency=MAX_CONCURRENCY)(FragmentWorker)
+            bundle = 0
+            for name, fragment in fdg.fragments.items():
+                spec = fragment.spec
+                self.workers[name] = []
+                for replica in range(spec.replicas):
+                    strategy = PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=bundle)
+                    self.workers[name].append(worker_cls.options(
+                        num_cpus=spec.resources.get("CPU", 0.0), num_gpus=spec.resources.get("GPU", 0.0),
+                        scheduling_strategy=strategy, name=None,
+                    ).remote(config, fdg, name, replica))
+                    bundle += 1
+            self._connect()
+        except BaseException:
+            self.close()
+            raise
+        self.pending: dict[tuple[str, int], Any] = {}
+        self.finished: list[dict[str, Any]] = []
+
+    # -- setup ---------------------------------------------------------------------------------------
+    def _connect(self) -> None:
+        import ray
+
+        stale_ok = self._stale_ok_nodes()
+        stores: dict[str, Any] = {}
+        for interface in self.fdg.interfaces:
+            if interface.op == "allreduce":
+                from cluster._collective import KeyValueStore
+
+                stores[interface.src] = ray.remote(num_cpus=0)(KeyValueStore).remote()
+        self.stores = list(stores.values())
+        calls = []
+        for name, handles in self.workers.items():
+            for handle in handles:
+                calls.append(handle.connect.remote(self.workers, stale_ok.get(name, set()), stores.get(name)))
+        _get(calls)
+
+    def _stale_ok_nodes(self) -> dict[str, set[str]]:
+        """Async: the values the output fragment broadcasts back (weights) may be stale for their receivers."""
+        if self.policy.mode != "async":
+            return {}
+        stale: dict[str, set[str]] = {}
+        for interface in self.fdg.interfaces:
+            if interface.src == self.output_fragment and interface.dst != self.output_fragment and interface.op == "broadcast":
+                stale.setdefault(interface.dst, set()).add(interface.value.node)
+        return stale
+
+    def placement(self) -> dict[str, list[str]]:
+        """Fragment -> the Ray node id of each replica (for tests and ``msrl graph``)."""
+        return {name: _get([h.node_id.remote() for h in handles]) for name, handles in self.workers.items()}
+
+    # -- iterations ----------------------------------------------------------------------------------
+    def run_iteration(self) -> IterationResult:
+        """One iteration of the output fragment (the learner), with what every
+        other replica finished meanwhile.  Waits on any replica, so a failing
+        one is reported at once instead of leaving the others blocked."""
+        import ray
+
+        for key in self._keys():
+            if key not in self.pending:
+                self._submit(key)
+        leaders = {key for key in self._keys() if key[0] == self.output_fragment}
+        results: list[dict[str, Any]] = self.finished
+        self.finished = []
+        while leaders or (self.policy.mode == "sync" and self.pending):
+            by_ref = {ref: key for key, ref in self.pending.items()}
+            ready, _ = ray.wait(list(by_ref), num_returns=1)
+            key = by_ref[ready[0]]
+            results.append(_get(self.pending.pop(key)))
+            leaders.discard(key)
+            if self.policy.mode == "async" and key[0] != self.output_fragment:
+                self._submit(key)  # actors keep collecting while the learner learns
+        return self._merge(results)
+
+    def _keys(self) -> list[tuple[str, int]]:
+        return [(name, replica) for name, handles in self.workers.items() for replica in range(len(handles))]
+
+    def _submit(self, key: tuple[str, int]) -> None:
+        self.pending[key] = self.workers[key[0]][key[1]].run_iteration.remote()
+
+    def _merge(self, results: list[dict[str, Any]]) -> IterationResult:
+        output = next((r["output"] for r in results if r["output"] is not None), None)
+        metrics: dict[str, list[float]] = {}
+        timings: dict[str, float] = {}
+        for result in results:
+            for key, value in result["metrics"].items():
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    metrics.setdefault(key, []).append(float(value))
+            for phase, seconds in result["timings"].items():
+                timings[phase] = max(timings.get(phase, 0.0), seconds)
+        merged = {key: sum(values) / len(values) for key, values in metrics.items()}
+        if self.policy.mode == "async":
+            lags = [r["policy_lag"] for r in results if r["output"] is None]
+            if lags:
+                merged["policy_lag"] = sum(lags) / len(lags)
+        return IterationResult(output=output, component_metrics=merged, timings=timings,
+                               env_steps=sum(r["env_steps"] for r in results))
+
+    def _drain(self) -> None:
+        """Let in-flight iterations finish so every replica is between iterations."""
+        if self.pending:
+            self.finished.extend(_get(list(self.pending.values())))
+            self.pending.clear()
+
+    # -- state ---------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Each component's state from replica 0 of its fragment (what ``msrl eval``
+        loads), plus every replica's state under ``_replicas`` for exact resume."""
+        self._drain()
+        replicas = {name: _get([h.state_dict.remote() for h in handles]) for name, handles in self.workers.items()}
+        state: dict[str, Any] = {}
+        for per_replica in replicas.values():
+            state.update(per_replica[0])
+        state["_replicas"] = replicas
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._drain()
+        replicas = state.get("_replicas")
+        calls = []
+        for name, handles in self.workers.items():
+            saved = replicas.get(name) if replicas else None
+            if replicas is not None and (saved is None or len(saved) != len(handles)):
+                raise ValueError(f"the checkpoint has {len(saved or [])} replicas of fragment {name!r}, this policy {len(handles)}")
+            for replica, handle in enumerate(handles):
+                calls.append(handle.load_state_dict.remote(saved[replica] if saved else state))
+        _get(calls)
+
+    def close(self) -> None:
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        for handles in getattr(self, "workers", {}).values():
+            for handle in handles:
+                ray.kill(handle)
+        for store in getattr(self, "stores", []):
+            ray.kill(store)
+        if getattr(self, "group", None) is not None:
+            remove_placement_group(self.group)
+            self.group = None
+        self.workers = {}
+
+
+def _start_or_join(address: str | None, policy: Any) -> None:
+    """Join ``address``, or start an embedded Ray sized for the policy: on a laptop a
+    policy may ask for more logical CPUs than there are cores (its fragments take
+    turns), so the local instance gets enough for the request, and says so."""
+    import ray
+
+    if ray.is_initialized() or address is not None:
+        connect(address)
+        return
+    cores = os.cpu_count() or 1
+    wanted = math.ceil(demand_of(policy).get("CPU", 0.0))
+    if wanted > cores:
+        print(f"msrl: policy {policy.name!r} asks for {wanted} CPUs on a {cores}-core machine; "
+              f"the embedded Ray offers {wanted} logical CPUs", file=sys.stderr)
+    connect(None, num_cpus=max(cores, wanted))
+
+
+def _get(refs: Any) -> Any:
+    """``ray.get`` that re-raises an msrl error from a worker as itself (one clean line for the CLI)."""
+    import ray
+    from ray.exceptions import RayTaskError
+
+    from msrl._errors import MsrlError
+
+    try:
+        return ray.get(refs)
+    except RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, MsrlError):
+            raise cause from None
+        raise

@@ -1,0 +1,130 @@
+"""Interface transport between fragment-worker actors.
+
+A sending replica calls ``deliver`` on each receiving replica's actor directly
+(fire and forget), so per-iteration data never passes through the driver; Ray
+moves large arguments through its object store and inlines small ones, which
+keeps per-step messages (observations, actions) to one actor call each.
+Messages are keyed by (node, source replica, sequence number) because a
+threaded actor may run two deliveries out of order.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from fragments._fdg import FragmentedGraph
+from fragments._interfaces import combine, route, sources
+from fragments._program import FragmentProgram, Recv
+
+POLL_S = 1.0
+
+
+class MailboxClosed(RuntimeError):
+    """The worker is shutting down while a receive waited."""
+
+
+class Mailbox:
+    """Messages delivered to one replica, waiting to be received in order."""
+
+    def __init__(self) -> None:
+        self.messages: dict[tuple[str, int, int], Any] = {}
+        self.latest: dict[tuple[str, int], int] = {}
+        self.cond = threading.Condition()
+        self.closed = False
+
+    def put(self, node: str, src: int, seq: int, payload: Any) -> None:
+        with self.cond:
+            self.messages[(node, src, seq)] = payload
+            self.latest[(node, src)] = max(seq, self.latest.get((node, src), -1))
+            self.cond.notify_all()
+
+    def take(self, node: str, src: int, seq: int) -> Any:
+        key = (node, src, seq)
+        with self.cond:
+            while key not in self.messages:
+                if self.closed:
+                    raise MailboxClosed(f"stopped while waiting for {node} from replica {src}")
+                self.cond.wait(POLL_S)
+            return self.messages.pop(key)
+
+    def take_newest(self, node: str, src: int, at_least: int) -> tuple[int, Any] | None:
+        """The newest message with sequence number >= ``at_least`` (older ones are
+        dropped), waiting until one is there; None if the newest was taken before."""
+        with self.cond:
+            while self.latest.get((node, src), -1) < at_least:
+                if self.closed:
+                    raise MailboxClosed(f"stopped while waiting for {node} from replica {src}")
+                self.cond.wait(POLL_S)
+            newest = self.latest[(node, src)]
+            if (node, src, newest) not in self.messages:
+                return None
+            payload = self.messages[(node, src, newest)]
+            for key in [k for k in self.messages if k[0] == node and k[1] == src and k[2] <= newest]:
+                del self.messages[key]
+            return newest, payload
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+
+class RayTransport:
+    """``fragments.executors.Transport`` over Ray actor calls.
+
+    ``stale_ok`` (async policies) names received nodes that may lag: the newest
+    delivered value is taken without waiting, up to ``max_lag`` iterations
+    behind; the lag is recorded as ``policy_lag``.
+    """
+
+    def __init__(self, fdg: FragmentedGraph, program: FragmentProgram, replica: int, mailbox: Mailbox,
+                 peers: dict[str, list[Any]], stale_ok: set[str] = frozenset(), max_lag: int = 1) -> None:
+        self.fdg, self.program, self.replica, self.mailbox, self.peers = fdg, program, replica, mailbox, peers
+        self.stale_ok, self.max_lag = stale_ok, max_lag
+        self.sent: dict[tuple[str, str], int] = {}
+        self.received: dict[tuple[str, int], int] = {}
+        self.held: dict[str, tuple] = {}
+        self.policy_lag = 0
+
+    def send(self, node: str, value: tuple) -> None:
+        by_dst: dict[str, list] = {}
+        for interface in self.program.sends[node]:
+            by_dst.setdefault(interface.dst, []).append(interface)
+        for dst, interfaces in by_dst.items():
+            seq = self.sent.get((node, dst), 0)
+            self.sent[(node, dst)] = seq + 1
+            handles = self.peers[dst]
+            for replica, payload in route(value, interfaces, self.replica, len(handles)).items():
+                handles[replica].deliver.remote(node, self.replica, seq, payload)
+
+    def recv(self, step: Recv) -> tuple:
+        src_fragment = step.interfaces[0].src
+        parts = []
+        for src in sources(step.interfaces, self.replica, self.fdg.fragments[src_fragment].replicas):
+            seq = self.received.get((step.name, src), 0)
+            self.received[(step.name, src)] = seq + 1
+            if step.name in self.stale_ok:
+                parts.append(self._newest(step.name, src, seq))
+            else:
+                parts.append(self.mailbox.take(step.name, src, seq))
+        return combine(parts, step.interfaces)
+
+    def _newest(self, node: str, src: int, seq: int) -> tuple:
+        """The freshest value at most ``max_lag`` behind ``seq`` (the first one is always awaited)."""
+        found = self.mailbox.take_newest(node, src, max(0, seq - self.max_lag))
+        if found is not None:
+            self.held[node] = found
+        version, value = self.held[node]
+        self.policy_lag = seq - version
+        return value
+
+
+def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval_s)
+    return True
