@@ -36,9 +36,9 @@ def check_feasible(policy: Any, nodes: list[dict[str, float]]) -> None:
         if not any(_fits(resources, node) for node in nodes):
             raise ConfigError(f"fragment {fragment!r} asks for {_fmt_resources(resources)} per replica but no node has that much; "
                               f"cluster offers {offered}")
-    if policy.placement == "STRICT_SPREAD" and len(bundles) > len(nodes):
-        raise ConfigError(f"placement STRICT_SPREAD needs {len(bundles)} nodes (one per fragment replica) but the cluster has "
-                          f"{len(nodes)}; cluster offers {offered}")
+    if policy.placement == "STRICT_SPREAD" and _distinct_nodes_for(bundles, nodes) < len(bundles):
+        raise ConfigError(f"placement STRICT_SPREAD needs {len(bundles)} distinct nodes that each hold one fragment replica "
+                          f"({', '.join(_fmt_resources(b) for b in bundles)}) but the cluster has {len(nodes)}; cluster offers {offered}")
     if policy.placement == "STRICT_PACK" and not any(_fits(demand, node) for node in nodes):
         raise ConfigError(f"placement STRICT_PACK needs {_fmt_resources(demand)} on one node but no node has that much; "
                           f"cluster offers {offered}")
@@ -75,6 +75,18 @@ def demand_of(policy: Any) -> dict[str, float]:
         for key, value in resources.items():
             total[key] = total.get(key, 0.0) + value
     return total
+
+
+def _distinct_nodes_for(bundles: list[dict[str, float]], nodes: list[dict[str, float]]) -> int:
+    """How many bundles can sit on pairwise distinct nodes: a maximum bipartite matching."""
+    import networkx as nx
+
+    graph = nx.Graph()
+    left = [("bundle", i) for i in range(len(bundles))]
+    graph.add_nodes_from(left)
+    graph.add_nodes_from(("node", j) for j in range(len(nodes)))
+    graph.add_edges_from((("bundle", i), ("node", j)) for i, b in enumerate(bundles) for j, n in enumerate(nodes) if _fits(b, n))
+    return len(nx.bipartite.maximum_matching(graph, top_nodes=left)) // 2
 
 
 def _fits(resources: dict[str, float], node: dict[str, float]) -> bool:

@@ -55,7 +55,9 @@ class RayRuntime:
             self.close()
             raise
         self.pending: dict[tuple[str, int], Any] = {}
+        self.submitted: dict[tuple[str, int], int] = {}
         self.finished: list[dict[str, Any]] = []
+        self.leader_iterations = 0
 
     # -- setup ---------------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -69,10 +71,11 @@ class RayRuntime:
 
                 stores[interface.src] = ray.remote(num_cpus=0)(KeyValueStore).remote()
         self.stores = list(stores.values())
+        endpoints = {name: _get([h.endpoint.remote() for h in handles]) for name, handles in self.workers.items()}
         calls = []
         for name, handles in self.workers.items():
             for handle in handles:
-                calls.append(handle.connect.remote(self.workers, stale_ok.get(name, set()), stores.get(name)))
+                calls.append(handle.connect.remote(self.workers, stale_ok.get(name, set()), stores.get(name), endpoints))
         _get(calls)
 
     def _stale_ok_nodes(self) -> dict[str, set[str]]:
@@ -96,8 +99,9 @@ class RayRuntime:
         one is reported at once instead of leaving the others blocked."""
         import ray
 
+        done = self.leader_iterations  # this call completes the leader's iteration ``done``
         for key in self._keys():
-            if key not in self.pending:
+            if key not in self.pending and self._may_submit(key, done):
                 self._submit(key)
         leaders = {key for key in self._keys() if key[0] == self.output_fragment}
         results: list[dict[str, Any]] = self.finished
@@ -108,8 +112,9 @@ class RayRuntime:
             key = by_ref[ready[0]]
             results.append(_get(self.pending.pop(key)))
             leaders.discard(key)
-            if self.policy.mode == "async" and key[0] != self.output_fragment:
+            if self.policy.mode == "async" and key[0] != self.output_fragment and self._may_submit(key, done):
                 self._submit(key)  # actors keep collecting while the learner learns
+        self.leader_iterations += 1
         return self._merge(results)
 
     def _keys(self) -> list[tuple[str, int]]:
@@ -117,6 +122,14 @@ class RayRuntime:
 
     def _submit(self, key: tuple[str, int]) -> None:
         self.pending[key] = self.workers[key[0]][key[1]].run_iteration.remote()
+        self.submitted[key] = self.submitted.get(key, 0) + 1
+
+    def _may_submit(self, key: tuple[str, int], done: int) -> bool:
+        """An actor's iteration j ends on the weights of update j-1, so it may run at
+        most one iteration past the leader's current one: whatever is in flight when
+        the leader returns can then finish (a checkpoint waits for it) without
+        another update."""
+        return key[0] == self.output_fragment or self.submitted.get(key, 0) <= done + 1
 
     def _merge(self, results: list[dict[str, Any]]) -> IterationResult:
         output = next((r["output"] for r in results if r["output"] is not None), None)
@@ -170,9 +183,11 @@ class RayRuntime:
         import ray
         from ray.util.placement_group import remove_placement_group
 
-        for handles in getattr(self, "workers", {}).values():
-            for handle in handles:
-                ray.kill(handle)
+        handles = [h for group in getattr(self, "workers", {}).values() for h in group]
+        if handles:  # let workers remove their sockets; do not wait on one that is stuck
+            ray.wait([h.close.remote() for h in handles], num_returns=len(handles), timeout=2.0)
+        for handle in handles:
+            ray.kill(handle)
         for store in getattr(self, "stores", []):
             ray.kill(store)
         if getattr(self, "group", None) is not None:
@@ -181,21 +196,30 @@ class RayRuntime:
         self.workers = {}
 
 
+_EMBEDDED: dict[str, bool] = {"started": False}
+
+
 def _start_or_join(address: str | None, policy: Any) -> None:
     """Join ``address``, or start an embedded Ray sized for the policy: on a laptop a
     policy may ask for more logical CPUs than there are cores (its fragments take
-    turns), so the local instance gets enough for the request, and says so."""
+    turns), so the local instance gets enough for the request, and says so.  An
+    embedded instance this process started for a smaller policy is restarted."""
     import ray
 
-    if ray.is_initialized() or address is not None:
+    wanted = math.ceil(demand_of(policy).get("CPU", 0.0))
+    if ray.is_initialized():
+        if not _EMBEDDED["started"] or ray.cluster_resources().get("CPU", 0.0) >= wanted:
+            return
+        ray.shutdown()
+    if address is not None:
         connect(address)
         return
     cores = os.cpu_count() or 1
-    wanted = math.ceil(demand_of(policy).get("CPU", 0.0))
     if wanted > cores:
         print(f"msrl: policy {policy.name!r} asks for {wanted} CPUs on a {cores}-core machine; "
               f"the embedded Ray offers {wanted} logical CPUs", file=sys.stderr)
     connect(None, num_cpus=max(cores, wanted))
+    _EMBEDDED["started"] = True
 
 
 def _get(refs: Any) -> Any:

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from fragments._fdg import FragmentedGraph
+from fragments._fdg import PER_STEP, FragmentedGraph
 from fragments._interfaces import combine, route, sources
 from fragments._program import FragmentProgram, Recv
 
@@ -80,8 +80,10 @@ class RayTransport:
     """
 
     def __init__(self, fdg: FragmentedGraph, program: FragmentProgram, replica: int, mailbox: Mailbox,
-                 peers: dict[str, list[Any]], stale_ok: set[str] = frozenset(), max_lag: int = 1) -> None:
+                 peers: dict[str, list[Any]], stale_ok: set[str] = frozenset(), max_lag: int = 1,
+                 direct: dict[tuple[str, int], Any] | None = None) -> None:
         self.fdg, self.program, self.replica, self.mailbox, self.peers = fdg, program, replica, mailbox, peers
+        self.direct = direct or {}  # (fragment, replica) -> DirectSender, for per-step values to same-node peers
         self.stale_ok, self.max_lag = stale_ok, max_lag
         self.sent: dict[tuple[str, str], int] = {}
         self.received: dict[tuple[str, int], int] = {}
@@ -96,8 +98,13 @@ class RayTransport:
             seq = self.sent.get((node, dst), 0)
             self.sent[(node, dst)] = seq + 1
             handles = self.peers[dst]
+            per_step = interfaces[0].frequency == PER_STEP
             for replica, payload in route(value, interfaces, self.replica, len(handles)).items():
-                handles[replica].deliver.remote(node, self.replica, seq, payload)
+                sender = self.direct.get((dst, replica)) if per_step else None
+                if sender is not None:
+                    sender.deliver(node, self.replica, seq, payload)
+                else:
+                    handles[replica].deliver.remote(node, self.replica, seq, payload)
 
     def recv(self, step: Recv) -> tuple:
         src_fragment = step.interfaces[0].src

@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fragments._fdg import FragmentedGraph
+from fragments._fdg import PER_STEP, FragmentedGraph
 from fragments._program import build_program
 from fragments.executors import get_executor
+from cluster._direct import DirectListener, DirectSender
 from cluster._transport import Mailbox, RayTransport
 
 
@@ -27,6 +28,9 @@ class FragmentWorker:
         self.algorithm = build(config, replica=replica, num_replicas=spec.replicas, device=spec.device)
         self.program = build_program(fdg, fragment)
         self.mailbox = Mailbox()
+        per_step_in = any(i.frequency == PER_STEP for step in self.program.recvs() for i in step.interfaces)
+        self.listener = DirectListener(self.mailbox, f"{fragment}-{replica}") if per_step_in else None
+        self.senders: dict[tuple[str, int], DirectSender] = {}
         self.executor_cls, self.spec = executor_cls, spec
         self.executor = None
         self.transport = None
@@ -42,10 +46,22 @@ class FragmentWorker:
 
         return ray.util.get_node_ip_address()
 
-    def connect(self, peers: dict[str, list[Any]], stale_ok: set[str], store: Any = None, group_host: str = "") -> None:
-        """Wire the transport to every other replica, start the executor and,
-        for replicated learners, join the gradient all-reduce group."""
-        self.transport = RayTransport(self.fdg, self.program, self.replica, self.mailbox, peers, stale_ok=stale_ok)
+    def endpoint(self) -> tuple[str, str | None]:
+        """This replica's node and, if it receives per-step values, its same-node socket."""
+        return self.node_id(), self.listener.path if self.listener is not None else None
+
+    def connect(self, peers: dict[str, list[Any]], stale_ok: set[str], store: Any = None,
+                endpoints: dict[str, list[tuple[str, str | None]]] | None = None) -> None:
+        """Wire the transport to every other replica (directly to same-node ones
+        for per-step values), start the executor and, for replicated learners,
+        join the gradient all-reduce group."""
+        node = self.node_id()
+        for name, replicas in (endpoints or {}).items():
+            for replica, (peer_node, path) in enumerate(replicas):
+                if path is not None and peer_node == node and name != self.fragment:
+                    self.senders[(name, replica)] = DirectSender(path)
+        self.transport = RayTransport(self.fdg, self.program, self.replica, self.mailbox, peers, stale_ok=stale_ok,
+                                      direct=self.senders)
         mine = self.fdg.fragments[self.fragment].components
         components = {name: c for name, c in self.algorithm.components().items() if name in mine}
         self.executor = self.executor_cls(self.program, components, self.fdg.graph.components, self.spec,
@@ -82,5 +98,9 @@ class FragmentWorker:
 
     def close(self) -> None:
         self.mailbox.close()
+        for sender in self.senders.values():
+            sender.close()
+        if self.listener is not None:
+            self.listener.close()
         if self.executor is not None:
             self.executor.close()

@@ -34,7 +34,7 @@ def partition(graph: DataflowGraph, policy: DistributionPolicy) -> FragmentedGra
             if src == dst:
                 continue
             producer = graph.node(ref.node)
-            in_loop = producer.region is not None or node.region is not None
+            in_loop = producer.region is not None  # a value made before the loop crosses once per iteration
             kind = graph.kind_of(ref)
             op = _interface_op(fragments[src].replicas, fragments[dst].replicas, kind)
             interfaces.setdefault(

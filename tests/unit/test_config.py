@@ -178,4 +178,4 @@ def test_num_minibatches_must_divide_the_batch():
 
 
 def test_bad_policy_is_a_config_error():
-    assert "unknown policy 'ring'; valid choices: local" in error_of(["policy=ring"])
+    assert "unknown policy 'ring'; valid choices: async_single_learner, gpu_only, local" in error_of(["policy=ring"])

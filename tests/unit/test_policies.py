@@ -45,7 +45,8 @@ def custom(fragment_list, **top) -> DistributionPolicy:
 def test_local_preset():
     policy = load_policy("local")
     assert policy.name == "local" and policy.in_process
-    assert preset_names() == ["local"]
+    assert preset_names() == ["async_single_learner", "gpu_only", "local", "multi_learner", "single_learner_coarse",
+                              "single_learner_fine"]
     (fragment,) = policy.fragments
     assert (fragment.name, fragment.components, fragment.replicas, fragment.executor) == ("local", ["*"], 1, "cpu")
     assert fragment.resources == {"CPU": 1.0}
@@ -56,9 +57,9 @@ def test_local_preset():
 
 
 def test_unknown_preset_names_valid_choices():
-    with pytest.raises(ConfigError, match=r"unknown policy 'ring'; valid choices: local"):
+    with pytest.raises(ConfigError, match=r"unknown policy 'ring'; valid choices: async_single_learner, gpu_only, local, multi_learner"):
         load_policy("ring")
-    with pytest.raises(ConfigError, match=r"unknown policy 'ring'; valid choices: local"):
+    with pytest.raises(ConfigError, match=r"unknown policy 'ring'; valid choices: async_single_learner, gpu_only, local, multi_learner"):
         load_policy({"preset": "ring"})
 
 

@@ -142,7 +142,9 @@ def test_per_step_interfaces_get_one_edge_per_consumer():
     assert Counter((s, d) for s, d, _, _ in edges if s == "env.step") == {
         ("env.step", "actor.act"): 1, ("env.step", "buffer.insert"): 4, ("env.step", "actor.value"): 1}
     assert sum(i.value is not None and i.value.node == "env.step" for i in fdg.interfaces) == 4
-    assert {label for _, _, label, _ in edges} == {"p2p, per_step"}  # every crossing touches the loop
+    # values made inside the loop cross every step; env.observe, made before it, once per iteration
+    assert {(s, label) for s, _, label, _ in edges} == {
+        ("env.step", "p2p, per_step"), ("actor.act", "p2p, per_step"), ("env.observe", "p2p, per_iteration")}
 
 
 def test_dot_is_deterministic(two):

@@ -1,0 +1,154 @@
+"""Placement on a real, simulated multi-node Ray cluster (``ray.cluster_utils.Cluster``):
+three nodes of 2 CPUs each.  The placement strategies put fragment replicas
+where they say; replicas on different nodes exchange data; and a request the
+cluster cannot meet fails within seconds, naming what was asked and what the
+cluster offers, instead of hanging."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group  # noqa: E402
+
+import cluster  # noqa: E402
+from cluster._placement import PLACEMENT_TIMEOUT_S  # noqa: E402
+from msrl import ConfigError  # noqa: E402
+from msrl._config import load_config  # noqa: E402
+from msrl._run import plan  # noqa: E402
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
+NODES, CPUS_PER_NODE = 3, 2
+NUM_ENVS, NUM_STEPS = 8, 8
+OFFER = "cluster offers 3 node(s): 2 CPU; 2 CPU; 2 CPU"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray.shutdown()  # an earlier test may have started a local Ray
+    sim = Cluster(initialize_head=True, head_node_args={"num_cpus": CPUS_PER_NODE, "include_dashboard": False})
+    try:
+        for _ in range(NODES - 1):
+            sim.add_node(num_cpus=CPUS_PER_NODE)
+        sim.wait_for_nodes()
+        ray.init(address=sim.address)
+        yield sim
+    finally:
+        ray.shutdown()
+        sim.shutdown()
+
+
+def small_config(policy: dict):
+    raw = yaml.safe_load(CONFIG.read_text())
+    raw.update(total_env_steps=4 * NUM_ENVS * NUM_STEPS, progress=False, eval_episodes=0, checkpoint_every=0, policy=policy)
+    raw["algo"] = {**raw["algo"], "num_envs": NUM_ENVS, "num_steps": NUM_STEPS}
+    return load_config(None, [], base=raw)
+
+
+def start(policy: dict):
+    """The runtime as ``msrl._run.train`` builds it, plus the locally built algorithm."""
+    config = small_config(policy)
+    algorithm, fdg = plan(config)
+    return algorithm, cluster.RayRuntime(fdg, algorithm, address=None, config=config)
+
+
+def live_groups() -> list[str]:
+    return [pg_id for pg_id, info in placement_group_table().items() if info["state"] != "REMOVED"]
+
+
+def node_ids(placement: dict[str, list[str]]) -> list[str]:
+    return [node for replicas in placement.values() for node in replicas]
+
+
+@pytest.mark.parametrize("strategy, policy, check", [
+    # 3 bundles of 1 CPU: 2 rollout replicas + the learner.
+    ("STRICT_SPREAD", {"actors": 2}, lambda nodes: len(set(nodes)) == 3),
+    ("PACK", {"actors": 2}, lambda nodes: len(set(nodes)) <= 2),
+    ("SPREAD", {"actors": 2}, lambda nodes: len(set(nodes)) > 1),
+    # STRICT_PACK: 3 replicas must fit one 2-CPU node, so the actors ask for half a CPU.
+    ("STRICT_PACK", {"actors": 2, "actor_cpus": 0.5}, lambda nodes: len(set(nodes)) == 1),
+], ids=["STRICT_SPREAD", "PACK", "SPREAD", "STRICT_PACK"])
+def test_replicas_are_placed_by_strategy(ray_cluster, strategy, policy, check):
+    _, runtime = start({"preset": "single_learner_coarse", "placement": strategy, **policy})
+    try:
+        placement = runtime.placement()
+        assert sorted(placement) == ["learner", "rollout"]
+        assert len(placement["rollout"]) == 2 and len(placement["learner"]) == 1
+        nodes = node_ids(placement)
+        alive = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+        assert set(nodes) <= alive
+        assert check(nodes), f"{strategy} placed the replicas on {placement}"
+    finally:
+        runtime.close()
+    assert live_groups() == []
+
+
+def test_replicas_on_different_nodes_exchange_data(ray_cluster):
+    algorithm, runtime = start({"preset": "single_learner_coarse", "actors": 2, "placement": "STRICT_SPREAD"})
+    try:
+        assert len(set(node_ids(runtime.placement()))) == 3
+        for _ in range(2):
+            result = runtime.run_iteration()
+            # Both rollout replicas stepped their half of the envs, and the learner learned on the gathered batch.
+            assert result.env_steps == NUM_ENVS * NUM_STEPS
+            assert isinstance(result.output, dict) and result.output
+        state = runtime.state_dict()
+    finally:
+        runtime.close()
+    # The learner's updated weights were broadcast back to both rollout replicas on the other nodes.
+    initial = algorithm.actor.state_dict()["net"]
+    learned = state["_replicas"]["learner"][0]["learner"]["net"]
+    assert any(not torch.equal(learned[key], initial[key]) for key in initial)
+    for rollout in state["_replicas"]["rollout"]:
+        actor = rollout["actor"]["net"]
+        assert actor.keys() == learned.keys()
+        assert all(torch.equal(actor[key], learned[key]) for key in learned)
+
+
+@pytest.mark.parametrize("policy, asked", [
+    ({"preset": "multi_learner", "learners": 2, "cpus": 4}, "asks for 8 CPU in all but the cluster has 6"),
+    ({"preset": "single_learner_coarse", "learner_gpus": 1}, "asks for 1 GPU in all but the cluster has 0"),
+    ({"preset": "single_learner_coarse", "actors": 4, "placement": "STRICT_SPREAD"}, "STRICT_SPREAD needs 5 nodes"),
+    ({"preset": "single_learner_coarse", "actors": 2, "placement": "STRICT_PACK"}, "STRICT_PACK needs 3 CPU on one node"),
+], ids=["cpus", "gpus", "strict-spread", "strict-pack"])
+def test_unsatisfiable_request_fails_fast(ray_cluster, policy, asked):
+    config = small_config(policy)
+    algorithm, fdg = plan(config)
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        runtime = cluster.RayRuntime(fdg, algorithm, address=None, config=config)
+        runtime.close()
+    elapsed = time.monotonic() - started
+    assert elapsed < 10.0
+    assert asked in str(info.value)
+    assert OFFER in str(info.value)
+    assert live_groups() == []
+
+
+def test_request_blocked_by_other_work_times_out(ray_cluster):
+    blocker = placement_group([{"CPU": CPUS_PER_NODE}] * NODES, strategy="SPREAD")
+    try:
+        ready, _ = ray.wait([blocker.ready()], timeout=30)
+        assert ready, "the blocking placement group did not become ready"
+        config = small_config({"preset": "single_learner_coarse", "actors": 2})
+        algorithm, fdg = plan(config)
+        started = time.monotonic()
+        with pytest.raises(ConfigError) as info:
+            runtime = cluster.RayRuntime(fdg, algorithm, address=None, config=config)
+            runtime.close()
+        elapsed = time.monotonic() - started
+        assert PLACEMENT_TIMEOUT_S <= elapsed < 10.0
+        message = str(info.value)
+        assert f"could not be placed within {PLACEMENT_TIMEOUT_S:g} s" in message
+        assert "3 bundles" in message and "held by other work" in message
+        assert "2 CPU; 2 CPU; 2 CPU" in message
+        # The group that timed out was removed: it must not grab the resources once they are freed.
+        assert live_groups() == [blocker.id.hex()]
+    finally:
+        remove_placement_group(blocker)

@@ -1,0 +1,371 @@
+"""What crosses an interface, without a transport: ``route``/``sources``/``combine``
+and the batch splitting behind them; the fragment programs built for the
+distributed presets on the PPO graph; and the presets themselves (parameters,
+errors, and the interfaces they cut the PPO graph into, as DESIGN.md's table says)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from fragments import PER_ITERATION, PER_STEP, LoopBlock, build_program
+from fragments._fdg import Interface
+from fragments._interfaces import combine, concat_batched, route, sources, split_batched
+from fragments._program import Recv
+from msrl import ConfigError
+from msrl._config import load_config
+from msrl._graph import BATCHED, GLOBAL, ValueRef
+from msrl._run import plan
+from policies import load_policy
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
+
+
+class Step(NamedTuple):
+    obs: torch.Tensor
+    reward: torch.Tensor
+
+
+def interface(op: str, index: int = 0, node: str = "env.step", kind: str = BATCHED) -> Interface:
+    return Interface(ValueRef(node, index), "src", "dst", op, PER_STEP, kind)
+
+
+def assert_same(actual, expected) -> None:
+    """Structural equality for tensors, arrays, (named) tuples and dicts, types included."""
+    assert type(actual) is type(expected)
+    if isinstance(expected, torch.Tensor):
+        assert actual.shape == expected.shape and actual.dtype == expected.dtype
+        assert torch.equal(actual, expected)
+    elif isinstance(expected, np.ndarray):
+        assert actual.shape == expected.shape and actual.dtype == expected.dtype
+        np.testing.assert_array_equal(actual, expected)
+    elif isinstance(expected, tuple):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert_same(a, e)
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected)
+        for key in expected:
+            assert_same(actual[key], expected[key])
+    else:
+        assert actual == expected
+
+
+def leaves(value) -> list:
+    if isinstance(value, tuple):
+        return [leaf for item in value for leaf in leaves(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in leaves(item)]
+    return [value]
+
+
+# -- gather -----------------------------------------------------------------------------------------
+def test_gather_of_three_replicas_concatenates_in_replica_order():
+    gather = [interface("gather")]
+    sent = {src: (torch.full((2, 3), float(src)),) for src in range(3)}
+    routed = {src: route(sent[src], gather, src_replica=src, dst_replicas=1) for src in range(3)}
+    # Every source replica sends to the single destination replica, and only to it.
+    assert all(list(payloads) == [0] for payloads in routed.values())
+    order = sources(gather, dst_replica=0, src_replicas=3)
+    assert order == [0, 1, 2]
+    # Deliveries may arrive in any order; combine follows the order of ``sources``.
+    (joined,) = combine([routed[src][0] for src in order], gather)
+    assert joined.shape == (6, 3)
+    assert joined[:, 0].tolist() == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
+
+
+def test_gather_concatenates_every_carried_output_and_leaves_the_rest_none():
+    # A destination that receives outputs 0 and 2 of a 3-output node from 2 replicas.
+    gather = [interface("gather", 0), interface("gather", 2)]
+    values = [(np.arange(2) + 10 * r, f"not carried {r}", {"done": np.array([r, r])}) for r in range(2)]
+    parts = [route(value, gather, src_replica=r, dst_replicas=1)[0] for r, value in enumerate(values)]
+    assert parts[1][1] is None
+    obs, skipped, info = combine(parts, gather)
+    np.testing.assert_array_equal(obs, [0, 1, 10, 11])
+    assert skipped is None
+    np.testing.assert_array_equal(info["done"], [0, 0, 1, 1])
+
+
+def test_single_source_gather_arrives_whole():
+    gather = [interface("gather")]
+    value = (torch.arange(4),)
+    part = route(value, gather, 0, 1)[0]
+    assert sources(gather, 0, 1) == [0]
+    assert combine([part], gather)[0] is value[0]
+
+
+# -- scatter ----------------------------------------------------------------------------------------
+ROUND_TRIP = {
+    "tensor": torch.arange(24, dtype=torch.float32).reshape(6, 4),
+    "ndarray": np.arange(12, dtype=np.int64).reshape(6, 2),
+    "namedtuple": Step(obs=torch.randn(6, 4), reward=torch.arange(6.0)),
+    "dict": {"obs": np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32), "mask": torch.tensor([1, 0, 1, 1, 0, 1])},
+}
+
+
+@pytest.mark.parametrize("name", list(ROUND_TRIP))
+def test_scatter_then_gather_round_trips(name):
+    value = ROUND_TRIP[name]
+    scatter, gather = [interface("scatter")], [interface("gather")]
+    payloads = route((value,), scatter, src_replica=0, dst_replicas=3)
+    assert sorted(payloads) == [0, 1, 2]
+    # Each replica gets an equal share of the batch, of the same type as the whole.
+    for payload in payloads.values():
+        (part,) = payload
+        assert type(part) is type(value)
+        assert [len(leaf) for leaf in leaves(part)] == [2] * len(leaves(value))
+    # Each destination replica sends its share back; the gather restores the original.
+    back = [route(payloads[r], gather, src_replica=r, dst_replicas=1)[0] for r in sources(gather, 0, 3)]
+    (joined,) = combine(back, gather)
+    assert_same(joined, value)
+
+
+def test_scatter_parts_are_ordered_slices():
+    parts = split_batched(np.arange(6), 3)
+    assert [p.tolist() for p in parts] == [[0, 1], [2, 3], [4, 5]]
+    step = Step(obs=torch.arange(4.0), reward=torch.arange(4.0) * 10)
+    halves = split_batched(step, 2)
+    assert all(type(h) is Step for h in halves)
+    assert halves[1].obs.tolist() == [2.0, 3.0] and halves[1].reward.tolist() == [20.0, 30.0]
+
+
+def test_scatter_parts_are_copies_not_views():
+    array, tensor = np.arange(8.0), torch.arange(8.0)
+    for part in split_batched(array, 2):
+        assert not np.shares_memory(part, array)
+    for part in split_batched(tensor, 2):
+        assert part.untyped_storage().data_ptr() != tensor.untyped_storage().data_ptr()
+        assert part.untyped_storage().nbytes() == part.numel() * part.element_size()
+
+
+@pytest.mark.parametrize("value", [
+    torch.zeros(7, 2),
+    np.zeros(5),
+    Step(obs=torch.zeros(4, 2), reward=torch.zeros(5)),
+    {"a": np.zeros(6), "b": np.zeros(7)},
+], ids=["tensor", "ndarray", "namedtuple", "dict"])
+def test_scatter_of_an_indivisible_batch_raises(value):
+    with pytest.raises(ValueError, match=r"cannot be split evenly across 3 replicas"):
+        route((value,), [interface("scatter")], src_replica=0, dst_replicas=3)
+
+
+def test_split_and_concat_reject_unknown_types_by_name():
+    with pytest.raises(TypeError, match="cannot split a batched list"):
+        split_batched([1, 2], 2)
+    with pytest.raises(TypeError, match="cannot gather a batched int"):
+        concat_batched([1, 2])
+
+
+# -- broadcast and p2p ------------------------------------------------------------------------------
+def test_broadcast_gives_every_replica_the_same_object():
+    weights = {"pi": torch.randn(3, 3)}
+    broadcast = [interface("broadcast", node="learner.get_weights", kind=GLOBAL)]
+    payloads = route((weights,), broadcast, src_replica=0, dst_replicas=4)
+    assert sorted(payloads) == [0, 1, 2, 3]
+    assert all(payload[0] is weights for payload in payloads.values())
+    for replica in range(4):
+        assert sources(broadcast, replica, 1) == [0]
+        assert combine([payloads[replica]], broadcast)[0] is weights
+
+
+def test_p2p_goes_to_the_same_replica_index():
+    p2p = [interface("p2p")]
+    value = (np.arange(4),)
+    payloads = route(value, p2p, src_replica=2, dst_replicas=3)
+    assert list(payloads) == [2]
+    assert payloads[2][0] is value[0]
+    assert [sources(p2p, replica, 3) for replica in range(3)] == [[0], [1], [2]]
+
+
+def test_uncarried_outputs_are_none_in_the_payload():
+    value = (torch.ones(2), torch.zeros(2), np.ones(2), "info")
+    payloads = route(value, [interface("p2p", index=1)], src_replica=0, dst_replicas=1)
+    assert list(payloads) == [0]
+    assert len(payloads[0]) == 4
+    assert payloads[0][0] is None and payloads[0][2] is None and payloads[0][3] is None
+    assert payloads[0][1] is value[1]
+    # Two scattered outputs of a four-output node: the other two stay None in every part.
+    split = route(value, [interface("scatter", 0), interface("scatter", 2)], src_replica=0, dst_replicas=2)
+    for replica, payload in split.items():
+        assert payload[1] is None and payload[3] is None
+        assert payload[0].shape == (1,) and payload[2].shape == (1,)
+
+
+def test_allreduce_interface_carries_no_values():
+    with pytest.raises(ValueError, match="'allreduce' does not carry values"):
+        route((torch.ones(2),), [interface("allreduce")], src_replica=0, dst_replicas=2)
+
+
+# -- fragment programs on the PPO graph -------------------------------------------------------------
+def ppo_config(*overrides: str):
+    base = yaml.safe_load(CONFIG.read_text())
+    return load_config(None, ["algo.num_envs=8", "algo.num_steps=4", *overrides], base=base)
+
+
+def fdg_for(policy: str, *overrides: str):
+    _, fdg = plan(ppo_config(f"policy={policy}", *overrides))
+    return fdg
+
+
+def describe(steps) -> list:
+    """A program's steps as names, loops as nested lists, receives marked ``recv:``."""
+    out = []
+    for step in steps:
+        if isinstance(step, LoopBlock):
+            out.append(describe(step.body))
+        else:
+            out.append(("recv:" if isinstance(step, Recv) else "") + step.name)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fine():
+    return fdg_for("single_learner_fine")
+
+
+def test_fine_learner_program_receives_observations_and_sends_actions(fine):
+    program = build_program(fine, "learner")
+    steps = describe(program.steps)
+    # env.observe arrives once, before the loop; env.step every step, between acting and inserting.
+    assert steps[0] == "recv:env.observe"
+    loops = [s for s in program.steps if isinstance(s, LoopBlock)]
+    assert len(loops) == 1
+    assert describe(loops[0].body) == ["actor.act", "recv:env.step", "buffer.insert"]
+    assert steps.index("recv:env.observe") < steps.index(describe(loops[0].body))
+    assert "actor.act" in program.sends
+    assert {(i.op, i.dst) for i in program.sends["actor.act"]} == {("scatter", "env")}
+    # The loop's carried obs comes from a received node, which the program must snapshot too.
+    assert loops[0].carried == {"env.step"}
+    # Only the nodes the learner fragment runs are Nodes; the received ones are not run here.
+    assert [n.name for n in program.nodes()] == fine.fragments["learner"].nodes
+    received = {r.name: {i.value.index for i in r.interfaces} for r in program.recvs()}
+    assert received == {"env.observe": {0}, "env.step": {0, 1, 2, 3}}
+
+
+def test_fine_env_program_receives_actions_inside_its_loop(fine):
+    program = build_program(fine, "env")
+    assert describe(program.steps) == ["env.observe", ["recv:actor.act", "env.step"]]
+    assert set(program.sends) == {"env.observe", "env.step"}
+    assert all(i.op == "gather" and i.dst == "learner" for i in program.sends["env.step"])
+    (recv,) = program.recvs()
+    assert [(i.op, i.src) for i in recv.interfaces] == [("scatter", "learner")]
+
+
+def test_coarse_programs_exchange_trajectories_and_weights():
+    fdg = fdg_for("single_learner_coarse")
+    rollout, learner = build_program(fdg, "rollout"), build_program(fdg, "learner")
+    assert describe(rollout.steps) == [
+        "env.observe", ["actor.act", "env.step", "buffer.insert"], "actor.value", "buffer.drain",
+        "recv:learner.get_weights", "actor.set_weights",
+    ]
+    assert list(rollout.sends) == ["buffer.drain"]
+    assert describe(learner.steps) == ["recv:buffer.drain", "learner.learn", "learner.get_weights", "output"]
+    assert list(learner.sends) == ["learner.get_weights"]
+
+
+# -- presets ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec, fragments, placement, mode", [
+    ({"preset": "single_learner_coarse", "actors": 4, "placement": "SPREAD"},
+     {"rollout": (4, "cpu", {"CPU": 1.0}), "learner": (1, "cpu", {"CPU": 1.0})}, "SPREAD", "sync"),
+    ({"preset": "single_learner_fine", "envs": 3, "env_cpus": 2, "learner_gpus": 1},
+     {"env": (3, "cpu", {"CPU": 2.0}), "learner": (1, "cpu", {"CPU": 1.0, "GPU": 1.0})}, "PACK", "sync"),
+    ({"preset": "multi_learner", "learners": 4, "cpus": 2, "placement": "STRICT_SPREAD"},
+     {"worker": (4, "cpu", {"CPU": 2.0})}, "STRICT_SPREAD", "sync"),
+    ({"preset": "gpu_only", "cpus": 2},
+     {"device": (1, "torch", {"CPU": 2.0, "GPU": 1.0})}, "PACK", "sync"),
+    ({"preset": "gpu_only", "device": "cpu"},
+     {"device": (1, "torch", {"CPU": 1.0})}, "PACK", "sync"),
+    ({"preset": "async_single_learner", "actors": 3, "placement": "STRICT_PACK"},
+     {"rollout": (3, "cpu", {"CPU": 1.0}), "learner": (1, "cpu", {"CPU": 1.0})}, "STRICT_PACK", "async"),
+])
+def test_presets_take_parameters(spec, fragments, placement, mode):
+    policy = load_policy(spec)
+    assert policy.name == spec["preset"] and not policy.in_process
+    assert (policy.placement, policy.mode) == (placement, mode)
+    assert {f.name: (f.replicas, f.executor, f.resources) for f in policy.fragments} == fragments
+
+
+def test_preset_devices_follow_gpus():
+    assert load_policy({"preset": "single_learner_fine", "learner_gpus": 1}).fragment("learner").device == "cuda"
+    assert load_policy("single_learner_fine").fragment("learner").device == "cpu"
+    assert load_policy({"preset": "gpu_only", "device": "cpu"}).fragment("device").device == "cpu"
+    assert load_policy("gpu_only").fragment("device").device == "cuda"
+
+
+@pytest.mark.parametrize("preset, valid", [
+    ("single_learner_coarse", ["actors", "actor_executor", "learner_gpus", "placement"]),
+    ("single_learner_fine", ["envs", "env_executor", "learner_gpus", "placement"]),
+    ("multi_learner", ["learners", "executor", "cpus", "gpus", "placement"]),
+    ("gpu_only", ["executor", "device", "cpus"]),
+    ("async_single_learner", ["actors", "learner_cpus", "placement"]),
+])
+def test_presets_reject_unknown_parameters(preset, valid):
+    with pytest.raises(ConfigError) as info:
+        load_policy({"preset": preset, "replicas": 2})
+    message = str(info.value)
+    assert f"unknown parameter 'replicas' for policy {preset!r}; valid choices:" in message
+    for name in valid:
+        assert name in message
+
+
+def test_presets_reject_wrongly_typed_parameters():
+    with pytest.raises(ConfigError, match=r"policy.actors must be int, got 'four'"):
+        load_policy({"preset": "single_learner_coarse", "actors": "four"})
+    with pytest.raises(ConfigError, match=r"unknown placement strategy 'EVERYWHERE'"):
+        load_policy({"preset": "multi_learner", "placement": "EVERYWHERE"})
+
+
+def test_coarse_partition_gathers_trajectories_and_broadcasts_weights():
+    for preset in ("single_learner_coarse", "async_single_learner"):
+        fdg = fdg_for(preset)
+        assert {(str(i.value), i.src, i.dst): (i.op, i.kind, i.frequency) for i in fdg.interfaces} == {
+            ("%buffer.drain", "rollout", "learner"): ("gather", BATCHED, PER_ITERATION),
+            ("%learner.get_weights", "learner", "rollout"): ("broadcast", GLOBAL, PER_ITERATION),
+        }
+
+
+def test_fine_partition_gathers_steps_and_scatters_actions(fine):
+    interfaces = {(str(i.value), i.src, i.dst): (i.op, i.kind, i.frequency) for i in fine.interfaces}
+    for index in range(4):
+        ref = "%env.step" if index == 0 else f"%env.step[{index}]"
+        assert interfaces[(ref, "env", "learner")] == ("gather", BATCHED, PER_STEP)
+    assert interfaces[("%actor.act", "learner", "env")] == ("scatter", BATCHED, PER_STEP)
+    assert interfaces[("%env.observe", "env", "learner")] == ("gather", BATCHED, PER_ITERATION)  # made before the loop
+    assert len(interfaces) == 6
+    assert not any(i.op in ("broadcast", "allreduce") for i in fine.interfaces)
+
+
+def test_multi_learner_partition_all_reduces_gradients():
+    fdg = fdg_for("multi_learner")
+    assert list(fdg.fragments) == ["worker"]
+    assert fdg.fragments["worker"].replicas == 2
+    (allreduce,) = fdg.interfaces
+    assert (allreduce.op, allreduce.src, allreduce.dst, allreduce.value) == ("allreduce", "worker", "worker", None)
+    # The collective is inside the learner, not a dataflow edge: the program neither sends nor receives.
+    program = build_program(fdg, "worker")
+    assert program.sends == {} and program.recvs() == []
+
+
+def test_gpu_only_partition_is_one_fragment_without_interfaces():
+    fdg = fdg_for("gpu_only")
+    assert list(fdg.fragments) == ["device"]
+    assert fdg.fragments["device"].nodes == [node.name for node in fdg.graph.nodes]
+    assert fdg.interfaces == []
+
+
+@pytest.mark.parametrize("policy", ["policy.preset=single_learner_coarse", "policy.preset=single_learner_fine",
+                                    "policy.preset=multi_learner"])
+def test_plan_rejects_num_envs_not_divisible_by_replicas(policy):
+    replicas = {"single_learner_coarse": "actors", "single_learner_fine": "envs", "multi_learner": "learners"}
+    preset = policy.split("=")[1]
+    with pytest.raises(ConfigError) as info:
+        plan(ppo_config(policy, f"policy.{replicas[preset]}=3"))
+    assert "algo.num_envs (8)" in str(info.value) and "3 replicas" in str(info.value)
+    # The same policy with a divisor of num_envs plans fine.
+    _, fdg = plan(ppo_config(policy, f"policy.{replicas[preset]}=4"))
+    assert max(f.replicas for f in fdg.fragments.values()) == 4
