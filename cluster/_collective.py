@@ -103,8 +103,16 @@ class GradientAllReduce:
 
     def __init__(self, group: Any, world_size: int) -> None:
         self.group, self.world_size = group, world_size
+        self.seconds = 0.0  # time in the collective, reported as communication rather than learning
 
     def __call__(self, parameters: Iterable[torch.Tensor]) -> None:
+        start = time.perf_counter()
+        try:
+            self._allreduce(parameters)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def _allreduce(self, parameters: Iterable[torch.Tensor]) -> None:
         grads = [p.grad for p in parameters if p.grad is not None]
         if not grads:
             return

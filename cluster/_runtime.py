@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from msrl._errors import ConfigError
+from msrl._graph import GLOBAL
 from msrl._runtime import IterationResult
 from cluster._connect import connect
 from cluster._placement import create_placement_group, demand_of
@@ -58,6 +59,7 @@ class RayRuntime:
         self.submitted: dict[tuple[str, int], int] = {}
         self.finished: list[dict[str, Any]] = []
         self.leader_iterations = 0
+        self.last_lag = 0.0
 
     # -- setup ---------------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -84,7 +86,7 @@ class RayRuntime:
             return {}
         stale: dict[str, set[str]] = {}
         for interface in self.fdg.interfaces:
-            if interface.src == self.output_fragment and interface.dst != self.output_fragment and interface.op == "broadcast":
+            if interface.src == self.output_fragment and interface.dst != self.output_fragment and interface.kind == GLOBAL:
                 stale.setdefault(interface.dst, set()).add(interface.value.node)
         return stale
 
@@ -144,8 +146,9 @@ class RayRuntime:
         merged = {key: sum(values) / len(values) for key, values in metrics.items()}
         if self.policy.mode == "async":
             lags = [r["policy_lag"] for r in results if r["output"] is None]
-            if lags:
-                merged["policy_lag"] = sum(lags) / len(lags)
+            if lags:  # an update may land before the rollout that fed it reports back
+                self.last_lag = sum(lags) / len(lags)
+            merged["policy_lag"] = self.last_lag
         return IterationResult(output=output, component_metrics=merged, timings=timings,
                                env_steps=sum(r["env_steps"] for r in results))
 

@@ -30,14 +30,12 @@ class Mailbox:
 
     def __init__(self) -> None:
         self.messages: dict[tuple[str, int, int], Any] = {}
-        self.latest: dict[tuple[str, int], int] = {}
         self.cond = threading.Condition()
         self.closed = False
 
     def put(self, node: str, src: int, seq: int, payload: Any) -> None:
         with self.cond:
             self.messages[(node, src, seq)] = payload
-            self.latest[(node, src)] = max(seq, self.latest.get((node, src), -1))
             self.cond.notify_all()
 
     def take(self, node: str, src: int, seq: int) -> Any:
@@ -49,21 +47,13 @@ class Mailbox:
                 self.cond.wait(POLL_S)
             return self.messages.pop(key)
 
-    def take_newest(self, node: str, src: int, at_least: int) -> tuple[int, Any] | None:
-        """The newest message with sequence number >= ``at_least`` (older ones are
-        dropped), waiting until one is there; None if the newest was taken before."""
+    def take_skipping(self, node: str, src: int, seq: int) -> Any:
+        """Message ``seq``, dropping the older ones of that sender that were never taken."""
+        payload = self.take(node, src, seq)
         with self.cond:
-            while self.latest.get((node, src), -1) < at_least:
-                if self.closed:
-                    raise MailboxClosed(f"stopped while waiting for {node} from replica {src}")
-                self.cond.wait(POLL_S)
-            newest = self.latest[(node, src)]
-            if (node, src, newest) not in self.messages:
-                return None
-            payload = self.messages[(node, src, newest)]
-            for key in [k for k in self.messages if k[0] == node and k[1] == src and k[2] <= newest]:
+            for key in [k for k in self.messages if k[0] == node and k[1] == src and k[2] < seq]:
                 del self.messages[key]
-            return newest, payload
+        return payload
 
     def close(self) -> None:
         with self.cond:
@@ -74,9 +64,9 @@ class Mailbox:
 class RayTransport:
     """``fragments.executors.Transport`` over Ray actor calls.
 
-    ``stale_ok`` (async policies) names received nodes that may lag: the newest
-    delivered value is taken without waiting, up to ``max_lag`` iterations
-    behind; the lag is recorded as ``policy_lag``.
+    ``stale_ok`` (async policies) names received nodes that may lag: they are
+    taken ``max_lag`` sends behind, so the receiver does not wait for the
+    newest; the lag is recorded as ``policy_lag``.
     """
 
     def __init__(self, fdg: FragmentedGraph, program: FragmentProgram, replica: int, mailbox: Mailbox,
@@ -113,19 +103,21 @@ class RayTransport:
             seq = self.received.get((step.name, src), 0)
             self.received[(step.name, src)] = seq + 1
             if step.name in self.stale_ok:
-                parts.append(self._newest(step.name, src, seq))
+                parts.append(self._lagged(step.name, src, seq))
             else:
                 parts.append(self.mailbox.take(step.name, src, seq))
         return combine(parts, step.interfaces)
 
-    def _newest(self, node: str, src: int, seq: int) -> tuple:
-        """The freshest value at most ``max_lag`` behind ``seq`` (the first one is always awaited)."""
-        found = self.mailbox.take_newest(node, src, max(0, seq - self.max_lag))
-        if found is not None:
-            self.held[node] = found
-        version, value = self.held[node]
+    def _lagged(self, node: str, src: int, seq: int) -> tuple:
+        """The value sent ``max_lag`` sends before the one a sync policy would wait
+        for (the first is always awaited).  A fixed lag rather than "the newest
+        that has arrived" keeps async runs reproducible: what the actors act with
+        never depends on timing."""
+        version = max(0, seq - self.max_lag)
+        if self.held.get(node, (None,))[0] != version:
+            self.held[node] = (version, self.mailbox.take_skipping(node, src, version))
         self.policy_lag = seq - version
-        return value
+        return self.held[node][1]
 
 
 def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.01) -> bool:

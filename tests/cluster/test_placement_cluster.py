@@ -114,7 +114,7 @@ def test_replicas_on_different_nodes_exchange_data(ray_cluster):
 @pytest.mark.parametrize("policy, asked", [
     ({"preset": "multi_learner", "learners": 2, "cpus": 4}, "asks for 8 CPU in all but the cluster has 6"),
     ({"preset": "single_learner_coarse", "learner_gpus": 1}, "asks for 1 GPU in all but the cluster has 0"),
-    ({"preset": "single_learner_coarse", "actors": 4, "placement": "STRICT_SPREAD"}, "STRICT_SPREAD needs 5 nodes"),
+    ({"preset": "single_learner_coarse", "actors": 4, "placement": "STRICT_SPREAD"}, "STRICT_SPREAD needs 5 distinct nodes"),
     ({"preset": "single_learner_coarse", "actors": 2, "placement": "STRICT_PACK"}, "STRICT_PACK needs 3 CPU on one node"),
 ], ids=["cpus", "gpus", "strict-spread", "strict-pack"])
 def test_unsatisfiable_request_fails_fast(ray_cluster, policy, asked):
