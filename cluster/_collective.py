@@ -135,4 +135,5 @@ def gloo_group(store_handle: Any, prefix: str, rank: int, world_size: int, host:
 
 
 def _bytes(value: Any) -> bytes:
-    return value if isinstance(value, bytes) else str(value).encode() if not isinstance(value, (bytearray, memoryview)) else bytes(value)
+    """torch hands the store ``str`` or ``bytes``."""
+    return value.encode() if isinstance(value, str) else bytes(value)

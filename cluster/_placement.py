@@ -23,10 +23,7 @@ def check_feasible(policy: Any, nodes: list[dict[str, float]]) -> None:
     """Reject at once what no wait can satisfy, given each alive node's total resources."""
     bundles = [resources for _, _, resources in bundles_of(policy)]
     offered = _describe_cluster(nodes)
-    demand: dict[str, float] = {}
-    for resources in bundles:
-        for key, value in resources.items():
-            demand[key] = demand.get(key, 0.0) + value
+    demand = demand_of(policy)
     for key, value in sorted(demand.items()):
         total = sum(node.get(key, 0.0) for node in nodes)
         if value > total + 1e-9:

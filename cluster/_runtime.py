@@ -66,12 +66,10 @@ class RayRuntime:
         import ray
 
         stale_ok = self._stale_ok_nodes()
-        stores: dict[str, Any] = {}
-        for interface in self.fdg.interfaces:
-            if interface.op == "allreduce":
-                from cluster._collective import KeyValueStore
+        from cluster._collective import KeyValueStore
 
-                stores[interface.src] = ray.remote(num_cpus=0)(KeyValueStore).remote()
+        store_cls = ray.remote(num_cpus=0)(KeyValueStore)
+        stores = {i.src: store_cls.remote() for i in self.fdg.interfaces if i.op == "allreduce"}
         self.stores = list(stores.values())
         endpoints = {name: _get([h.endpoint.remote() for h in handles]) for name, handles in self.workers.items()}
         calls = []

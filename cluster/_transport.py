@@ -11,7 +11,6 @@ threaded actor may run two deliveries out of order.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from fragments._fdg import PER_STEP, FragmentedGraph
@@ -118,12 +117,3 @@ class RayTransport:
             self.held[node] = (version, self.mailbox.take_skipping(node, src, version))
         self.policy_lag = seq - version
         return self.held[node][1]
-
-
-def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval_s)
-    return True

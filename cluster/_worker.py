@@ -5,7 +5,6 @@ through its mailbox (a threaded actor, so deliveries land while it runs)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from fragments._fdg import PER_STEP, FragmentedGraph
@@ -34,7 +33,6 @@ class FragmentWorker:
         self.executor_cls, self.spec = executor_cls, spec
         self.executor = None
         self.transport = None
-        self.iterations = 0
         self.grad_sync = None
 
     def node_id(self) -> str:
@@ -90,9 +88,7 @@ class FragmentWorker:
         metrics: dict[str, float] = {}
         for component in self.executor.components.values():
             metrics.update(component.metrics())
-        self.iterations += 1
-        return {"output": output, "metrics": metrics, "timings": timings, "env_steps": env_steps, "policy_lag": lag,
-                "pid": os.getpid()}
+        return {"output": output, "metrics": metrics, "timings": timings, "env_steps": env_steps, "policy_lag": lag}
 
     def state_dict(self) -> dict[str, Any]:
         return {name: self.executor.components[name].state_dict() for name in self.fdg.fragments[self.fragment].components}

@@ -61,13 +61,18 @@ class CoarseParams:
     placement: str = "PACK"
 
 
+def _learner_fragment(components: list[str], params: Any) -> FragmentSpec:
+    """The single-replica learner fragment of the single-learner presets, from their ``learner_*`` parameters."""
+    return FragmentSpec("learner", components, executor=params.learner_executor,
+                        resources=_resources(params.learner_cpus, params.learner_gpus),
+                        device=_device(params.learner_device, params.learner_executor, params.learner_gpus))
+
+
 def _coarse(params: CoarseParams, name: str = "single_learner_coarse", mode: str = "sync") -> DistributionPolicy:
     return DistributionPolicy(name, [
         FragmentSpec("rollout", ["env", "actor", "buffer"], replicas=params.actors, executor=params.actor_executor,
                      resources=_resources(params.actor_cpus, 0)),
-        FragmentSpec("learner", ["learner"], executor=params.learner_executor,
-                     resources=_resources(params.learner_cpus, params.learner_gpus),
-                     device=_device(params.learner_device, params.learner_executor, params.learner_gpus)),
+        _learner_fragment(["learner"], params),
     ], placement=params.placement, mode=mode)
 
 
@@ -102,9 +107,7 @@ def _fine(params: FineParams) -> DistributionPolicy:
     return DistributionPolicy("single_learner_fine", [
         FragmentSpec("env", ["env"], replicas=params.envs, executor=params.env_executor,
                      resources=_resources(params.env_cpus, 0)),
-        FragmentSpec("learner", ["actor", "buffer", "learner"], executor=params.learner_executor,
-                     resources=_resources(params.learner_cpus, params.learner_gpus),
-                     device=_device(params.learner_device, params.learner_executor, params.learner_gpus)),
+        _learner_fragment(["actor", "buffer", "learner"], params),
     ], placement=params.placement)
 
 
