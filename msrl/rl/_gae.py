@@ -1,4 +1,4 @@
-"""Generalised advantage estimation (Schulman et al., 2016)."""
+"""Generalised advantage estimation (Schulman et al., 2016), with time-limit truncation bootstrapped."""
 
 from __future__ import annotations
 
@@ -8,25 +8,33 @@ import torch
 def gae(
     rewards: torch.Tensor,
     values: torch.Tensor,
-    dones: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
     last_value: torch.Tensor,
     gamma: float,
     gae_lambda: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and returns for a (T, N) rollout.
 
-    ``dones[t]`` is 1 where the episode ended at step t; the observation after
-    it belongs to a new episode (same-step autoreset), so nothing is
-    bootstrapped across it.  ``last_value`` is V(obs after the last step).
+    ``terminated[t]`` / ``truncated[t]`` are 1 where the episode ended at step t by reaching a
+    terminal state / by hitting a time limit.  The observation after either belongs to a new
+    episode (same-step autoreset), so the advantage recursion stops there.  What differs is the
+    one-step target: a terminal state is worth 0, but a time limit says nothing about the state,
+    so the target bootstraps from the value of the state it cut off.  That observation is gone
+    (replaced by the reset), and V(s_t) stands in for V(s_t+1).  Treating time limits as
+    terminal instead teaches the value function a "death" at step 500 that it cannot see coming,
+    and on CartPole it makes a solved policy collapse late in training.
+
+    ``last_value`` is V(obs after the last step).
     """
-    steps = rewards.shape[0]
+    next_values = torch.cat((values[1:], last_value.unsqueeze(0)))
+    next_values = torch.where(truncated > 0, values, next_values)
+    deltas = rewards + gamma * next_values * (1.0 - terminated) - values
+    carry = gamma * gae_lambda * (1.0 - torch.maximum(terminated, truncated))
     advantages = torch.empty_like(rewards)
-    next_advantage = torch.zeros_like(last_value)
-    next_value = last_value
-    for t in range(steps - 1, -1, -1):
-        not_done = 1.0 - dones[t]
-        delta = rewards[t] + gamma * next_value * not_done - values[t]
-        next_advantage = delta + gamma * gae_lambda * not_done * next_advantage
-        advantages[t] = next_advantage
-        next_value = values[t]
+    advantage = deltas[-1]
+    advantages[-1] = advantage
+    for t in range(rewards.shape[0] - 2, -1, -1):
+        advantage = torch.addcmul(deltas[t], carry[t], advantage)
+        advantages[t] = advantage
     return advantages, advantages + values

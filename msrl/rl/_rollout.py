@@ -26,8 +26,9 @@ class RolloutBuffer(Buffer):
     """Holds ``num_steps`` steps of ``num_envs`` environments; ``drain`` computes
     advantages with GAE and returns the flattened batch, emptying the buffer.
 
-    Termination and truncation both end the bootstrapping (the observation the
-    environment returns after either is already the next episode's).
+    Termination and truncation both end the advantage recursion (the observation the environment
+    returns after either is already the next episode's); a truncation's target still bootstraps,
+    see ``gae``.
     """
 
     def __init__(self, num_steps: int, num_envs: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...] = (),
@@ -41,7 +42,8 @@ class RolloutBuffer(Buffer):
         self.logprobs = torch.zeros(shape, device=device)
         self.values = torch.zeros(shape, device=device)
         self.rewards = torch.zeros(shape, device=device)
-        self.dones = torch.zeros(shape, device=device)
+        self.terminated = torch.zeros(shape, device=device)
+        self.truncated = torch.zeros(shape, device=device)
         self.position = 0
 
     def insert(self, obs: Any, action: Any, logprob: Any, value: Any, reward: Any, terminated: Any, truncated: Any) -> NoValue:
@@ -53,14 +55,16 @@ class RolloutBuffer(Buffer):
         self.logprobs[t] = torch.as_tensor(logprob)
         self.values[t] = torch.as_tensor(value)
         self.rewards[t] = torch.as_tensor(reward)
-        torch.maximum(torch.as_tensor(terminated), torch.as_tensor(truncated), out=self.dones[t])
+        self.terminated[t] = torch.as_tensor(terminated)
+        self.truncated[t] = torch.as_tensor(truncated)
         self.position = t + 1
 
     def drain(self, last_value: Any) -> Batched:
         if self.position != self.num_steps:
             raise RuntimeError(f"rollout buffer holds {self.position} of {self.num_steps} steps")
         self.position = 0
-        advantages, returns = gae(self.rewards, self.values, self.dones, torch.as_tensor(last_value), self.gamma, self.gae_lambda)
+        advantages, returns = gae(self.rewards, self.values, self.terminated, self.truncated, torch.as_tensor(last_value),
+                                 self.gamma, self.gae_lambda)
         flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
         return RolloutBatch(flat(self.obs).clone(), flat(self.actions).clone(), flat(self.logprobs).clone(),
                             flat(self.values).clone(), flat(advantages), flat(returns))
