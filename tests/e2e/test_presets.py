@@ -18,12 +18,10 @@ CONFIG = str(REPO / "configs" / "ppo_cartpole.yaml")
 
 PRESETS = {
     "single_learner_coarse": ["policy=single_learner_coarse"],
-    # With the default 2 env replicas seed 1 ends at 281 (500 on seed 2): the config's late collapse, see BENCHMARKS.md.
-    "single_learner_fine": ["policy=single_learner_fine", "policy.envs=4"],
+    "single_learner_fine": ["policy=single_learner_fine"],
     "multi_learner": ["policy=multi_learner"],
     "gpu_only": ["policy=gpu_only", "policy.device=cpu"],  # the same one-actor layout where no GPU is lent
-    # With 2 actors seed 1 ends at 474 (483 on seed 2, 227 on seed 3): lag-1 PPO is fragile at this learning rate.
-    "async_single_learner": ["policy=async_single_learner", "policy.actors=1"],
+    "async_single_learner": ["policy=async_single_learner"],
 }
 
 
