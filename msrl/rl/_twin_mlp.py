@@ -53,8 +53,8 @@ def _tanh_(x: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(x.mul_(2), out=x).mul_(2).sub_(1)
 
 
-def _forward(x: torch.Tensor, flat: torch.Tensor, layout: _Layout) -> tuple[torch.Tensor, ...]:
-    w1, b1, w2, b2, wp, bp, wv, bv = layout.split(flat)
+def _forward(x: torch.Tensor, weights: tuple[torch.Tensor, ...], layout: _Layout) -> tuple[torch.Tensor, ...]:
+    w1, b1, w2, b2, wp, bp, wv, bv = weights
     t1 = _tanh_(torch.addmm(b1, x, w1))                                   # [B, 2H]: both towers
     towers = t1.view(x.shape[0], 2, layout.hidden).transpose(0, 1)          # [2, B, H]
     t2 = _tanh_(torch.baddbmm(b2, towers, w2))                            # [2, B, H]
@@ -67,10 +67,12 @@ class _TwinFunction(torch.autograd.Function):
     """The forward pass above with its backward written out: one autograd node per call."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, flat: torch.Tensor, layout: _Layout) -> tuple[torch.Tensor, torch.Tensor]:
-        logits, value, t1, t2 = _forward(x, flat, layout)
+    def forward(ctx, x: torch.Tensor, flat: torch.Tensor, weights: tuple[torch.Tensor, ...],
+                layout: _Layout) -> tuple[torch.Tensor, torch.Tensor]:
+        """``flat`` is the parameter autograd differentiates; ``weights`` are views of it, split once."""
+        logits, value, t1, t2 = _forward(x, weights, layout)
         ctx.save_for_backward(x, flat, t1, t2)
-        ctx.layout = layout
+        ctx.weights, ctx.layout = weights, layout
         return logits, value
 
     @staticmethod
@@ -82,7 +84,7 @@ class _TwinFunction(torch.autograd.Function):
             grad_logits = torch.zeros(rows, layout.outputs, dtype=flat.dtype, device=flat.device)
         grad_value = (torch.zeros(rows, dtype=flat.dtype, device=flat.device) if grad_value is None
                       else grad_value).unsqueeze(-1)
-        _, _, w2, _, wp, _, wv, _ = layout.split(flat)
+        w1, _, w2, _, wp, _, wv, _ = ctx.weights
         grad = torch.empty_like(flat)
         g_w1, g_b1, g_w2, g_b2, g_wp, g_bp, g_wv, g_bv = layout.split(grad)
         # Heads.
@@ -102,8 +104,8 @@ class _TwinFunction(torch.autograd.Function):
         d1 = torch.bmm(d2, w2.transpose(1, 2)).transpose(0, 1).reshape(rows, 2 * h).mul_(1 - t1 * t1)
         torch.mm(x.t(), d1, out=g_w1)
         torch.sum(d1, 0, out=g_b1)
-        grad_x = torch.mm(d1, layout.split(flat)[0].t()) if ctx.needs_input_grad[0] else None
-        return grad_x, grad, None
+        grad_x = torch.mm(d1, w1.t()) if ctx.needs_input_grad[0] else None
+        return grad_x, grad, None, None
 
 
 def _orthogonal(out_features: int, in_features: int, gain: float, generator: torch.Generator) -> torch.Tensor:
@@ -138,9 +140,20 @@ class TwinMLP(nn.Module):
         finally:
             torch.set_num_threads(threads)
         self.params = nn.Parameter(flat)
+        self._weights: tuple[torch.Tensor, ...] = ()
+        self._weights_of: tuple = ()
+
+    def weights(self) -> tuple[torch.Tensor, ...]:
+        """The weight and bias views, split once (splitting costs as much as a small matmul).  The
+        optimizer and ``load_state_dict`` write into ``params`` in place, so the views stay
+        current; moving or casting the module gives ``params`` new storage, and new views."""
+        key = (self.params.data_ptr(), self.params.dtype, self.params.device)
+        if key != self._weights_of:
+            self._weights, self._weights_of = self.layout.split(self.params.detach()), key
+        return self._weights
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if torch.is_grad_enabled() and (self.params.requires_grad or x.requires_grad):
-            return _TwinFunction.apply(x, self.params, self.layout)
-        logits, value, _, _ = _forward(x, self.params, self.layout)
+            return _TwinFunction.apply(x, self.params, self.weights(), self.layout)
+        logits, value, _, _ = _forward(x, self.weights(), self.layout)
         return logits, value

@@ -108,7 +108,7 @@ def test_gradient_passes_a_float64_gradcheck() -> None:
     net = _twin(seed=4).double()
     x = torch.randn(6, INPUTS, dtype=torch.float64, requires_grad=True)
     def outputs(inp: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
-        logits, values = _TwinFunction.apply(inp, params, net.layout)
+        logits, values = _TwinFunction.apply(inp, params, net.layout.split(params.detach()), net.layout)
         return torch.cat([logits.reshape(-1), values])
 
     assert torch.autograd.gradcheck(outputs, (x, net.params), eps=1e-6, atol=1e-5)
