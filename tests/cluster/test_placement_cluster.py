@@ -51,8 +51,18 @@ def small_config(policy: dict):
     return load_config(None, [], base=raw)
 
 
+def wait_until_idle(timeout_s: float = 20.0) -> None:
+    """Ray frees a closed run's CPUs asynchronously; a placement decided before that (PACK is best
+    effort) would see busy nodes and spread, and a feasibility check would see a smaller cluster."""
+    deadline = time.monotonic() + timeout_s
+    while ray.available_resources().get("CPU", 0.0) < NODES * CPUS_PER_NODE:
+        assert time.monotonic() < deadline, f"the cluster still has CPUs in use: {ray.available_resources()}"
+        time.sleep(0.05)
+
+
 def start(policy: dict):
     """The runtime as ``msrl._run.train`` builds it, plus the locally built algorithm."""
+    wait_until_idle()
     config = small_config(policy)
     algorithm, fdg = plan(config)
     return algorithm, cluster.RayRuntime(fdg, algorithm, address=None, config=config)
@@ -118,6 +128,7 @@ def test_replicas_on_different_nodes_exchange_data(ray_cluster):
     ({"preset": "single_learner_coarse", "actors": 2, "placement": "STRICT_PACK"}, "STRICT_PACK needs 3 CPU on one node"),
 ], ids=["cpus", "gpus", "strict-spread", "strict-pack"])
 def test_unsatisfiable_request_fails_fast(ray_cluster, policy, asked):
+    wait_until_idle()
     config = small_config(policy)
     algorithm, fdg = plan(config)
     started = time.monotonic()
