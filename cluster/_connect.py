@@ -17,7 +17,8 @@ def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: A
 
     if not ray.is_initialized():
         if address is None:
-            ray.init(address="local", num_cpus=num_cpus,  # "local": never attach to another instance by accident include_dashboard=False, dashboard_host="127.0.0.1",
+            # "local": never attach to another instance by accident.
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, dashboard_host="127.0.0.1",
                      configure_logging=True, logging_level="WARNING", log_to_driver=True, **kwargs)
         else:
             ray.init(address=address, logging_level="WARNING", **kwargs)

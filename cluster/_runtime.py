@@ -56,7 +56,7 @@ class RayRuntime:
         except BaseException:
             self.close()
             raise
-        self.pending: dict[tuple[str, int], Any] = {}
+        self.pending: dict[tuple[str, int], list[Any]] = {}  # per replica, its submitted iterations in order
         self.submitted: dict[tuple[str, int], int] = {}
         self.finished: list[dict[str, Any]] = []
         self.leader_iterations = 0
@@ -94,26 +94,37 @@ class RayRuntime:
         return {name: _get([h.node_id.remote() for h in handles]) for name, handles in self.workers.items()}
 
     # -- iterations ----------------------------------------------------------------------------------
-    def run_iteration(self) -> IterationResult:
+    def run_iteration(self, more: bool = False) -> IterationResult:
         """One iteration of the output fragment (the learner), with what every
         other replica finished meanwhile.  Waits on any replica, so a failing
-        one is reported at once instead of leaving the others blocked."""
+        one is reported at once instead of leaving the others blocked.
+
+        ``more`` promises another call with no state read or write in between:
+        a sync policy then queues the next iteration on every worker now, so
+        each starts it the moment it finishes this one instead of after a round
+        trip through the driver.  It has no effect on what is computed."""
         import ray
 
+        sync = self.policy.mode == "sync"
         done = self.leader_iterations  # this call completes the leader's iteration ``done``
         for key in self._keys():
-            if key not in self.pending and self._may_submit(key, done):
+            if not self.pending.get(key) and self._may_submit(key, done):
                 self._submit(key)
-        leaders = {key for key in self._keys() if key[0] == self.output_fragment}
+        if more and sync:
+            for key in self._keys():
+                if len(self.pending[key]) < 2:
+                    self._submit(key)
         results: list[dict[str, Any]] = self.finished
         self.finished = []
-        while leaders or (self.policy.mode == "sync" and self.pending):
-            by_ref = {ref: key for key, ref in self.pending.items()}
+        # Sync: one result from every replica.  Async: the leader's, taking the actors' as they come.
+        awaited = set(self._keys()) if sync else {key for key in self._keys() if key[0] == self.output_fragment}
+        while awaited:
+            by_ref = {refs[0]: key for key, refs in self.pending.items() if refs and (key in awaited or not sync)}
             ready, _ = ray.wait(list(by_ref), num_returns=1)
             key = by_ref[ready[0]]
-            results.append(_get(self.pending.pop(key)))
-            leaders.discard(key)
-            if self.policy.mode == "async" and key[0] != self.output_fragment and self._may_submit(key, done):
+            results.append(_get(self.pending[key].pop(0)))
+            awaited.discard(key)
+            if not sync and key[0] != self.output_fragment and self._may_submit(key, done):
                 self._submit(key)  # actors keep collecting while the learner learns
         self.leader_iterations += 1
         return self._merge(results)
@@ -122,7 +133,7 @@ class RayRuntime:
         return [(name, replica) for name, handles in self.workers.items() for replica in range(len(handles))]
 
     def _submit(self, key: tuple[str, int]) -> None:
-        self.pending[key] = _compute(self.workers[key[0]][key[1]].run_iteration).remote()
+        self.pending.setdefault(key, []).append(_compute(self.workers[key[0]][key[1]].run_iteration).remote())
         self.submitted[key] = self.submitted.get(key, 0) + 1
 
     def _may_submit(self, key: tuple[str, int], done: int) -> bool:
@@ -153,9 +164,10 @@ class RayRuntime:
 
     def _drain(self) -> None:
         """Let in-flight iterations finish so every replica is between iterations."""
-        if self.pending:
-            self.finished.extend(_get(list(self.pending.values())))
-            self.pending.clear()
+        refs = [ref for queued in self.pending.values() for ref in queued]
+        if refs:
+            self.finished.extend(_get(refs))
+        self.pending.clear()
 
     # -- state ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -198,7 +210,7 @@ class RayRuntime:
         self.workers = {}
 
 
-_EMBEDDED: dict[str, bool] = {"started": False}
+_EMBEDDED: dict[str, str | None] = {"session": None}  # the session of the embedded instance this process started
 
 
 def _start_or_join(address: str | None, policy: Any) -> None:
@@ -210,8 +222,9 @@ def _start_or_join(address: str | None, policy: Any) -> None:
 
     wanted = math.ceil(demand_of(policy).get("CPU", 0.0))
     if ray.is_initialized():
-        if not _EMBEDDED["started"] or ray.cluster_resources().get("CPU", 0.0) >= wanted:
-            return
+        ours = _EMBEDDED["session"] == ray.get_runtime_context().get_session_name()
+        if not ours or ray.cluster_resources().get("CPU", 0.0) >= wanted:
+            return  # a cluster someone else connected to is never restarted
         ray.shutdown()
     if address is not None:
         connect(address)
@@ -221,7 +234,7 @@ def _start_or_join(address: str | None, policy: Any) -> None:
         print(f"msrl: policy {policy.name!r} asks for {wanted} CPUs on a {cores}-core machine; "
               f"the embedded Ray offers {wanted} logical CPUs", file=sys.stderr)
     connect(None, num_cpus=max(cores, wanted))
-    _EMBEDDED["started"] = True
+    _EMBEDDED["session"] = ray.get_runtime_context().get_session_name()
 
 
 def _compute(method: Any) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fragments._fdg import PER_STEP, FragmentedGraph
+from fragments._fdg import FragmentedGraph
 from fragments._program import build_program
 from fragments.executors import get_executor
 from cluster._direct import DirectListener, DirectSender
@@ -27,8 +27,8 @@ class FragmentWorker:
         self.algorithm = build(config, replica=replica, num_replicas=spec.replicas, device=spec.device)
         self.program = build_program(fdg, fragment)
         self.mailbox = Mailbox()
-        per_step_in = any(i.frequency == PER_STEP for step in self.program.recvs() for i in step.interfaces)
-        self.listener = DirectListener(self.mailbox, f"{fragment}-{replica}") if per_step_in else None
+        receives = bool(self.program.recvs())
+        self.listener = DirectListener(self.mailbox, f"{fragment}-{replica}") if receives else None
         self.senders: dict[tuple[str, int], DirectSender] = {}
         self.executor_cls, self.spec = executor_cls, spec
         self.executor = None
@@ -46,14 +46,13 @@ class FragmentWorker:
         return ray.util.get_node_ip_address()
 
     def endpoint(self) -> tuple[str, str | None]:
-        """This replica's node and, if it receives per-step values, its same-node socket."""
+        """This replica's node and, if it receives values, its same-node socket."""
         return self.node_id(), self.listener.path if self.listener is not None else None
 
     def connect(self, peers: dict[str, list[Any]], stale_ok: set[str], store: Any = None,
                 endpoints: dict[str, list[tuple[str, str | None]]] | None = None) -> None:
-        """Wire the transport to every other replica (directly to same-node ones
-        for per-step values), start the executor and, for replicated learners,
-        join the gradient all-reduce group."""
+        """Wire the transport to every other replica (over sockets to same-node ones), start the
+        executor and, for replicated learners, join the gradient all-reduce group."""
         node = self.node_id()
         for name, replicas in (endpoints or {}).items():
             for replica, (peer_node, path) in enumerate(replicas):

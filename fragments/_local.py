@@ -22,7 +22,7 @@ class LocalRuntime:
         self.executor.setup()
         self.components = self.executor.components  # the executor may swap in another env backend
 
-    def run_iteration(self) -> IterationResult:
+    def run_iteration(self, more: bool = False) -> IterationResult:
         output = self.executor.run()
         timings, env_steps = self.executor.take_stats()
         metrics: dict[str, float] = {}

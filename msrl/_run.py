@@ -131,6 +131,7 @@ class _Loop:
         self.iteration, self.env_steps, self.stream = iteration, env_steps, stream
         self.wall_time = 0.0
         self.last_return = float("nan")
+        self.steps_per_iteration = 0  # known after the first iteration
 
     def run(self) -> None:
         run = self.config.run
@@ -155,10 +156,11 @@ class _Loop:
 
     def _iterate(self) -> dict[str, Any]:
         start = time.perf_counter()
-        result = self.runtime.run_iteration()
+        result = self.runtime.run_iteration(more=self._another_follows())
         elapsed = time.perf_counter() - start
         self.iteration += 1
         self.env_steps += result.env_steps
+        self.steps_per_iteration = result.env_steps
         if "episode_return" in result.component_metrics:
             self.last_return = result.component_metrics["episode_return"]
         record: dict[str, Any] = {"iteration": self.iteration, "env_steps": self.env_steps, "wall_time": elapsed,
@@ -170,6 +172,14 @@ class _Loop:
         phases.setdefault("communication", 0.0)
         record.update({f"time_{phase}": seconds for phase, seconds in sorted(phases.items())})
         return record
+
+    def _another_follows(self) -> bool:
+        """Whether the iteration about to run will be followed by another with no checkpoint
+        in between (the runtime may then start that one early)."""
+        every = self.config.run.checkpoint_every
+        if not self.steps_per_iteration or (every and (self.iteration + 1) % every == 0):
+            return False
+        return self.env_steps + self.steps_per_iteration < self.config.run.total_env_steps
 
     def save(self) -> None:
         save_checkpoint(os.path.join(self.run_dir, CHECKPOINT_NAME), {

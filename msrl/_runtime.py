@@ -21,7 +21,9 @@ class IterationResult:
 
 
 class Runtime(Protocol):
-    def run_iteration(self) -> IterationResult: ...
+    def run_iteration(self, more: bool = False) -> IterationResult:
+        """``more``: another call follows with no ``state_dict``/``load_state_dict`` in between,
+        so the runtime may start the next iteration early."""
 
     def state_dict(self) -> dict[str, Any]: ...
 
