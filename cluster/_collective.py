@@ -1,5 +1,6 @@
-"""Gradient all-reduce across learner replicas with torch.distributed's gloo
-backend (NCCL on GPUs), formed across the fragment-worker actors.
+"""Gradient all-reduce across learner replicas with torch.distributed: gloo for
+learners on the CPU, NCCL for learners on CUDA devices, formed across the
+fragment-worker actors.
 
 The rendezvous store is a small Ray actor rather than torch's TCPStore, whose
 server listens on every interface; gloo itself binds to the node's Ray address.
@@ -123,6 +124,28 @@ class GradientAllReduce:
         for grad in grads:
             grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))
             offset += grad.numel()
+
+
+def backend_for(device: str) -> str:
+    """The collective for gradients that live on ``device``: NCCL keeps CUDA gradients on the GPU."""
+    return "nccl" if torch.device(device).type == "cuda" else "gloo"
+
+
+def learner_group(store_handle: Any, prefix: str, rank: int, world_size: int, host: str, device: str) -> Any:
+    """The process group the learner replicas all-reduce their gradients in."""
+    if backend_for(device) == "nccl":
+        return nccl_group(store_handle, prefix, rank, world_size)
+    return gloo_group(store_handle, prefix, rank, world_size, host)
+
+
+def nccl_group(store_handle: Any, prefix: str, rank: int, world_size: int) -> Any:
+    """An NCCL process group of ``world_size`` ranks, one CUDA device each (the worker's: Ray sets
+    CUDA_VISIBLE_DEVICES per actor), rendezvousing through the same store as gloo."""
+    if not dist.is_nccl_available():
+        raise RuntimeError("this torch build has no NCCL; learners on CUDA need a CUDA build of torch")
+    options = dist.ProcessGroupNCCL.Options()
+    options._timeout = datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S)
+    return dist.ProcessGroupNCCL(RayStore(store_handle, prefix), rank, world_size, options)
 
 
 def gloo_group(store_handle: Any, prefix: str, rank: int, world_size: int, host: str) -> Any:

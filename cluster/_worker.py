@@ -66,9 +66,10 @@ class FragmentWorker:
                                           replica=self.replica, transport=self.transport)
         self.executor.setup()
         if store is not None:
-            from cluster._collective import GradientAllReduce, gloo_group
+            from cluster._collective import GradientAllReduce, learner_group
 
-            group = gloo_group(store, f"{self.fragment}/grads/", self.replica, self.spec.replicas, self.address())
+            group = learner_group(store, f"{self.fragment}/grads/", self.replica, self.spec.replicas, self.address(),
+                                  self.spec.device)
             for name, component in self.executor.components.items():
                 if self.fdg.graph.components[name] == "learner":
                     component.grad_sync = self.grad_sync = GradientAllReduce(group, self.spec.replicas)

@@ -67,3 +67,12 @@ def test_resume_under_a_distributed_policy_continues_exactly(tmp_path: Path) -> 
     resumed = _metrics(train(None, ["total_env_steps=16384"], resume=str(Path(first.run_dir) / CHECKPOINT_NAME)).run_dir)
     keys = ["iteration", "env_steps", "policy_loss", "value_loss", "episode_return"]
     assert [[r[k] for k in keys] for r in resumed] == [[r[k] for k in keys] for r in straight]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL all-reduce needs two CUDA devices, one per learner replica")
+def test_multi_learner_on_gpus_all_reduces_with_nccl(tmp_path: Path) -> None:
+    result = train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=16384", "eval_episodes=0",
+                            "policy=multi_learner", "policy.executor=torch", "policy.device=cuda", "policy.gpus=1"])
+    replicas = load_checkpoint(str(Path(result.run_dir) / CHECKPOINT_NAME))["components"]["_replicas"]["worker"]
+    first, second = (replica["learner"]["net"] for replica in replicas)
+    assert all(torch.equal(first[key], second[key]) for key in first)
