@@ -21,8 +21,7 @@ from msrl._runtime import IterationResult
 from cluster._connect import connect
 from cluster._placement import create_placement_group, demand_of
 
-MAX_CONCURRENCY = 8  # deliveries (and close) arriving while the compute thread waits in a receive
-COMPUTE = "compute"  # the concurrency group of one thread that runs the components
+MAX_CONCURRENCY = 8  # queued iterations waiting on the compute thread, deliveries, close
 
 
 class RayRuntime:
@@ -40,7 +39,7 @@ class RayRuntime:
         self.workers: dict[str, list[Any]] = {}
         self.output_fragment = fdg.assignment[fdg.graph.output.name]
         try:
-            worker_cls = ray.remote(max_concurrency=MAX_CONCURRENCY, concurrency_groups={COMPUTE: 1})(FragmentWorker)
+            worker_cls = ray.remote(max_concurrency=MAX_CONCURRENCY)(FragmentWorker)
             bundle = 0
             for name, fragment in fdg.fragments.items():
                 spec = fragment.spec
@@ -76,7 +75,7 @@ class RayRuntime:
         calls = []
         for name, handles in self.workers.items():
             for handle in handles:
-                calls.append(_compute(handle.connect).remote(self.workers, stale_ok.get(name, set()), stores.get(name), endpoints))
+                calls.append(handle.connect.remote(self.workers, stale_ok.get(name, set()), stores.get(name), endpoints))
         _get(calls)
 
     def _stale_ok_nodes(self) -> dict[str, set[str]]:
@@ -133,7 +132,7 @@ class RayRuntime:
         return [(name, replica) for name, handles in self.workers.items() for replica in range(len(handles))]
 
     def _submit(self, key: tuple[str, int]) -> None:
-        self.pending.setdefault(key, []).append(_compute(self.workers[key[0]][key[1]].run_iteration).remote())
+        self.pending.setdefault(key, []).append(self.workers[key[0]][key[1]].run_iteration.remote())
         self.submitted[key] = self.submitted.get(key, 0) + 1
 
     def _may_submit(self, key: tuple[str, int], done: int) -> bool:
@@ -174,7 +173,7 @@ class RayRuntime:
         """Each component's state from replica 0 of its fragment (what ``msrl eval``
         loads), plus every replica's state under ``_replicas`` for exact resume."""
         self._drain()
-        replicas = {name: _get([_compute(h.state_dict).remote() for h in handles]) for name, handles in self.workers.items()}
+        replicas = {name: _get([h.state_dict.remote() for h in handles]) for name, handles in self.workers.items()}
         state: dict[str, Any] = {}
         for per_replica in replicas.values():
             state.update(per_replica[0])
@@ -190,7 +189,7 @@ class RayRuntime:
             if replicas is not None and (saved is None or len(saved) != len(handles)):
                 raise ValueError(f"the checkpoint has {len(saved or [])} replicas of fragment {name!r}, this policy {len(handles)}")
             for replica, handle in enumerate(handles):
-                calls.append(_compute(handle.load_state_dict).remote(saved[replica] if saved else state))
+                calls.append(handle.load_state_dict.remote(saved[replica] if saved else state))
         _get(calls)
 
     def close(self) -> None:
@@ -235,13 +234,6 @@ def _start_or_join(address: str | None, policy: Any) -> None:
               f"the embedded Ray offers {wanted} logical CPUs", file=sys.stderr)
     connect(None, num_cpus=max(cores, wanted))
     _EMBEDDED["session"] = ray.get_runtime_context().get_session_name()
-
-
-def _compute(method: Any) -> Any:
-    """``method`` on the worker's one compute thread.  Components are built, run, saved and
-    restored always on that thread; spread over a thread pool, each thread's malloc arena
-    handed memory back and forth with the OS and the learner's update ran 25% slower."""
-    return method.options(concurrency_group=COMPUTE)
 
 
 def _get(refs: Any) -> Any:
