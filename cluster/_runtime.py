@@ -132,8 +132,9 @@ class RayRuntime:
         return [(name, replica) for name, handles in self.workers.items() for replica in range(len(handles))]
 
     def _submit(self, key: tuple[str, int]) -> None:
-        self.pending.setdefault(key, []).append(self.workers[key[0]][key[1]].run_iteration.remote())
-        self.submitted[key] = self.submitted.get(key, 0) + 1
+        number = self.submitted.get(key, 0)
+        self.pending.setdefault(key, []).append(self.workers[key[0]][key[1]].run_iteration.remote(number))
+        self.submitted[key] = number + 1
 
     def _may_submit(self, key: tuple[str, int], done: int) -> bool:
         """An actor's iteration j ends on the weights of update j-1, so it may run at

@@ -76,6 +76,9 @@ class FragmentWorker:
         self.transport = None
         self.grad_sync = None
         self.compute = ComputeThread(f"{fragment}-{replica}-compute")
+        self.iterations_run = 0
+        self.finished: dict[int, tuple[bool, Any]] = {}  # iteration number -> (ok, result or error)
+        self.finished_cond = threading.Condition()
 
     def node_id(self) -> str:
         import ray
@@ -122,8 +125,28 @@ class FragmentWorker:
     def deliver(self, node: str, src: int, seq: int, payload: Any) -> None:
         self.mailbox.put(node, src, seq, payload)
 
-    def run_iteration(self) -> dict[str, Any]:
-        return self.compute.run(self._iterate)
+    def run_iteration(self, number: int) -> dict[str, Any]:
+        """This worker's iteration ``number`` (from 0).  When the driver has queued two, their calls
+        may reach the actor's threads in either order; the iterations still run one after the other
+        on the compute thread, and each call returns the iteration it asked for."""
+        self.compute.run(self._iterate_next)
+        with self.finished_cond:
+            while number not in self.finished:
+                self.finished_cond.wait()
+            ok, value = self.finished.pop(number)
+        if not ok:
+            raise value
+        return value
+
+    def _iterate_next(self) -> None:
+        number, self.iterations_run = self.iterations_run, self.iterations_run + 1
+        try:
+            outcome = (True, self._iterate())
+        except BaseException as exc:
+            outcome = (False, exc)
+        with self.finished_cond:
+            self.finished[number] = outcome
+            self.finished_cond.notify_all()
 
     def _iterate(self) -> dict[str, Any]:
         lag = self.transport.policy_lag
