@@ -19,10 +19,11 @@ from cluster._transport import Mailbox, RayTransport
 class ComputeThread:
     """One thread that runs the worker's component work, jobs in submission order.
 
-    Components are built, run, saved and restored on it alone.  Spread over the actor's thread
-    pool, each thread's malloc arena handed memory back and forth with the OS, and the learner's
-    update ran 25% slower.  And because the driver queues the next iteration while this one runs,
-    the thread starts it the moment this one ends, without waiting for Ray to dispatch a call.
+    Components are wired up, run, saved and restored on it alone (they are built in the actor's
+    constructor).  Spread over the actor's thread pool, each thread's malloc arena handed memory
+    back and forth with the OS, and the learner's update ran 25% slower.  And because the driver
+    queues the next iteration while this one runs, the thread starts it the moment this one ends,
+    without waiting for Ray to dispatch a call.
     """
 
     def __init__(self, name: str) -> None:

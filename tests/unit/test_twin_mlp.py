@@ -23,7 +23,15 @@ def _orthogonal_linear(in_features: int, out_features: int, gain: float, generat
 def _reference(seed: int) -> tuple[nn.Sequential, nn.Sequential]:
     """The two towers TwinMLP replaces, initialised in the order it documents (value first)."""
     g = torch.Generator().manual_seed(seed)
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as TwinMLP does while it draws: orthogonal_'s QR rounds by thread count
+    try:
+        return _towers(g)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _towers(g: torch.Generator) -> tuple[nn.Sequential, nn.Sequential]:
     value = nn.Sequential(_orthogonal_linear(INPUTS, HIDDEN, 2**0.5, g), nn.Tanh(),
                           _orthogonal_linear(HIDDEN, HIDDEN, 2**0.5, g), nn.Tanh(), _orthogonal_linear(HIDDEN, 1, 1.0, g))
     policy = nn.Sequential(_orthogonal_linear(INPUTS, HIDDEN, 2**0.5, g), nn.Tanh(),
