@@ -217,6 +217,5 @@ class CartPoleKernelMixin:
         )
         # CartPole pays +1 per step: a running episode's return is its length.
         self._tracker.discard()
-        self._tracker.lengths += self._elapsed
-        self._tracker.returns += self._elapsed
+        self._tracker.adopt_running(self._elapsed, self._elapsed)
         return out

@@ -83,6 +83,12 @@ class EpisodeTracker:
             self.returns[mask] = 0.0
             self.lengths[mask] = 0
 
+    def adopt_running(self, returns: np.ndarray, lengths: np.ndarray) -> None:
+        """Add to the running episodes what happened outside ``add`` (a rollout
+        kernel that kept its own counters)."""
+        self.returns += returns
+        self.lengths += lengths
+
     def metrics(self) -> dict[str, float]:
         out = _summary(self._finished_return, self._finished_length, self._finished_count)
         self._finished_return, self._finished_length, self._finished_count = 0.0, 0, 0
@@ -109,9 +115,19 @@ class EpisodeTracker:
 class TorchEpisodeTracker:
     """The same bookkeeping on a torch device, without host syncs per step.
 
-    Finished-episode sums stay on the device as 0-d tensors and are accumulated
-    with ``torch.where`` every step (no ``if done.any()``, which would sync);
-    only ``metrics`` and ``state_dict`` copy to the host.
+    Finished-episode totals are kept lazily.  Since the last ``metrics`` every
+    environment's rewards went either to episodes that ended or to the episode
+    still running, so the ended episodes' returns add up to
+
+        (rewards since then) + (running returns then) - (running returns now)
+
+    and likewise for lengths, where "rewards" is one per env per step.  A step
+    therefore costs one sum of the reward and the zeroing of the finished
+    environments (``finish`` with a mask or ``finish_at`` with indices), and no
+    gather of their returns.  The totals stay on the device; only ``metrics``
+    and ``state_dict`` copy to the host.  Whatever changes the running values
+    other than ``add``/``finish`` (``discard``, ``adopt_running``) moves the
+    baseline with it, so no episode is counted twice or lost.
     """
 
     def __init__(self, num_envs: int, device: torch.device) -> None:
@@ -119,45 +135,80 @@ class TorchEpisodeTracker:
         self.device = device
         self.returns = torch.zeros(num_envs, dtype=torch.float64, device=device)
         self.lengths = torch.zeros(num_envs, dtype=torch.int64, device=device)
-        self._finished_return = torch.zeros((), dtype=torch.float64, device=device)
-        self._finished_length = torch.zeros((), dtype=torch.int64, device=device)
-        self._finished_count = torch.zeros((), dtype=torch.int64, device=device)
+        self._start_new_window(torch.zeros((), dtype=torch.float64, device=device),
+                               torch.zeros((), dtype=torch.int64, device=device),
+                               torch.zeros((), dtype=torch.int64, device=device))
+
+    def _start_new_window(self, finished_return: torch.Tensor, finished_length: torch.Tensor,
+                          finished_count: torch.Tensor) -> None:
+        """Start counting from now, with these totals already finished."""
+        self._return_base = finished_return + self.returns.sum()  # rewards since + running then
+        self._length_base = finished_length + self.lengths.sum()
+        self._steps = 0  # env steps per environment since the window started (host int: no device op)
+        self._count = finished_count
+        self._count_host = 0
 
     def add(self, reward: torch.Tensor) -> torch.Tensor:
         self.returns += reward
         self.lengths += 1
+        self._return_base += reward.sum(dtype=torch.float64)
+        self._steps += 1
         return self.lengths
 
+    def finish_at(self, idx: torch.Tensor) -> None:
+        """``finish`` for the environments at ``idx`` (int64 indices): on the CPU,
+        where the indices cost nothing to find, this touches only those rows."""
+        self._count_host += idx.numel()
+        self.returns.index_fill_(0, idx, 0.0)
+        self.lengths.index_fill_(0, idx, 0)
+
     def finish(self, done: torch.Tensor) -> None:
-        self._finished_return += torch.where(done, self.returns, 0.0).sum()
-        self._finished_length += torch.where(done, self.lengths, 0).sum()
-        self._finished_count += done.sum()
+        self._count += done.sum()
         self.returns.masked_fill_(done, 0.0)
         self.lengths.masked_fill_(done, 0)
 
     def discard(self, mask: torch.Tensor | None = None) -> None:
+        """Forget the running episodes (all, or where ``mask``) without recording them."""
         if mask is None:
+            self._return_base -= self.returns.sum()
+            self._length_base -= self.lengths.sum()
             self.returns.zero_()
             self.lengths.zero_()
         else:
+            self._return_base -= torch.where(mask, self.returns, 0.0).sum()
+            self._length_base -= torch.where(mask, self.lengths, 0).sum()
             self.returns.masked_fill_(mask, 0.0)
             self.lengths.masked_fill_(mask, 0)
 
+    def adopt_running(self, returns: torch.Tensor, lengths: torch.Tensor) -> None:
+        """Add to the running episodes what happened outside ``add`` (a rollout
+        kernel that kept its own counters), so it is not counted as finished."""
+        self.returns += returns
+        self.lengths += lengths
+        self._return_base += returns.sum()
+        self._length_base += lengths.sum()
+
+    def _totals(self) -> torch.Tensor:
+        """(finished return, length, count) as one float64 tensor on the device."""
+        finished_return = self._return_base - self.returns.sum()
+        finished_length = self._length_base + self._steps * self.num_envs - self.lengths.sum()
+        count = self._count + self._count_host
+        return torch.stack([finished_return, finished_length.double(), count.double()])
+
     def metrics(self) -> dict[str, float]:
-        totals = torch.stack([self._finished_return, self._finished_length.double(), self._finished_count.double()])
-        total_return, total_length, count = totals.tolist()  # the one host copy
-        self._finished_return.zero_()
-        self._finished_length.zero_()
-        self._finished_count.zero_()
+        total_return, total_length, count = self._totals().tolist()  # the one host copy
+        self._start_new_window(torch.zeros_like(self._return_base), torch.zeros_like(self._length_base),
+                               torch.zeros_like(self._count))
         return _summary(total_return, total_length, int(count))
 
     def state_dict(self) -> dict[str, Any]:
+        total_return, total_length, count = self._totals().tolist()
         return {
             "running_return": self.returns.detach().cpu().clone(),
             "running_length": self.lengths.detach().cpu().clone(),
-            "finished_return": float(self._finished_return.item()),
-            "finished_length": int(self._finished_length.item()),
-            "finished_count": int(self._finished_count.item()),
+            "finished_return": float(total_return),
+            "finished_length": int(total_length),
+            "finished_count": int(count),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -165,9 +216,9 @@ class TorchEpisodeTracker:
         dev = self.device
         self.returns = torch.as_tensor(state["running_return"]).to(dev, torch.float64).clone()
         self.lengths = torch.as_tensor(state["running_length"]).to(dev, torch.int64).clone()
-        self._finished_return = torch.tensor(float(state["finished_return"]), dtype=torch.float64, device=dev)
-        self._finished_length = torch.tensor(int(state["finished_length"]), dtype=torch.int64, device=dev)
-        self._finished_count = torch.tensor(int(state["finished_count"]), dtype=torch.int64, device=dev)
+        self._start_new_window(torch.tensor(float(state["finished_return"]), dtype=torch.float64, device=dev),
+                               torch.tensor(int(state["finished_length"]), dtype=torch.int64, device=dev),
+                               torch.tensor(int(state["finished_count"]), dtype=torch.int64, device=dev))
 
 
 def _check_num_envs(num_envs: Any) -> int:
@@ -301,21 +352,47 @@ class NumpyBatchedEnv(Environment):
 _FLOAT_DTYPES = (torch.float32, torch.float64)
 
 
+def _columns_contiguous(state: torch.Tensor) -> torch.Tensor:
+    """A fresh ``(num_envs, state_dim)`` copy of ``state``, stored column by column.
+
+    A step works on one state variable at a time (``theta = state[:, 2]``); with
+    each column contiguous those are plain vectors, which torch's CPU kernels
+    vectorise: at 4,096 envs ``cos`` of a column takes 8.6 us instead of 13.7 us
+    strided, a multiplication 2 us instead of 5.  Elementwise results keep the
+    layout of their inputs, so a step that starts from this layout keeps it.
+    """
+    return state.t().clone(memory_format=torch.contiguous_format).t()
+
+
 class TorchBatchedEnv(Environment):
     """Autoreset, time limit, seeding and checkpoints of the torch backends.
 
-    Nothing in ``step`` copies to the host: done environments are reset with
-    ``torch.where`` from fresh states drawn for *every* environment each step
-    (drawing only where needed would need the count, i.e. a sync).  Because the
-    generator advances by the same amount every step, runs are reproducible.
+    On an accelerator nothing in ``step`` copies to the host: done
+    environments are reset with ``torch.where`` from fresh states drawn for
+    *every* environment each step (drawing only where needed would need the
+    count, i.e. a sync).  On the CPU that "sync" is free while drawing and
+    blending a full batch of states is most of a step's cost, so there the
+    backend draws states only for the environments that finished, as the NumPy
+    backend does.  Either way the draws depend only on the seed and the
+    episodes, so runs are reproducible.
 
-    Subclasses set ``env_id``, ``state_dim``, ``max_episode_steps`` and implement
-    ``_draw_reset()`` (``num_envs`` fresh states from ``self._gen``), ``_obs`` and
-    ``step``, which ends with ``return self._end_step(new_state, reward, terminated)``.
+    ``step`` runs under ``torch.inference_mode``, which takes about a
+    microsecond of dispatch off every op (a sixth of a CPU step at 4,096
+    envs).  What it returns is allocated outside, so observations, rewards and
+    flags are ordinary tensors that autograd may save; only the internal state
+    becomes an inference tensor, which nothing outside ``step`` updates in
+    place.
+
+    Subclasses set ``env_id``, ``state_dim``, ``obs_dim``, ``max_episode_steps``
+    and implement ``_check_action``, ``_draw_reset(n)`` (``n`` fresh states from
+    ``self._gen``), ``_write_obs(state, out)`` and ``_advance(action, reward,
+    terminated)``, which writes the step's reward and 0/1 termination flags into
+    the two float32 tensors it is given and returns the new state.
     """
 
     env_id: str
     state_dim: int
+    obs_dim: int
     max_episode_steps: int
 
     def __init__(
@@ -334,14 +411,46 @@ class TorchBatchedEnv(Environment):
         self.validate = bool(validate)
         self._gen = torch.Generator(device=self.device)
         self._gen.manual_seed(int(seed))
+        self._sparse_reset = self.device.type == "cpu"
+        self._time_limit = torch.tensor(self.max_episode_steps, device=self.device)
         self._tracker = TorchEpisodeTracker(self.num_envs, self.device)
-        self._state = self._draw_reset()
+        self._state = _columns_contiguous(self._draw_reset(self.num_envs))
 
-    def _draw_reset(self) -> torch.Tensor:
+    def _draw_reset(self, n: int) -> torch.Tensor:
         raise NotImplementedError
+
+    def _check_action(self, action: Any) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _advance(self, action: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _write_obs(self, state: torch.Tensor, out: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def _obs_buffer(self) -> torch.Tensor:
+        """Room for float32 observations, laid out column by column like the state,
+        so filling it is a plain copy (a transposing copy costs 30 us at 4,096 envs)."""
+        return torch.empty_strided((self.num_envs, self.obs_dim), (1, self.num_envs), dtype=torch.float32,
+                                   device=self.device)
 
     def _obs(self, state: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        out = self._obs_buffer()
+        self._write_obs(state, out)
+        return out
+
+    def step(self, action: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Advance every environment one step; returns float32 ``(obs, reward,
+        terminated, truncated)``, with same-step autoreset of the finished ones."""
+        a = self._check_action(action)
+        reward, terminated, truncated = (torch.empty(self.num_envs, dtype=torch.float32, device=self.device)
+                                         for _ in range(3))
+        obs = self._obs_buffer()
+        with torch.inference_mode():
+            new_state = self._advance(a, reward, terminated)
+            self._end_step(new_state, reward, terminated, truncated)
+            self._write_obs(self._state, obs)
+        return obs, reward, terminated, truncated
 
     def _as_tensor(self, value: Any) -> torch.Tensor:
         """Actions/states may come as NumPy arrays or tensors on another device."""
@@ -352,22 +461,33 @@ class TorchBatchedEnv(Environment):
     def reset(self, seed: int | None = None) -> torch.Tensor:
         if seed is not None:
             self._gen.manual_seed(int(seed))
-        self._state = self._draw_reset()
+        self._state = _columns_contiguous(self._draw_reset(self.num_envs))
         self._tracker.discard()
         return self._obs(self._state)
 
     def observe(self) -> torch.Tensor:
         return self._obs(self._state)
 
-    def _end_step(
-        self, new_state: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _end_step(self, new_state: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor,
+                  truncated: torch.Tensor) -> None:
+        """Time limit (written into ``truncated``), episode accounting and
+        same-step autoreset.  The flags are float32 0/1 throughout, because that
+        is what ``step`` returns and a bool-to-float conversion costs as much as
+        a comparison."""
         lengths = self._tracker.add(reward)
-        truncated = lengths >= self.max_episode_steps
-        done = terminated | truncated
-        self._tracker.finish(done)
-        self._state = torch.where(done.unsqueeze(1), self._draw_reset(), new_state)
-        return self._obs(self._state), reward, terminated.to(torch.float32), truncated.to(torch.float32)
+        torch.ge(lengths, self._time_limit, out=truncated)
+        done = terminated + truncated  # 0, 1 or 2
+        if self._sparse_reset:
+            idx = done.nonzero().view(-1)
+            if idx.numel():
+                self._tracker.finish_at(idx)
+                new_state.index_copy_(0, idx, self._draw_reset(idx.numel()))
+            self._state = new_state
+        else:
+            finished = done.bool()
+            self._tracker.finish(finished)
+            # written into new_state, which keeps its column layout
+            self._state = torch.where(finished.unsqueeze(1), self._draw_reset(self.num_envs), new_state, out=new_state)
 
     def get_state(self) -> torch.Tensor:
         """A copy of the physical state, ``(num_envs, state_dim)`` in ``dtype`` on ``device``."""
@@ -381,12 +501,12 @@ class TorchBatchedEnv(Environment):
                 f"{self.env_id} state must have shape ({self.num_envs}, {self.state_dim}), got {tuple(state.shape)}"
             )
         if mask is None:
-            self._state = state.clone()
+            self._state = _columns_contiguous(state)
         else:
             mask = self._as_tensor(mask).to(torch.bool)
             if tuple(mask.shape) != (self.num_envs,):
                 raise EnvError(f"{self.env_id} state mask must have shape ({self.num_envs},), got {tuple(mask.shape)}")
-            self._state = torch.where(mask.unsqueeze(1), state, self._state)
+            self._state = _columns_contiguous(torch.where(mask.unsqueeze(1), state, self._state))
         if new_episode:
             self._tracker.discard(mask)
 
@@ -407,4 +527,4 @@ class TorchBatchedEnv(Environment):
         except (TypeError, RuntimeError) as exc:
             raise CheckpointError(f"{type(self).__name__} checkpoint has an unusable generator state: {exc}") from None
         self._tracker.load_state_dict(state["episodes"])
-        self._state = torch.as_tensor(state["state"]).to(self.device, self.dtype).clone()
+        self._state = _columns_contiguous(torch.as_tensor(state["state"]).to(self.device, self.dtype))

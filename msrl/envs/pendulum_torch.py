@@ -41,6 +41,7 @@ class PendulumTorch(PendulumParams, TorchBatchedEnv):
 
     env_id = "Pendulum-v1"
     state_dim = 2
+    obs_dim = 3
 
     def __init__(
         self,
@@ -55,18 +56,19 @@ class PendulumTorch(PendulumParams, TorchBatchedEnv):
         super().__init__(num_envs, seed, device, dtype, validate)
         self.observation_space, self.action_space = self._spaces()
         self._two_pi = torch.tensor(2 * math.pi, dtype=dtype, device=self.device)
-        self._never = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
-    def _draw_reset(self) -> torch.Tensor:
-        fresh = torch.empty((self.num_envs, 2), dtype=self.dtype, device=self.device)
+    def _draw_reset(self, n: int) -> torch.Tensor:
+        fresh = torch.empty((n, 2), dtype=self.dtype, device=self.device)
         th_high, thdot_high = self.reset_high  # per column: no host-to-device copy of the bounds
         fresh[:, 0].uniform_(-th_high, th_high, generator=self._gen)
         fresh[:, 1].uniform_(-thdot_high, thdot_high, generator=self._gen)
         return fresh
 
-    def _obs(self, state: torch.Tensor) -> torch.Tensor:
+    def _write_obs(self, state: torch.Tensor, out: torch.Tensor) -> None:
         th = state[:, 0]
-        return torch.stack((torch.cos(th), torch.sin(th), state[:, 1]), dim=1).to(torch.float32)
+        out[:, 0].copy_(torch.cos(th))  # in the state's dtype, then rounded, as NumPy does
+        out[:, 1].copy_(torch.sin(th))
+        out[:, 2].copy_(state[:, 1])
 
     def _check_action(self, action: Any) -> torch.Tensor:
         a = self._as_tensor(action)
@@ -79,8 +81,8 @@ class PendulumTorch(PendulumParams, TorchBatchedEnv):
             raise EnvError("Pendulum-v1 actions must be finite, got NaN or inf")
         return a.reshape(n)
 
-    def step(self, action: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        u = self._check_action(action).clamp(-self.max_torque, self.max_torque)
+    def _advance(self, action: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
+        u = action.clamp(-self.max_torque, self.max_torque)
         th, thdot = self._state.unbind(1)
         dt = self.dt
 
@@ -90,7 +92,8 @@ class PendulumTorch(PendulumParams, TorchBatchedEnv):
         newthdot = thdot + (self._k_gravity * torch.sin(th) + self._k_torque * u) * dt
         newthdot = newthdot.clamp(-self.max_speed, self.max_speed)
         newth = th + newthdot * dt
-        new = torch.stack((newth, newthdot), dim=1).to(self.dtype)
+        new = torch.stack((newth, newthdot)).to(self.dtype).t()  # column by column, like the state
 
-        reward = (-costs).to(torch.float32)
-        return self._end_step(new, reward, self._never)
+        reward.copy_(costs).neg_()  # rounding commutes with negation
+        terminated.zero_()  # Pendulum never terminates, only truncates
+        return new

@@ -180,8 +180,12 @@ def test_bad_actions_raise(action, match):
 def test_torch_validation_is_opt_in():
     with pytest.raises(EnvError, match=r"shape \(4,\)"):  # shapes are always checked
         CartPoleTorch(4).step(torch.zeros(3, dtype=torch.int64))
-    bad = torch.tensor([0, 2, 1, 0])
-    CartPoleTorch(4).step(bad)  # no value check: it would sync with the device
+    bad = torch.tensor([0, 2, 1, -3])
+    _, reward, _, _ = CartPoleTorch(4).step(bad)  # no value check: it would sync with the device
+    assert torch.equal(reward, torch.ones(4))
+    # out-of-range values are clamped: 2 pushes like 1, -3 like 0
+    expected = CartPoleTorch(4).step(torch.tensor([0, 1, 1, 0]))[0]
+    assert torch.equal(CartPoleTorch(4).step(bad)[0], expected)
     with pytest.raises(EnvError, match="0 or 1"):
         CartPoleTorch(4, validate=True).step(bad)
 
@@ -246,3 +250,20 @@ def test_set_state_with_mask_starts_new_episodes_only_there(make):
     np.testing.assert_array_equal(np_(truncated), [1, 0, 1, 1])
     with pytest.raises(EnvError, match=r"\(4, 4\)"):
         env.set_state(np.zeros((4, 2)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_torch_step_outputs_are_ordinary_tensors(dtype):
+    """The step runs under inference mode; what it returns must still work with autograd
+    (a learner may save observations for backward) and must not alias the env's state."""
+    env = CartPoleTorch(8, seed=3, dtype=dtype)
+    outputs = env.step(torch.ones(8, dtype=torch.int64))
+    assert not any(t.is_inference() for t in outputs)
+    obs = outputs[0]
+    layer = torch.nn.Linear(4, 2)
+    layer(obs).sum().backward()  # raises for inference tensors, which cannot be saved for backward
+    assert layer.weight.grad is not None
+    before = env.get_state()
+    obs.add_(100.0)  # in place on an output: the env's state is untouched
+    torch.testing.assert_close(env.get_state(), before, rtol=0, atol=0)
+    env.step(torch.zeros(8, dtype=torch.int64))  # and stepping on after an outside write still works
