@@ -157,7 +157,8 @@ class PPOLearner(msrl.Learner):
                 self.sync_grads([params])
                 clip_grad_norm_(params, cfg.max_grad_norm)
                 self.optimizer.step()
-        return self._diagnostics(*data)
+        # Computed once the new weights are on their way to the actors: nothing waits for them.
+        return msrl.deferred(self._diagnostics, *data)
 
     def _losses(self, obs: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor, old_values: torch.Tensor,
                 advantages: torch.Tensor, returns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -3,6 +3,7 @@ on one process or a Ray cluster by switching the distribution policy in config."
 
 from msrl._algorithm import Algorithm, RunInfo
 from msrl._components import Actor, Batched, Buffer, Component, Environment, Global, Learner, NoValue
+from msrl._deferred import Deferred, deferred
 from msrl._errors import CheckpointError, ConfigError, EnvError, MsrlError, TraceError
 from msrl._graph import DataflowGraph
 from msrl._spaces import Box, Discrete, Space
@@ -12,6 +13,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Actor", "Algorithm", "Batched", "Box", "Buffer", "CheckpointError", "Component", "ConfigError",
-    "DataflowGraph", "Discrete", "EnvError", "Environment", "Global", "Learner", "MsrlError", "NoValue",
-    "RunInfo", "Space", "TraceError", "steps", "trace",
+    "DataflowGraph", "Deferred", "Discrete", "EnvError", "Environment", "Global", "Learner", "MsrlError", "NoValue",
+    "RunInfo", "Space", "TraceError", "deferred", "steps", "trace",
 ]

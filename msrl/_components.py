@@ -149,6 +149,10 @@ class Learner(Component):
     distribution policy through ``grad_sync``: a learner calls ``self.sync_grads(params)``
     after ``backward()`` and before the optimiser step, and never calls a
     collective itself.  With one replica the hook does nothing.
+
+    ``learn`` returns its metrics; diagnostics that cost a pass over the batch
+    can be returned as ``msrl.deferred(fn, ...)``, computed after the new
+    weights have been sent (see ``msrl._deferred``).
     """
 
     grad_sync: Any = None

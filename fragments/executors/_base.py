@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from msrl import ConfigError, EnvError, MsrlError
+from msrl._deferred import Deferred, has_deferred, pending_deferred, resolve_deferred
 from msrl._graph import CarryRef, Node, ValueRef, map_leaves
 from fragments._program import FragmentProgram, LoopBlock, Recv
 from policies import FragmentSpec
@@ -97,7 +98,23 @@ class Executor:
                 self._receive(step)
             else:
                 result = self.run_node(step, first=True) if step.op == "output" else self._run_and_keep(step, True)
-        return result
+        return self._finish_deferred(result)
+
+    def _finish_deferred(self, result: Any) -> Any:
+        """Compute the output's deferred values now, after every send of the iteration,
+        timing each into the phase of the component that returned it."""
+        for value in pending_deferred(result):
+            start = time.perf_counter()
+            try:
+                value.resolve()
+            except MsrlError as exc:
+                raise type(exc)(f"while computing a deferred value of fragment {self.program.fragment}, "
+                                f"replica {self.replica}: {exc}") from exc
+            except Exception as exc:
+                raise FragmentExecutionError(f"while computing a deferred value of fragment {self.program.fragment}, "
+                                             f"replica {self.replica}: {type(exc).__name__}: {exc}") from exc
+            self.timings[value.phase] = self.timings.get(value.phase, 0.0) + time.perf_counter() - start
+        return resolve_deferred(result)
 
     def run_loop(self, block: LoopBlock) -> None:
         for iteration in range(block.region.trip_count):
@@ -113,6 +130,8 @@ class Executor:
     def _run_and_keep(self, node: Node, first: bool) -> None:
         value = self.values[node.name] = self.run_node(node, first)
         if node.name in self.program.sends:
+            if has_deferred(value):  # another fragment needs it now
+                value = self.values[node.name] = resolve_deferred(value)
             start = time.perf_counter()
             self.transport.send(node.name, value)
             self.timings["communication"] = self.timings.get("communication", 0.0) + time.perf_counter() - start
@@ -125,6 +144,8 @@ class Executor:
 
     def run_node(self, node: Node, first: bool) -> Any:
         args, kwargs = self._arg_fns[node.name](self.values, self.carried, first)
+        if node.op != "output" and (has_deferred(args) or has_deferred(kwargs)):  # a call needs its inputs now
+            args, kwargs = resolve_deferred(args), resolve_deferred(kwargs)
         try:
             return getattr(self, node.op)(node, args, kwargs)
         except MsrlError as exc:
@@ -142,6 +163,8 @@ class Executor:
         start = time.perf_counter()
         result = getattr(component, node.method)(*args, **kwargs)
         phase = PHASE_OF_ROLE[role]
+        if type(result) is Deferred:
+            result.phase = phase
         self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - start
         if role == "env" and node.method == "step":
             self.env_steps += component.num_envs

@@ -95,3 +95,24 @@ def test_cuda_executor_without_gpu_is_one_line_exit_2(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("msrl: error: the cuda executor needs")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_deferred_diagnostics_run_after_the_weights_are_handed_on(tmp_path: Path, monkeypatch) -> None:
+    """PPO's learner defers its diagnostics: the executor computes them at the end of
+    the iteration, after the actor took the new weights, and returns them resolved."""
+    from algorithms.ppo import PPOActor, PPOLearner
+
+    events: list[str] = []
+    diagnostics, set_weights = PPOLearner._diagnostics, PPOActor.set_weights
+    monkeypatch.setattr(PPOLearner, "_diagnostics", lambda self, *a: events.append("diagnostics") or diagnostics(self, *a))
+    monkeypatch.setattr(PPOActor, "set_weights", lambda self, w: events.append("set_weights") or set_weights(self, w))
+    config = load_config(CONFIG, [f"runs_dir={tmp_path}", "algo.num_envs=4", "algo.num_steps=8"])
+    algorithm, fdg = plan(config)
+    runtime = make_runtime(fdg, algorithm)
+    try:
+        for _ in range(2):
+            result = runtime.run_iteration()
+            assert isinstance(result.output, dict) and np.isfinite(result.output["approx_kl"])
+    finally:
+        runtime.close()
+    assert events == ["set_weights", "diagnostics"] * 2
