@@ -18,6 +18,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group  # noqa: E402
 
 import cluster  # noqa: E402
+from cluster._connect import _loopback_only  # noqa: E402
 from cluster._placement import PLACEMENT_TIMEOUT_S  # noqa: E402
 from msrl import ConfigError  # noqa: E402
 from msrl._config import load_config  # noqa: E402
@@ -32,16 +33,18 @@ OFFER = "cluster offers 3 node(s): 2 CPU; 2 CPU; 2 CPU"
 @pytest.fixture(scope="module")
 def ray_cluster():
     ray.shutdown()  # an earlier test may have started a local Ray
-    sim = Cluster(initialize_head=True, head_node_args={"num_cpus": CPUS_PER_NODE, "include_dashboard": False})
-    try:
-        for _ in range(NODES - 1):
-            sim.add_node(num_cpus=CPUS_PER_NODE)
-        sim.wait_for_nodes()
-        ray.init(address=sim.address)
-        yield sim
-    finally:
-        ray.shutdown()
-        sim.shutdown()
+    with _loopback_only():  # the simulated nodes talk over 127.0.0.1, not the machine's network address
+        sim = Cluster(initialize_head=True, head_node_args={"num_cpus": CPUS_PER_NODE, "include_dashboard": False})
+        try:
+            for _ in range(NODES - 1):
+                sim.add_node(num_cpus=CPUS_PER_NODE)
+            sim.wait_for_nodes()
+            ray.init(address=sim.address)
+            assert sim.address.startswith("127.0.0.1:"), sim.address
+            yield sim
+        finally:
+            ray.shutdown()
+            sim.shutdown()
 
 
 def small_config(policy: dict):

@@ -1,0 +1,75 @@
+"""What deferring PPO's diagnostics is worth, measured inside one run.
+
+This VM's speed drifts by 10-50% between runs, more than the effect, so the
+two variants alternate *within* one run: the learner computes its diagnostics
+inline for 8 updates, then deferred (after the new weights have been sent) for
+8, and so on.  The table compares the median iteration wall time of the two
+kinds of block (the first iteration of each block is left out: it still waits
+on the previous block's weights).
+
+    python benchmarks/deferred_ab.py --policy single_learner_coarse local
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from algorithms.ppo import PPO, PPOLearner  # noqa: E402
+
+BLOCK = 8
+
+
+class AlternatingLearner(PPOLearner):
+    def learn(self, batch):
+        metrics = super().learn(batch)  # a Deferred: the updates counter has moved on
+        inline = (self.updates // BLOCK) % 2 == 0
+        return metrics.resolve() if inline else metrics
+
+
+class AlternatingPPO(PPO):
+    """PPO whose learner alternates between inline and deferred diagnostics every 8 updates."""
+
+    def __init__(self, config, run=None) -> None:
+        super().__init__(config, run)
+        self.learner.__class__ = AlternatingLearner
+
+
+def measure(policy: str, budget: int) -> tuple[float, float, int]:
+    from msrl._run import METRICS_NAME, train
+
+    with tempfile.TemporaryDirectory() as runs_dir:
+        result = train(str(REPO_ROOT / "configs" / "ppo_cartpole.yaml"),
+                       [f"runs_dir={runs_dir}", "progress=false", "eval_episodes=0", "checkpoint_every=0",
+                        f"total_env_steps={budget}", f"policy={policy}", "algorithm=benchmarks.deferred_ab:AlternatingPPO"])
+        with open(Path(result.run_dir) / METRICS_NAME, encoding="utf-8") as handle:
+            records = [json.loads(line) for line in handle]
+    inline, deferred = [], []
+    for index, record in enumerate(records[1:], start=1):
+        update = index + 1  # record i holds update i + 1
+        if update % BLOCK:  # not the first iteration of a block
+            (inline if (update // BLOCK) % 2 == 0 else deferred).append(record["wall_time"])
+    return statistics.median(inline), statistics.median(deferred), len(records)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", nargs="+", default=["single_learner_coarse", "local"])
+    parser.add_argument("--budget", type=int, default=400_000, help="env steps per run")
+    args = parser.parse_args()
+    rows = [(policy, *measure(policy, args.budget)) for policy in args.policy]
+    print("| policy | iterations | inline diagnostics (ms) | deferred (ms) | deferred / inline |")
+    print("|---|---:|---:|---:|---:|")
+    for policy, inline, deferred, count in rows:
+        print(f"| {policy} | {count} | {inline * 1e3:.1f} | {deferred * 1e3:.1f} | {deferred / inline:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""``msrl train --address`` joins a Ray cluster that is already running, as a user's
+``ray start --head`` makes one, instead of starting its own: the run's workers
+live in that cluster and the cluster outlives the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from cluster._connect import _CLUSTER_SWITCH  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "configs" / "ppo_cartpole.yaml"
+RAY_BIN = Path(sys.executable).with_name("ray")
+# The head node, and the clients joining it, on 127.0.0.1: the test never touches the network.
+# (Ray otherwise rewrites 127.0.0.1 in an address to the machine's network address.)
+LOOPBACK_ENV = {**os.environ, _CLUSTER_SWITCH: "0"}
+# Joining by explicit address, Ray sends its token only when told to (RAY_AUTH_MODE=token); the
+# token is the one `ray start` left in ~/.ray/auth_token.  Authentication stays on throughout.
+CLIENT_ENV = {**LOOPBACK_ENV, "RAY_AUTH_MODE": "token"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def head_node():
+    """A head node started by the ``ray`` CLI in the foreground (``--block``), so that
+    stopping this process stops exactly this cluster and nothing else on the machine."""
+    if not RAY_BIN.exists():
+        pytest.skip(f"the ray CLI is not installed next to {sys.executable}")
+    ray.shutdown()
+    port = _free_port()
+    temp_dir = tempfile.mkdtemp(prefix="msrl-ray-")  # its own sessions, on a short path (Unix sockets live there)
+    proc = subprocess.Popen(
+        [str(RAY_BIN), "start", "--head", "--block", f"--port={port}", "--num-cpus=3",
+         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env=LOOPBACK_ENV,
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # the GCS port accepts connections once the head is up
+            assert proc.poll() is None, f"ray start exited: {proc.stdout.read()}"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the head node did not open its port within 60 s"
+                time.sleep(0.5)
+        probe = subprocess.run([sys.executable, "-c", f"import ray; ray.init(address='{address}', logging_level='ERROR');"
+                                "print(int(ray.cluster_resources().get('CPU', 0)))"],
+                               capture_output=True, text=True, timeout=120, env=CLIENT_ENV)
+        assert probe.stdout.strip().endswith("3"), f"cannot join the head node: {probe.stderr[-2000:]}"
+        yield address
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_train_joins_a_running_cluster(head_node: str, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    command = [sys.executable, "-m", "msrl", "train", str(CONFIG), "--address", head_node,
+               "--set", "policy=single_learner_coarse", "--set", f"runs_dir={runs}", "--set", "total_env_steps=8192",
+               "--set", "eval_episodes=2", "--set", "progress=false", "--set", "checkpoint_every=0"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO, env=CLIENT_ENV)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "asks for" not in done.stderr  # no embedded instance was sized or started
+    (run_dir,) = runs.iterdir()
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["env_steps"] >= 8192 and records[-1]["time_communication"] > 0
+    # the cluster outlives the run, with its CPUs free again
+    check = subprocess.run([sys.executable, "-c", f"import ray, time; ray.init(address='{head_node}', logging_level='ERROR');"
+                            "time.sleep(2); print(int(ray.available_resources().get('CPU', 0)))"],
+                           capture_output=True, text=True, timeout=60, env=CLIENT_ENV)
+    assert check.stdout.strip().endswith("3"), check.stderr[-2000:]
