@@ -145,15 +145,11 @@ class RayRuntime:
 
     def _merge(self, results: list[dict[str, Any]]) -> IterationResult:
         output = next((r["output"] for r in results if r["output"] is not None), None)
-        metrics: dict[str, list[float]] = {}
         timings: dict[str, float] = {}
         for result in results:
-            for key, value in result["metrics"].items():
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    metrics.setdefault(key, []).append(float(value))
             for phase, seconds in result["timings"].items():
                 timings[phase] = max(timings.get(phase, 0.0), seconds)
-        merged = {key: sum(values) / len(values) for key, values in metrics.items()}
+        merged = merge_replica_metrics([r["metrics"] for r in results])
         if self.policy.mode == "async":
             lags = [r["policy_lag"] for r in results if r["output"] is None]
             if lags:  # an update may land before the rollout that fed it reports back
@@ -208,6 +204,32 @@ class RayRuntime:
             remove_placement_group(self.group)
             self.group = None
         self.workers = {}
+
+
+PER_EPISODE = ("episode_return", "episode_length")
+
+
+def merge_replica_metrics(per_replica: list[dict[str, Any]]) -> dict[str, float]:
+    """One value per metric from the replicas' component metrics.
+
+    Per-episode means are weighted by the number of episodes each replica finished
+    and ``episodes`` is their total, so the result equals what one process stepping
+    all the environments would report.  Other metrics (losses) are plain means.
+    Non-finite and non-numeric values are dropped."""
+    sums: dict[str, float] = {}
+    weights: dict[str, float] = {}
+    for metrics in per_replica:
+        count = metrics.get("episodes")
+        for key, value in metrics.items():
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                continue
+            weight = float(count) if key in PER_EPISODE and isinstance(count, (int, float)) else 1.0
+            sums[key] = sums.get(key, 0.0) + weight * float(value)
+            weights[key] = weights.get(key, 0.0) + weight
+    merged = {key: sums[key] / weights[key] for key in sums if weights[key] > 0}
+    if "episodes" in sums:
+        merged["episodes"] = sums["episodes"]
+    return merged
 
 
 _EMBEDDED: dict[str, str | None] = {"session": None}  # the session of the embedded instance this process started
