@@ -30,7 +30,9 @@ class CartPoleTorch(CartPoleParams, TorchBatchedEnv):
 
     ``step(action)`` takes a tensor (or NumPy array) of shape ``(num_envs,)``
     holding 0/1 and returns float32 tensors ``(obs (num_envs, 4), reward,
-    terminated, truncated)`` on ``device``.
+    terminated, truncated)`` on ``device``.  ``obs`` is stored column by
+    column, like the state (``obs.t()`` is contiguous): use ``reshape`` rather
+    than ``view``, or ``contiguous()`` where rows must be contiguous.
 
     ``validate=True`` also checks action *values*.  It is off by default
     because it needs ``.item()``, a device-to-host sync per step that stalls a

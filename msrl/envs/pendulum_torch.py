@@ -28,7 +28,8 @@ class PendulumTorch(PendulumParams, TorchBatchedEnv):
 
     ``step(action)`` takes a float tensor (or NumPy array) of shape
     ``(num_envs, 1)`` or ``(num_envs,)`` and returns float32 tensors ``(obs
-    (num_envs, 3), reward, terminated, truncated)`` on ``device``.
+    (num_envs, 3), reward, terminated, truncated)`` on ``device``; ``obs`` is
+    stored column by column, as in ``CartPoleTorch``.
 
     The torque keeps the action's dtype (float32 or float64, never wider than
     ``dtype``) so that a float64 env given float32 actions rounds the torque
