@@ -23,15 +23,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from algorithms.ppo import PPO, PPOLearner  # noqa: E402
+from msrl import Deferred  # noqa: E402
 
 BLOCK = 8
 
 
 class AlternatingLearner(PPOLearner):
     def learn(self, batch):
-        metrics = super().learn(batch)  # a Deferred: the updates counter has moved on
+        metrics = super().learn(batch)  # a Deferred under an executor; the updates counter has moved on
         inline = (self.updates // BLOCK) % 2 == 0
-        return metrics.resolve() if inline else metrics
+        return metrics.resolve() if inline and isinstance(metrics, Deferred) else metrics
 
 
 class AlternatingPPO(PPO):

@@ -16,11 +16,28 @@ the spot, so a deferred value is never seen by user code unresolved.
 
 The function must read only state that nothing changes before the iteration
 ends: in the single-learner loop, the learner's own network after its update.
+Outside an executor's iteration (``train_step()`` called by hand, a unit test)
+nothing would resolve it later, so ``deferred`` computes the value at once.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import threading
+from typing import Any, Callable, Iterator
+
+_STATE = threading.local()  # per thread: executors run a replica's components on one thread
+
+
+@contextlib.contextmanager
+def deferring() -> Iterator[None]:
+    """While an executor runs an iteration on this thread, ``deferred`` values wait for its end."""
+    depth = getattr(_STATE, "depth", 0)
+    _STATE.depth = depth + 1
+    try:
+        yield
+    finally:
+        _STATE.depth = depth
 
 _PENDING = object()
 
@@ -59,10 +76,12 @@ def _identity(value: Any) -> Any:
     return value
 
 
-def deferred(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Deferred:
+def deferred(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` computed at the end of the fragment's iteration, or
-    sooner if anything needs it; see the module docstring for when to use it."""
-    return Deferred(fn, *args, **kwargs)
+    sooner if anything needs it; computed at once outside an executor.  See the
+    module docstring for when to use it."""
+    value = Deferred(fn, *args, **kwargs)
+    return value if getattr(_STATE, "depth", 0) else value.resolve()
 
 
 def resolve_deferred(value: Any) -> Any:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from msrl import ConfigError, EnvError, MsrlError
-from msrl._deferred import Deferred, has_deferred, pending_deferred, resolve_deferred
+from msrl._deferred import Deferred, deferring, has_deferred, pending_deferred, resolve_deferred
 from msrl._graph import CarryRef, Node, ValueRef, map_leaves
 from fragments._program import FragmentProgram, LoopBlock, Recv
 from policies import FragmentSpec
@@ -91,13 +91,14 @@ class Executor:
         """Run one iteration of the fragment; return the output node's value (if this fragment holds it)."""
         self.values = {}
         result = None
-        for step in self.program.steps:
-            if isinstance(step, LoopBlock):
-                self.run_loop(step)
-            elif isinstance(step, Recv):
-                self._receive(step)
-            else:
-                result = self.run_node(step, first=True) if step.op == "output" else self._run_and_keep(step, True)
+        with deferring():
+            for step in self.program.steps:
+                if isinstance(step, LoopBlock):
+                    self.run_loop(step)
+                elif isinstance(step, Recv):
+                    self._receive(step)
+                else:
+                    result = self.run_node(step, first=True) if step.op == "output" else self._run_and_keep(step, True)
         return self._finish_deferred(result)
 
     def _finish_deferred(self, result: Any) -> Any:

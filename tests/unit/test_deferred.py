@@ -9,7 +9,7 @@ from typing import NamedTuple
 import pytest
 
 import msrl
-from msrl._deferred import has_deferred, resolve_deferred
+from msrl._deferred import deferring, has_deferred, resolve_deferred
 
 
 class Pair(NamedTuple):
@@ -17,9 +17,15 @@ class Pair(NamedTuple):
     b: object
 
 
+def test_outside_an_executor_it_is_computed_at_once():
+    """``train_step()`` called by hand returns plain metrics, as before."""
+    assert msrl.deferred(lambda x: {"loss": x}, 2) == {"loss": 2}
+
+
 def test_computed_once_and_only_when_needed():
     calls = []
-    value = msrl.deferred(lambda x: calls.append(x) or {"loss": x}, 3)
+    with deferring():
+        value = msrl.deferred(lambda x: calls.append(x) or {"loss": x}, 3)
     assert calls == []
     assert value.resolve() == {"loss": 3}
     assert value.resolve() == {"loss": 3}
@@ -29,7 +35,8 @@ def test_computed_once_and_only_when_needed():
 def test_resolve_keeps_containers_and_their_types():
     batch = Pair(1, 2)
     assert resolve_deferred(batch) is batch  # nothing deferred: the very same object
-    tree = {"x": [msrl.deferred(lambda: 5), Pair(msrl.deferred(lambda: 6), 7)], "y": batch}
+    with deferring():
+        tree = {"x": [msrl.deferred(lambda: 5), Pair(msrl.deferred(lambda: 6), 7)], "y": batch}
     assert has_deferred(tree) and not has_deferred(batch)
     out = resolve_deferred(tree)
     assert out == {"x": [5, Pair(6, 7)], "y": batch}
@@ -37,7 +44,8 @@ def test_resolve_keeps_containers_and_their_types():
 
 
 def test_pickles_as_its_value():
-    value = msrl.deferred(dict, kl=0.01)
+    with deferring():
+        value = msrl.deferred(dict, kl=0.01)
     assert pickle.loads(pickle.dumps(value)) == {"kl": 0.01}
 
 
@@ -47,7 +55,8 @@ def test_rejects_a_non_callable():
 
 
 def test_pending_lists_only_what_is_left_to_compute():
-    first, second = msrl.deferred(lambda: 1), msrl.deferred(lambda: 2)
+    with deferring():
+        first, second = msrl.deferred(lambda: 1), msrl.deferred(lambda: 2)
     tree = {"a": first, "b": (second, 3)}
     from msrl._deferred import pending_deferred
 
