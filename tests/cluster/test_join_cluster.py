@@ -4,6 +4,7 @@ live in that cluster and the cluster outlives the run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -37,32 +39,28 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture()
-def head_node():
+@contextlib.contextmanager
+def _head_node(dashboard_port: int | None = None) -> Iterator[str]:
     """A head node started by the ``ray`` CLI in the foreground (``--block``), so that
-    stopping this process stops exactly this cluster and nothing else on the machine."""
+    stopping this process stops exactly this cluster and nothing else on the machine.
+    Its processes find ``msrl`` and this Python on PATH, as in an activated venv."""
     if not RAY_BIN.exists():
         pytest.skip(f"the ray CLI is not installed next to {sys.executable}")
     ray.shutdown()
     port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="msrl-ray-")  # its own sessions, on a short path (Unix sockets live there)
+    dashboard = (["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}"]
+                 if dashboard_port else ["--include-dashboard=false"])
+    env = {**LOOPBACK_ENV, "PATH": f"{RAY_BIN.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.Popen(
-        [str(RAY_BIN), "start", "--head", "--block", f"--port={port}", "--num-cpus=3",
-         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        env=LOOPBACK_ENV,
+        [str(RAY_BIN), "start", "--head", "--block", f"--port={port}", "--num-cpus=3", *dashboard,
+         "--disable-usage-stats", f"--temp-dir={temp_dir}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env,
     )
     address = f"127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:  # the GCS port accepts connections once the head is up
-            assert proc.poll() is None, f"ray start exited: {proc.stdout.read()}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the head node did not open its port within 60 s"
-                time.sleep(0.5)
+        for wanted in [port] + ([dashboard_port] if dashboard_port else []):
+            _wait_for_port(proc, wanted)
         probe = subprocess.run([sys.executable, "-c", f"import ray; ray.init(address='{address}', logging_level='ERROR');"
                                 "print(int(ray.cluster_resources().get('CPU', 0)))"],
                                capture_output=True, text=True, timeout=120, env=CLIENT_ENV)
@@ -75,6 +73,24 @@ def head_node():
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _wait_for_port(proc: subprocess.Popen, port: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert proc.poll() is None, f"ray start exited: {proc.stdout.read()}"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"the head node did not open port {port} within {timeout_s:.0f} s"
+            time.sleep(0.5)
+
+
+@pytest.fixture()
+def head_node() -> Iterator[str]:
+    with _head_node() as address:
+        yield address
 
 
 def test_train_joins_a_running_cluster(head_node: str, tmp_path: Path) -> None:
@@ -93,3 +109,20 @@ def test_train_joins_a_running_cluster(head_node: str, tmp_path: Path) -> None:
                             "time.sleep(2); print(int(ray.available_resources().get('CPU', 0)))"],
                            capture_output=True, text=True, timeout=60, env=CLIENT_ENV)
     assert check.stdout.strip().endswith("3"), check.stderr[-2000:]
+
+
+def test_ray_job_submit_runs_msrl_unchanged(tmp_path: Path) -> None:
+    """DESIGN's promise: ``ray job submit --working-dir . -- msrl train CONFIG --address auto``."""
+    dashboard_port = _free_port()
+    runs = tmp_path / "runs"
+    with _head_node(dashboard_port):
+        submit = subprocess.run(
+            [str(RAY_BIN), "job", "submit", "--address", f"http://127.0.0.1:{dashboard_port}", "--working-dir", ".",
+             "--", "msrl", "train", "configs/ppo_cartpole.yaml", "--address", "auto",
+             "--set", "policy=single_learner_coarse", "--set", "total_env_steps=8192", "--set", "eval_episodes=2",
+             "--set", "progress=false", "--set", f"runs_dir={runs}"],
+            capture_output=True, text=True, timeout=300, cwd=REPO, env=CLIENT_ENV)
+    assert submit.returncode == 0, (submit.stdout + submit.stderr)[-3000:]
+    assert "greedy evaluation return" in submit.stdout
+    (run_dir,) = runs.iterdir()
+    assert (run_dir / "metrics.jsonl").read_text().count("\n") >= 4
