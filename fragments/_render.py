@@ -159,6 +159,7 @@ def fdg_to_dot(fdg: FragmentedGraph) -> str:
 # Geometry in inches: the axes map one data unit to one inch, so font sizes and
 # box sizes can be reasoned about together.
 _CHAR_W = 0.075  # a 9 pt character, roughly
+_LABEL_H = 0.2  # an 8 pt edge label with its padding, in inches
 _NODE_H, _ROW_H, _GAP = 0.42, 0.75, 1.9
 
 
@@ -194,6 +195,7 @@ def _figure(fdg: FragmentedGraph) -> Figure:
     for name, data in picture.nodes(data=True):
         _draw_node(ax, data["label"], positions[name], node_w, colours[data["fragment"]])
     pairs: dict[tuple[str, str], int] = {}
+    placed: list[tuple[float, float, float]] = []  # interface labels drawn so far: (x, y, half width)
     for (producer, consumer, kind, label), count in _bundled(picture).items():
         start, end = positions[producer], positions[consumer]
         colour = colours[picture.nodes[producer]["fragment"]]
@@ -202,9 +204,10 @@ def _figure(fdg: FragmentedGraph) -> Figure:
         elif start[0] == end[0]:
             _draw_inner_edge(ax, start, end, kind, node_w)
         else:
-            repeat = pairs[(producer, consumer)] = pairs.get((producer, consumer), -1) + 1
+            pair = (min(producer, consumer), max(producer, consumer))  # either direction: opposite edges overlap too
+            repeat = pairs[pair] = pairs.get(pair, -1) + 1
             label = label if count == 1 else f"{label} (x{count})"
-            _draw_interface(ax, start, end, label, colour, node_w, pitch, repeat)
+            _draw_interface(ax, start, end, label, colour, node_w, pitch, repeat, placed)
     _draw_legend(ax, fdg, picture, colours, width)
     return figure
 
@@ -267,16 +270,24 @@ def _draw_inner_edge(ax, start: tuple[float, float], end: tuple[float, float], k
     _arrow(ax, a, b, 2 * side * bulge / (b[1] - a[1]), colour, kind)
 
 
-def _draw_interface(ax, start, end, label: str, colour: str, node_w: float, pitch: float, repeat: int) -> None:
+def _draw_interface(ax, start, end, label: str, colour: str, node_w: float, pitch: float, repeat: int,
+                    placed: list[tuple[float, float, float]]) -> None:
     """Side to side between columns, labelled in the middle; arced when it
-    passes other columns or repeats a pair of nodes."""
+    passes other columns or joins a pair of nodes already joined.  Edges that
+    cross share a midpoint, so a label that would cover one already drawn moves
+    down until it is clear."""
     (x1, y1), (x2, y2) = start, end
     toward = 1 if x2 > x1 else -1
     a, b = (x1 + toward * node_w / 2, y1), (x2 - toward * node_w / 2, y2)
     rad = (0.15 if abs(x2 - x1) > pitch * 1.01 else 0.0) + 0.15 * repeat
     _arrow(ax, a, b, rad, colour, INTERFACE)
     dx, dy = b[0] - a[0], b[1] - a[1]
-    _edge_label(ax, ((a[0] + b[0]) / 2 + rad / 2 * dy, (a[1] + b[1]) / 2 - rad / 2 * dx), label, colour)
+    x, y = (a[0] + b[0]) / 2 + rad / 2 * dy, (a[1] + b[1]) / 2 - rad / 2 * dx
+    half = _CHAR_W * len(label) / 2
+    while any(abs(x - px) < half + ph and abs(y - py) < _LABEL_H for px, py, ph in placed):
+        y -= _LABEL_H
+    placed.append((x, y, half))
+    _edge_label(ax, (x, y), label, colour)
 
 
 def _draw_self_loop(ax, centre: tuple[float, float], node_w: float, kind: str, label: str, colour: str) -> None:

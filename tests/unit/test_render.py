@@ -214,3 +214,22 @@ def test_write_dot_writes_the_text(two, tmp_path):
     write_dot(two, str(path))
     assert path.read_text(encoding="utf-8") == fdg_to_dot(two)
     assert not os.path.exists(str(path) + ".tmp")
+
+
+def test_png_interface_labels_do_not_cover_each_other():
+    """SEED RL's layout has edges both ways between one pair of nodes and edges that
+    cross at the same midpoint; every interface label must stay readable."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from fragments._render import _figure
+
+    figure = _figure(fdg_for("single_learner_fine"))
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    labels = [t for t in figure.axes[0].texts if t.get_fontsize() == 8 and t.get_weight() == "bold"]
+    assert len(labels) >= 4 and any("scatter" in t.get_text() for t in labels)
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    for i, a in enumerate(boxes):
+        for j in range(i + 1, len(boxes)):
+            assert not a.overlaps(boxes[j]), f"{labels[i].get_text()!r} covers {labels[j].get_text()!r}"
