@@ -39,6 +39,7 @@ def deferring() -> Iterator[None]:
     finally:
         _STATE.depth = depth
 
+
 _PENDING = object()
 
 

@@ -9,7 +9,7 @@ so each run reports where its time went.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NoReturn, Protocol
 
 import numpy as np
 import torch
@@ -68,6 +68,10 @@ class Executor:
         self.timings: dict[str, float] = {}
         self.env_steps = 0
         self._arg_fns = {node.name: _compile_args(node) for node in program.nodes()}
+        # Values some step reads or another fragment receives: a deferred one among them is computed
+        # when it is produced.  Only values nothing reads before the output may stay deferred.
+        self._read_early = {ref.node for node in program.nodes() if node.op != "output"
+                            for ref, _ in node.inputs()} | set(program.sends)
 
     @classmethod
     def check_available(cls, spec: FragmentSpec) -> None:
@@ -108,12 +112,9 @@ class Executor:
             start = time.perf_counter()
             try:
                 value.resolve()
-            except MsrlError as exc:
-                raise type(exc)(f"while computing a deferred value of fragment {self.program.fragment}, "
-                                f"replica {self.replica}: {exc}") from exc
             except Exception as exc:
-                raise FragmentExecutionError(f"while computing a deferred value of fragment {self.program.fragment}, "
-                                             f"replica {self.replica}: {type(exc).__name__}: {exc}") from exc
+                _reraise(f"while computing a deferred value of fragment {self.program.fragment}, "
+                         f"replica {self.replica}", exc)
             self.timings[value.phase] = self.timings.get(value.phase, 0.0) + time.perf_counter() - start
         return resolve_deferred(result)
 
@@ -131,8 +132,6 @@ class Executor:
     def _run_and_keep(self, node: Node, first: bool) -> None:
         value = self.values[node.name] = self.run_node(node, first)
         if node.name in self.program.sends:
-            if has_deferred(value):  # another fragment needs it now
-                value = self.values[node.name] = resolve_deferred(value)
             start = time.perf_counter()
             self.transport.send(node.name, value)
             self.timings["communication"] = self.timings.get("communication", 0.0) + time.perf_counter() - start
@@ -145,14 +144,10 @@ class Executor:
 
     def run_node(self, node: Node, first: bool) -> Any:
         args, kwargs = self._arg_fns[node.name](self.values, self.carried, first)
-        if node.op != "output" and (has_deferred(args) or has_deferred(kwargs)):  # a call needs its inputs now
-            args, kwargs = resolve_deferred(args), resolve_deferred(kwargs)
         try:
             return getattr(self, node.op)(node, args, kwargs)
-        except MsrlError as exc:
-            raise type(exc)(f"{self._where(node)}: {exc}") from exc
         except Exception as exc:
-            raise FragmentExecutionError(f"{self._where(node)}: {type(exc).__name__}: {exc}") from exc
+            _reraise(self._where(node), exc)
 
     def _where(self, node: Node) -> str:
         return f"while executing node {node.name} of fragment {self.program.fragment}, replica {self.replica} (traced at {node.site})"
@@ -164,7 +159,10 @@ class Executor:
         start = time.perf_counter()
         result = getattr(component, node.method)(*args, **kwargs)
         phase = PHASE_OF_ROLE[role]
-        if type(result) is Deferred:
+        if node.name in self._read_early:
+            if has_deferred(result):  # needed before the iteration ends: computed now, in this call's phase
+                result = resolve_deferred(result)
+        elif type(result) is Deferred:
             result.phase = phase
         self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - start
         if role == "env" and node.method == "step":
@@ -184,6 +182,14 @@ class Executor:
         timings, steps = self.timings, self.env_steps
         self.timings, self.env_steps = {}, 0
         return timings, steps
+
+
+def _reraise(where: str, exc: Exception) -> NoReturn:
+    """Re-raise ``exc`` with where it happened: an msrl error as its own type (one clean
+    line for the CLI), anything else as a ``FragmentExecutionError``, the original chained."""
+    if isinstance(exc, MsrlError):
+        raise type(exc)(f"{where}: {exc}") from exc
+    raise FragmentExecutionError(f"{where}: {type(exc).__name__}: {exc}") from exc
 
 
 def check_finite(values: Any, component: str) -> None:
