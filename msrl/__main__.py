@@ -2,6 +2,6 @@
 
 import sys
 
-from msrl._cli import main
+from msrl.app import main
 
 sys.exit(main())

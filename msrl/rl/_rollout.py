@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from msrl._components import Batched, Buffer, NoValue
+from msrl.core import Batched, Buffer, NoValue
 from msrl.rl._gae import gae
 
 

@@ -1,10 +1,9 @@
-"""Run configuration: a YAML file plus ``--set key=value`` overrides, checked
-against typed dataclasses before anything is started or written.
+"""Reading configuration: YAML files (safe loading, aliases refused), ``--set
+key=value`` overrides, and typed dataclasses built from plain mappings.
 
-The top level is ``RunConfig``; the ``algo`` section is checked against the
-chosen algorithm's own ``Config`` dataclass; ``policy`` against the policy
-presets.  Every mistake is a ``ConfigError`` naming the key and the valid
-choices.
+These are the pieces every layer checks its input with (the run's config in
+the application, a preset's parameters in ``policies``).  Every mistake is a
+``ConfigError`` naming the key and the valid choices.
 """
 
 from __future__ import annotations
@@ -13,58 +12,50 @@ import dataclasses
 import os
 import types
 import typing
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from msrl._algorithm import get_algorithm
-from msrl._errors import ConfigError
+from msrl.core._errors import ConfigError
+
+MAX_CONFIG_BYTES = 1 << 20
+"""Bounded input: a config is a page of YAML, not a data file."""
 
 
-@dataclass
-class RunConfig:
-    """Everything about a run that is not the algorithm's own hyper-parameters."""
+class _NoAliasLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses anchors and aliases.
 
-    name: str = "run"
-    """Run name: results go to ``<runs_dir>/<name>`` (``_2``, ``_3``... if taken)."""
-    algorithm: str = "ppo"
-    """A built-in algorithm name or ``package.module:Class``."""
-    seed: int = 1
-    """Seeds networks, environments and sampling; the same seed gives the same run."""
-    total_env_steps: int = 100_000
-    """Training stops after the first iteration that reaches this many environment steps."""
-    policy: Any = "local"
-    """Distribution policy: a preset name, ``{preset: name, ...params}``, or a custom policy."""
-    checkpoint_every: int = 10
-    """Write a checkpoint every this many iterations (and always at the end); 0 = only at the end."""
-    eval_episodes: int = 20
-    """Greedy evaluation episodes run at the end of training; 0 skips it."""
-    runs_dir: str = "runs"
-    """Where run directories are created."""
-    progress: bool = True
-    """Show a progress bar on stderr."""
-    algo: dict = field(default_factory=dict)
-    """The algorithm's hyper-parameters, checked against its Config dataclass."""
+    A config has no use for them, and aliases are how a few hundred bytes of YAML
+    expand into gigabytes ("billion laughs"): refused when parsed, before anything
+    is built from them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise ConfigError(f"YAML aliases are not allowed in configs (alias *{event.anchor} at line "
+                              f"{event.start_mark.line + 1}); write the value out")
+        return super().compose_node(parent, index)
 
 
-@dataclass
-class LoadedConfig:
-    run: RunConfig
-    algo: Any
-    raw: dict[str, Any]
-
-
-def read_yaml(path: str) -> dict[str, Any]:
-    if not os.path.isfile(path):
-        raise ConfigError(f"config file {path!r} not found")
+def parse_yaml(text: str, source: str = "<string>") -> Any:
+    """``yaml.safe_load`` with aliases refused; a syntax error is a ``ConfigError`` naming the line."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
+        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"config file {path!r} is not valid YAML{where}") from exc
+        raise ConfigError(f"{source} is not valid YAML{where}") from exc
+
+
+def read_yaml(path: str) -> dict[str, Any]:
+    """A config file as a mapping: safe loading, aliases refused, at most ``MAX_CONFIG_BYTES``."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"config file {path!r} not found")
+    size = os.path.getsize(path)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path!r} is {size:,} bytes; a config is at most {MAX_CONFIG_BYTES:,}")
+    with open(path, encoding="utf-8") as handle:
+        data = parse_yaml(handle.read(), f"config file {path!r}")
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -80,9 +71,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         if not sep or not key:
             raise ConfigError(f"--set expects key=value, got {item!r}")
         try:
-            value = yaml.safe_load(text) if text else ""
+            value = yaml.load(text, Loader=_NoAliasLoader) if text else ""  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError:
-            value = text
+            value = text  # not YAML: the text itself
         parts = key.split(".")
         target = raw
         for depth, part in enumerate(parts[:-1]):
@@ -97,34 +88,6 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             target = current
         target[parts[-1]] = value
     return raw
-
-
-def load_config(path: str | None, overrides: list[str] = (), base: dict[str, Any] | None = None) -> LoadedConfig:
-    """Read, override and validate a config.  ``base`` replaces the file (resume)."""
-    raw = base if base is not None else read_yaml(path)
-    raw = apply_overrides(raw, list(overrides))
-    return validate(raw)
-
-
-def validate(raw: dict[str, Any]) -> LoadedConfig:
-    run = build_dataclass(RunConfig, raw, "")
-    if not run.name or "/" in run.name or run.name.startswith("."):
-        raise ConfigError(f"name must be a plain directory name, got {run.name!r}")
-    for key in ("total_env_steps",):
-        if getattr(run, key) < 1:
-            raise ConfigError(f"{key} must be >= 1, got {getattr(run, key)}")
-    for key in ("checkpoint_every", "eval_episodes"):
-        if getattr(run, key) < 0:
-            raise ConfigError(f"{key} must be >= 0, got {getattr(run, key)}")
-    algorithm = get_algorithm(run.algorithm)
-    algo = build_dataclass(algorithm.Config, run.algo, "algo.")
-    check = getattr(algo, "validate", None)
-    if callable(check):
-        check()
-    from policies import load_policy  # policies depends on msrl; imported late to avoid a cycle
-
-    load_policy(run.policy)
-    return LoadedConfig(run=run, algo=algo, raw=raw)
 
 
 def build_dataclass(cls: type, values: Any, prefix: str) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from msrl._errors import CheckpointError
+from msrl.core import CheckpointError
 
 FORMAT = "msrl-checkpoint/1"
 _REQUIRED = ("format", "config", "iteration", "env_steps", "components")

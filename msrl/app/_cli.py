@@ -1,4 +1,5 @@
-"""``msrl`` command line: train, eval, graph.
+"""``msrl`` command line: train, eval, graph, a thin layer over ``msrl.train``,
+``msrl.evaluate`` and the run plan.
 
 Bad input of any kind ends with one line ``msrl: error: ...`` on stderr and
 exit status 2, before anything is written.
@@ -9,11 +10,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import statistics
 import sys
 from typing import NoReturn, Sequence
 
-from msrl._errors import CheckpointError, ConfigError, MsrlError
+import fragments
+from msrl.app._config import load_config
+from msrl.app._load import evaluate
+from msrl.app._plan import plan
+from msrl.app._run import train
+from msrl.core import ConfigError, MsrlError
 
 EXIT_BAD_INPUT = 2
 
@@ -61,47 +66,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from msrl._run import train
-
-    result = train(args.config, args.overrides, resume=args.resume, address=args.address)
-    print(f"trained {result.iterations} iterations, {result.env_steps:,} env steps in {result.wall_time:.1f} s; "
-          f"results in {result.run_dir}")
-    if result.eval_returns:
-        print(_eval_line(result.eval_returns))
+    run = train(args.config, args.overrides, resume=args.resume, address=args.address)
+    print(f"trained {run.iterations} iterations, {run.env_steps:,} env steps in {run.wall_time:.1f} s; "
+          f"results in {run.run_dir}")
+    if run.evaluation is not None:
+        print(run.evaluation)
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from msrl._checkpoint import load_checkpoint
-    from msrl._config import load_config
-    from msrl._evaluate import evaluate
-    from msrl._run import build, load_actors
-
     if args.episodes < 1:
-        raise MsrlError(f"--episodes must be >= 1, got {args.episodes}")
-    checkpoint = load_checkpoint(args.checkpoint)
-    config = load_config(None, base=checkpoint["config"])
-    algorithm = build(config)
-    try:
-        load_actors(algorithm, checkpoint["components"])
-    except (KeyError, RuntimeError, ValueError, TypeError) as exc:
-        raise CheckpointError(f"checkpoint does not match algorithm {config.run.algorithm!r}: {str(exc).splitlines()[0][:200]}") from exc
-    print(_eval_line(evaluate(algorithm, args.episodes, seed=args.seed)))
+        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    print(evaluate(args.checkpoint, args.episodes, seed=args.seed))
     return 0
 
 
 def _graph(args: argparse.Namespace) -> int:
-    from fragments._render import write_dot, write_png
-    from msrl._config import load_config
-    from msrl._run import plan
-
     if args.out:
         _check_out_prefix(args.out)
-    _, fdg = plan(load_config(args.config, args.overrides))
+    fdg = plan(load_config(args.config, args.overrides)).fdg
     prefix = args.out or "fdg_" + re.sub(r"[^A-Za-z0-9_.-]", "_", fdg.policy.name)
     print(fdg.graph)
     print(fdg)
-    for suffix, write in ((".dot", write_dot), (".png", write_png)):
+    for suffix, write in ((".dot", fragments.write_dot), (".png", fragments.write_png)):
         try:
             write(fdg, prefix + suffix)
         except OSError as exc:
@@ -117,8 +104,3 @@ def _check_out_prefix(prefix: str) -> None:
         raise ConfigError(f"--out {prefix!r} names a directory; give a file prefix such as {os.path.join(prefix, 'fdg')!r}")
     if not os.path.isdir(directory or "."):
         raise ConfigError(f"--out {prefix!r}: output directory {directory!r} does not exist")
-
-
-def _eval_line(returns: list[float]) -> str:
-    spread = statistics.pstdev(returns) if len(returns) > 1 else 0.0
-    return f"greedy evaluation return: {statistics.fmean(returns):.1f} ± {spread:.1f} over {len(returns)} episodes"

@@ -19,7 +19,8 @@ import functools
 import inspect
 from typing import Any, Tuple
 
-from msrl._spaces import Box, Discrete, Space
+from msrl.core._build import Declared, declaring
+from msrl.core._spaces import Box, Discrete, Space
 
 
 class _Kind:
@@ -68,7 +69,16 @@ class Component:
 
     ``metrics`` is polled by the run loop once per iteration, outside the traced
     graph, for numbers that are not part of the data flow (episode returns).
+    ``close`` releases what the component holds (threads, devices) when the run ends.
+
+    While msrl builds one fragment of a run, constructing a component of another
+    fragment gives a ``Declared`` record instead of an object (see ``msrl.core._build``).
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if declaring():
+            return Declared(cls, lambda: cls(*args, **kwargs), **_known_from_arguments(cls, args, kwargs))
+        return super().__new__(cls)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -89,18 +99,54 @@ class Component:
     def metrics(self) -> dict[str, float]:
         return {}
 
+    def close(self) -> None:
+        """Release threads, processes or devices; called once when the run ends."""
+
 
 # Methods that the runtime (not train_step) calls, so tracing never sees them.
-_UNGUARDED = {"state_dict", "load_state_dict", "metrics"}
+_UNGUARDED = {"state_dict", "load_state_dict", "metrics", "close"}
+
+
+def _known_from_arguments(cls: type, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """What a declared component's constructor arguments already tell: an environment's
+    ``num_envs``, when its constructor takes one by that name (msrl checks that the copies of
+    an environment share the run's environments, before anything is built)."""
+    if not issubclass(cls, Environment):
+        return {}
+    try:
+        bound = inspect.signature(cls).bind_partial(*args, **kwargs)
+    except (TypeError, ValueError):
+        return {}
+    return {"num_envs": bound.arguments["num_envs"]} if "num_envs" in bound.arguments else {}
 
 
 class Environment(Component):
     """A batch of ``num_envs`` environments stepped together (always vectorised).
 
-    ``step`` resets finished environments automatically: the observation it
-    returns for an environment whose episode just ended is the first one of its
-    next episode (the same-step autoreset of SB3's VecEnv).  ``terminated`` and
-    ``truncated`` are float arrays of 0/1 so they can be fed to maths directly.
+    The contract every environment keeps (msrl's own, the gymnasium adapter, a
+    user's):
+
+    * ``num_envs``, ``observation_space`` and ``action_space`` (``Box`` or
+      ``Discrete``, describing one environment); ``num_agents`` for multi-agent.
+    * ``reset(seed=None) -> Batched`` and ``observe() -> Batched``: observations
+      with a leading ``num_envs`` axis, float32 for ``Box`` spaces;
+      ``reset(seed=s)`` repeats what a fresh environment seeded ``s`` does.
+    * ``step(action) -> (obs, reward, terminated, truncated)``, all ``Batched``:
+      actions of shape ``(num_envs,)`` (``Discrete``) or ``(num_envs, *shape)``
+      (``Box``); float32 rewards, and ``terminated``/``truncated`` as float32 0/1
+      so they feed maths directly.  Finished environments restart in the same
+      step: the ``obs`` returned for one whose episode just ended is the first
+      of its next episode (SB3's VecEnv autoreset).
+    * ``metrics()`` (polled once per iteration) gives ``episode_return``,
+      ``episode_length`` and ``episodes`` for the episodes finished since the
+      last poll, or ``{}`` when none did.
+    * ``state_dict``/``load_state_dict`` hold tensors and plain values only
+      (``torch.load(weights_only=True)`` reads them); ``close()`` frees what
+      the environment holds.
+
+    ``msrl.envs.BatchedEnv`` implements all of it around an environment's
+    physics, and ``msrl.envs.register(env_id, backend, factory)`` makes an
+    environment available to ``msrl.envs.make`` by name.
     """
 
     num_envs: int

@@ -7,24 +7,28 @@ gradient updates) and is deterministic.  ``msrl.steps(n)`` runs its body twice
 while tracing; comparing the two iterations reveals which values are carried
 from one iteration to the next.  Anything that would need real data (an ``if``
 on a traced value, arithmetic outside a component) raises a ``TraceError``
-naming the user's file and line.
+naming the user's file and line; so does state kept outside components (a
+counter, a list appended to, a random draw), which would be frozen at its
+value while tracing (``HiddenStateError``, see "hidden state" below).
 """
 
 from __future__ import annotations
 
+import inspect
 import operator
-import os
-import sys
 import types
 import typing
 from typing import Any, Iterator
 
-from msrl import _components
-from msrl._components import Batched, Component, Global, NoValue
-from msrl._errors import ControlFlowError, TraceError, UndeclaredComponentError, UnsupportedOperationError
-from msrl._graph import BATCHED, GLOBAL, CarryRef, DataflowGraph, LoopRegion, Node, ValueRef, iter_leaves, map_leaves
+from msrl.core import _components
+from msrl.core._build import Declared, component_class
+from msrl.core._components import Batched, Component, Global, NoValue
+from msrl.core._errors import ControlFlowError, TraceError, UndeclaredComponentError, UnsupportedOperationError
+from msrl.core._graph import BATCHED, GLOBAL, CarryRef, DataflowGraph, Node, ValueRef, iter_leaves, map_leaves
+from msrl.core._hidden_state import freeze, watching_draws
+from msrl.core._loops import fold_loops
+from msrl.core._sites import user_site
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _CONSTANTS = (int, float, str, bool, type(None))
 _ROLES = (
     (_components.Environment, "env"),
@@ -34,28 +38,17 @@ _ROLES = (
 )
 
 
-def role_of(component: Component) -> str:
-    """``env``, ``actor``, ``buffer``, ``learner`` or ``component``."""
+ROLES = tuple(role for _, role in _ROLES) + ("component",)
+"""Every role a component can have; a distribution policy may name any of them."""
+
+
+def role_of(component: Component | Declared) -> str:
+    """``env``, ``actor``, ``buffer``, ``learner`` or ``component`` (built or declared)."""
+    kind = component_class(component)
     for cls, role in _ROLES:
-        if isinstance(component, cls):
+        if issubclass(kind, cls):
             return role
     return "component"
-
-
-def user_site() -> str:
-    """``file:line`` of the innermost frame outside msrl's own package: the user's code."""
-    frame = sys._getframe(1)
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
-        frame = frame.f_back
-    if frame is None:
-        return "<unknown>"
-    path = frame.f_code.co_filename
-    try:
-        rel = os.path.relpath(path)
-        path = rel if not rel.startswith("..") else path
-    except ValueError:
-        pass
-    return f"{path}:{frame.f_lineno}"
 
 
 def output_kinds(component: Component, method: str) -> tuple[tuple[str, ...] | None, bool]:
@@ -63,7 +56,7 @@ def output_kinds(component: Component, method: str) -> tuple[tuple[str, ...] | N
     read from the first return annotation along the class hierarchy.  ``None``
     kinds mean one value whose kind follows the component's role (environments
     and actors produce batched data, learners global values)."""
-    for cls in type(component).__mro__:
+    for cls in component_class(component).__mro__:
         func = vars(cls).get(method)
         if func is None:
             continue
@@ -170,11 +163,11 @@ class _ComponentProxy:
         self._tracer = tracer
 
     def __getattr__(self, method: str) -> Any:
-        attr = getattr(self._component, method, None)
+        attr = getattr(component_class(self._component), method, None)
         if method.startswith("_") or not callable(attr):
             raise UnsupportedOperationError(
                 f"train_step may only call public methods of component '{self._name}' "
-                f"({type(self._component).__name__}); {method!r} is not one",
+                f"({component_class(self._component).__name__}); {method!r} is not one",
                 user_site(),
             )
 
@@ -186,7 +179,8 @@ class _ComponentProxy:
 
 class _AlgorithmView:
     """What ``self`` is inside ``train_step`` while tracing: components become
-    proxies, helper methods are re-bound to the view, other attributes are real."""
+    proxies, helper methods and properties run on the view, other attributes are
+    frozen (see ``msrl.core._hidden_state``): Python here runs once, so state kept in them would too."""
 
     def __init__(self, algorithm: Any, tracer: "Tracer") -> None:
         object.__setattr__(self, "_algorithm", algorithm)
@@ -197,10 +191,14 @@ class _AlgorithmView:
         tracer = object.__getattribute__(self, "_tracer")
         if name in tracer.components:
             return tracer.component_proxies[name]
-        class_attr = getattr(type(algorithm), name, None)
+        class_attr = inspect.getattr_static(type(algorithm), name, None)
         if isinstance(class_attr, types.FunctionType):
             return types.MethodType(class_attr, self)
-        return getattr(algorithm, name)
+        if isinstance(class_attr, property) and class_attr.fget is not None:
+            return class_attr.fget(self)
+        if isinstance(class_attr, (staticmethod, classmethod)):
+            return getattr(algorithm, name)  # the algorithm's own code, checked like train_step
+        return freeze(getattr(algorithm, name), f"self.{name}", keep=(Proxy, _ComponentProxy))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise UnsupportedOperationError(
@@ -355,7 +353,8 @@ def trace(algorithm: Any) -> DataflowGraph:
     _TRACERS.append(tracer)
     _components._ACTIVE_TRACER.append(tracer)
     try:
-        result = type(algorithm).train_step(view)
+        with watching_draws(type(algorithm).train_step):
+            result = type(algorithm).train_step(view)
         tracer.check_loops_completed()
         output_args = tracer.create_arg(result)
     finally:
@@ -363,8 +362,6 @@ def trace(algorithm: Any) -> DataflowGraph:
         _components._ACTIVE_TRACER.pop()
     tracer._counter += 1
     output = Node(name="output", op="output", target=None, args=(output_args,), kwargs={}, site="train_step return", output_kinds=())
-    from msrl._loops import fold_loops
-
     nodes, regions = fold_loops(tracer.nodes + [output], tracer.loops)
     roles = {name: role_of(component) for name, component in components.items()}
     return DataflowGraph(nodes, regions, roles)

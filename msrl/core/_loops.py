@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from msrl._errors import TraceError
-from msrl._graph import CarryRef, LoopRegion, Node, ValueRef, map_leaves
+from msrl.core._errors import TraceError
+from msrl.core._graph import CarryRef, LoopRegion, Node, ValueRef, map_leaves
 
 
 def fold_loops(nodes: list[Node], loops: list[dict[str, Any]]) -> tuple[list[Node], dict[str, LoopRegion]]:

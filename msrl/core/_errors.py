@@ -23,6 +23,11 @@ class EnvError(MsrlError):
     """An environment produced something training cannot use (NaN, wrong shape)."""
 
 
+class BuildError(MsrlError):
+    """An algorithm's ``__init__`` uses a component that msrl does not construct in this
+    process (it belongs to another fragment), or a fragment's build does not match the plan."""
+
+
 class TraceError(MsrlError):
     """``train_step`` does something the tracer cannot turn into a dataflow graph.
 
@@ -44,3 +49,12 @@ class UndeclaredComponentError(TraceError):
 
 class UnsupportedOperationError(TraceError):
     """Computation on traced values outside a component, or an unsupported argument."""
+
+
+class HiddenStateError(TraceError):
+    """``train_step`` keeps state outside its components: it advances a counter, changes
+    a list, draws a random number or calls a method of a non-component attribute.
+
+    Python in ``train_step`` runs once, when msrl traces it; only component calls run
+    every iteration.  Such state would silently keep the value it had while tracing.
+    """

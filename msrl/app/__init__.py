@@ -1,0 +1,21 @@
+"""msrl's application layer, the top of the stack: the run loop, checkpoints,
+evaluation and the command line, on everything below (``msrl.core``,
+``algorithms``, ``policies``, ``fragments``, ``cluster``).
+
+Its public names are also ``msrl``'s: ``msrl.train``, ``msrl.evaluate``,
+``msrl.load``.  ``Trainer`` drives a run one iteration at a time.
+"""
+
+from msrl.app._cli import main
+from msrl.app._config import LoadedConfig, RunConfig, load_config
+from msrl.app._evaluate import Evaluation
+from msrl.app._load import evaluate, load
+from msrl.app._plan import Plan, make_runtime, plan
+from msrl.app._registry import algorithm_names, get_algorithm
+from msrl.app._run import CHECKPOINT_NAME, EVAL_NAME, METRICS_NAME, Run, Trainer, read_metrics, train
+
+__all__ = [
+    "CHECKPOINT_NAME", "EVAL_NAME", "METRICS_NAME", "Evaluation", "LoadedConfig", "Plan", "Run", "RunConfig", "Trainer",
+    "algorithm_names", "evaluate", "get_algorithm", "load", "load_config", "main", "make_runtime", "plan",
+    "read_metrics", "train",
+]

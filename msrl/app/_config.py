@@ -1,0 +1,79 @@
+"""The run's config: ``RunConfig`` (what a run is, besides the algorithm's own
+hyper-parameters), read from YAML plus ``--set`` overrides and checked before
+anything is started or written.
+
+The ``algo`` section is checked against the chosen algorithm's ``Config``
+dataclass and ``policy`` against ``policies``.  Every mistake is a
+``ConfigError`` naming the key and the valid choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from msrl.app._registry import get_algorithm
+from msrl.core import ConfigError, apply_overrides, build_dataclass, read_yaml
+from policies import load_policy
+
+
+@dataclass
+class RunConfig:
+    """Everything about a run that is not the algorithm's own hyper-parameters."""
+
+    name: str = "run"
+    """Run name: results go to ``<runs_dir>/<name>`` (``_2``, ``_3``... if taken)."""
+    algorithm: str = "ppo"
+    """A built-in algorithm name or ``package.module:Class``."""
+    seed: int = 1
+    """Seeds networks, environments and sampling; the same seed gives the same run."""
+    total_env_steps: int = 100_000
+    """Training stops after the first iteration that reaches this many environment steps."""
+    policy: Any = "local"
+    """Distribution policy: a preset name, ``{preset: name, ...params}``, or a custom policy."""
+    checkpoint_every: int = 10
+    """Write a checkpoint every this many iterations (and always at the end); 0 = only at the end."""
+    eval_episodes: int = 20
+    """Greedy evaluation episodes run at the end of training; 0 skips it."""
+    runs_dir: str = "runs"
+    """Where run directories are created."""
+    progress: bool = True
+    """Show a progress bar on stderr."""
+    algo: dict = field(default_factory=dict)
+    """The algorithm's hyper-parameters, checked against its Config dataclass."""
+
+
+@dataclass
+class LoadedConfig:
+    """A checked config: the run's settings, the algorithm's ``Config`` instance and the
+    mapping they came from (written to the run directory and into checkpoints)."""
+
+    run: RunConfig
+    algo: Any
+    raw: dict[str, Any]
+
+
+def load_config(path: str | None, overrides: list[str] = (), base: dict[str, Any] | None = None) -> LoadedConfig:
+    """Read, override and validate a config.  ``base`` replaces the file (resume)."""
+    raw = base if base is not None else read_yaml(path)
+    raw = apply_overrides(raw, list(overrides))
+    return validate(raw)
+
+
+def validate(raw: dict[str, Any]) -> LoadedConfig:
+    run = build_dataclass(RunConfig, raw, "")
+    if not run.name or "/" in run.name or run.name.startswith("."):
+        raise ConfigError(f"name must be a plain directory name, got {run.name!r}")
+    for key in ("total_env_steps",):
+        if getattr(run, key) < 1:
+            raise ConfigError(f"{key} must be >= 1, got {getattr(run, key)}")
+    for key in ("checkpoint_every", "eval_episodes"):
+        if getattr(run, key) < 0:
+            raise ConfigError(f"{key} must be >= 0, got {getattr(run, key)}")
+    algorithm = get_algorithm(run.algorithm)
+    algo = build_dataclass(algorithm.Config, run.algo, "algo.")
+    check = getattr(algo, "validate", None)
+    if callable(check):
+        check()
+    load_policy(run.policy)
+    return LoadedConfig(run=run, algo=algo, raw=raw)

@@ -1,0 +1,66 @@
+"""Greedy evaluation: run the actor's most likely action on fresh environments."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import msrl.envs
+from msrl.core import ConfigError, role_of
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The returns of greedy episodes, one per fresh environment."""
+
+    returns: list[float]
+
+    @property
+    def episodes(self) -> int:
+        return len(self.returns)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.returns)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.returns) if len(self.returns) > 1 else 0.0
+
+    def __str__(self) -> str:
+        return f"greedy evaluation return: {self.mean:.1f} ± {self.std:.1f} over {self.episodes} episodes"
+
+
+def evaluate_algorithm(algorithm: Any, episodes: int, seed: int, max_steps: int = 100_000) -> Evaluation:
+    """One greedy episode in each of ``episodes`` fresh environments, on the environment's
+    default (host) backend, whatever backend training stepped."""
+    if not isinstance(episodes, int) or isinstance(episodes, bool) or episodes < 1:
+        raise ConfigError(f"episodes must be a positive integer, got {episodes!r}")
+    components = algorithm.components()
+    envs = [c for c in components.values() if role_of(c) == "env"]
+    actors = [c for c in components.values() if role_of(c) == "actor"]
+    if len(envs) != 1 or len(actors) != 1:
+        raise ConfigError("evaluation needs exactly one environment and one actor component")
+    spec = envs[0].spec
+    env = msrl.envs.make(spec.env_id, num_envs=episodes, seed=seed, **spec.kwargs)
+    try:
+        obs = env.reset(seed=seed)
+        returns = np.zeros(episodes)
+        running = np.ones(episodes, dtype=bool)
+        for _ in range(max_steps):
+            action = np.asarray(_to_numpy(actors[0].greedy(obs)))
+            obs, reward, terminated, truncated = env.step(action)
+            returns += np.where(running, _to_numpy(reward), 0.0)
+            running &= ~((_to_numpy(terminated) + _to_numpy(truncated)) > 0)
+            if not running.any():
+                break
+    finally:
+        env.close()
+    return Evaluation(returns.tolist())
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)

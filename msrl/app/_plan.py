@@ -1,0 +1,43 @@
+"""From a checked config to a runnable plan: the algorithm declared (nothing
+built), traced, cut by the distribution policy, and every replica's build
+checked, all before a runtime starts or a file is written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cluster
+import fragments
+from fragments.executors import get_executor
+from msrl.app._config import LoadedConfig
+from msrl.app._registry import get_algorithm
+from msrl.core import trace
+from policies import load_policy
+
+
+@dataclass
+class Plan:
+    config: LoadedConfig
+    recipe: fragments.BuildRecipe
+    fdg: fragments.FragmentedGraph
+
+
+def plan(config: LoadedConfig) -> Plan:
+    """Declare, trace and partition the configured run, and check every replica's build."""
+    policy = load_policy(config.run.policy)
+    if policy.in_process:  # remote fragments are checked where they run
+        for spec in policy.fragments:
+            get_executor(spec.executor).check_available(spec)
+    recipe = fragments.BuildRecipe(get_algorithm(config.run.algorithm), config.algo, config.run.seed,
+                                   config.run.total_env_steps)
+    whole = fragments.declare(recipe)
+    fdg = fragments.partition(trace(whole), policy)
+    fragments.check_builds(recipe, fdg, whole)
+    return Plan(config, recipe, fdg)
+
+
+def make_runtime(plan: Plan, address: str | None = None) -> fragments.Runtime:
+    """The runtime for the plan's policy: in this process for ``local``, on Ray otherwise."""
+    if plan.fdg.policy.in_process:
+        return fragments.LocalRuntime(plan.recipe, plan.fdg)
+    return cluster.RayRuntime(plan.recipe, plan.fdg, address=address)

@@ -1,0 +1,275 @@
+"""Training runs: ``Trainer`` drives one iteration at a time (metrics, progress,
+checkpoints), and ``train`` runs it to the end and evaluates the result.
+
+Everything that can be wrong with the input (config, policy, checkpoint) is
+checked before the run directory is created, so a bad command writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TextIO
+
+import yaml
+
+from msrl.app._checkpoint import load_checkpoint, save_checkpoint
+from msrl.app._config import LoadedConfig, load_config
+from msrl.app._evaluate import Evaluation, evaluate_algorithm
+from msrl.app._load import load_components
+from msrl.app._plan import make_runtime, plan
+from msrl.core import CheckpointError, ConfigError
+
+CHECKPOINT_NAME = "checkpoint.pt"
+METRICS_NAME = "metrics.jsonl"
+EVAL_NAME = "eval.json"
+EVAL_SEED_OFFSET = 7919
+"""The final evaluation's environments are seeded ``seed + EVAL_SEED_OFFSET``, apart from training's."""
+
+
+@dataclass
+class Run:
+    """What ``msrl.train`` returns: where the results are and what they say.
+
+    ``metrics`` holds one record per iteration (what ``metrics.jsonl`` holds, earlier
+    iterations of a resumed run included); ``evaluation`` the final greedy
+    evaluation, or None when ``eval_episodes`` is 0."""
+
+    run_dir: str
+    metrics: list[dict[str, Any]]
+    evaluation: Evaluation | None
+    iterations: int
+    env_steps: int
+    wall_time: float
+
+    @property
+    def checkpoint(self) -> str:
+        return os.path.join(self.run_dir, CHECKPOINT_NAME)
+
+
+def read_config(config: str | os.PathLike | Mapping[str, Any] | None, overrides: Sequence[str] = (),
+                resume: str | os.PathLike | None = None) -> tuple[LoadedConfig, dict[str, Any] | None]:
+    """The checked config of a run (from a file, a mapping, or a checkpoint to resume) and the checkpoint."""
+    checkpoint = load_checkpoint(str(resume)) if resume is not None else None
+    if checkpoint is not None:
+        return load_config(None, overrides, base=checkpoint["config"]), checkpoint
+    if config is None:
+        raise ConfigError("train needs a CONFIG file or --resume CHECKPOINT")
+    if isinstance(config, Mapping):
+        return load_config(None, overrides, base=dict(config)), None
+    if not isinstance(config, (str, os.PathLike)):
+        raise ConfigError(f"config must be a YAML file path or a mapping, got {type(config).__name__}")
+    return load_config(os.fspath(config), overrides), None
+
+
+class Trainer:
+    """A training run, one iteration at a time; ``msrl.train`` drives one to the end.
+
+    Example::
+
+        with Trainer("configs/ppo_cartpole.yaml", ["total_env_steps=20000"]) as trainer:
+            while not trainer.done:
+                record = trainer.step()          # one iteration: a metrics.jsonl record
+            print(trainer.evaluate(episodes=10))
+    """
+
+    def __init__(self, config: str | os.PathLike | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
+                 resume: str | os.PathLike | None = None, address: str | None = None,
+                 stream: TextIO = sys.stderr) -> None:
+        self.config, checkpoint = read_config(config, overrides, resume)
+        self.plan = plan(self.config)
+        self.stream = stream
+        self.runtime = make_runtime(self.plan, address)
+        try:
+            self.iteration = self.env_steps = 0
+            if checkpoint is not None:
+                _restore(self.runtime, checkpoint, self.config)
+                self.iteration, self.env_steps = int(checkpoint["iteration"]), int(checkpoint["env_steps"])
+                self.run_dir = os.path.dirname(os.path.abspath(resume))
+                _truncate_metrics(os.path.join(self.run_dir, METRICS_NAME), self.iteration)
+            else:
+                self.run_dir = _new_run_dir(self.config.run.runs_dir, self.config.run.name)
+                with open(os.path.join(self.run_dir, "config.yaml"), "w", encoding="utf-8") as handle:
+                    yaml.safe_dump(self.config.raw, handle, sort_keys=False)
+        except BaseException:
+            self.runtime.close()
+            raise
+        self.metrics_file = open(os.path.join(self.run_dir, METRICS_NAME), "a", encoding="utf-8")
+        self.last_return = float("nan")
+        self.steps_per_iteration = 0  # known after the first iteration
+        self.wall_time = 0.0
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def done(self) -> bool:
+        """Whether the run's env-step budget is spent."""
+        return self.env_steps >= self.config.run.total_env_steps
+
+    def step(self) -> dict[str, Any]:
+        """Run one iteration; write and return its metrics record, and checkpoint when one is due."""
+        start = time.perf_counter()
+        result = self.runtime.run_iteration(more=self._another_follows())
+        elapsed = time.perf_counter() - start
+        self.iteration += 1
+        self.env_steps += result.env_steps
+        self.steps_per_iteration = result.env_steps
+        if "episode_return" in result.component_metrics:
+            self.last_return = result.component_metrics["episode_return"]
+        record: dict[str, Any] = {"iteration": self.iteration, "env_steps": self.env_steps, "wall_time": elapsed,
+                                  "steps_per_s": result.env_steps / elapsed if elapsed > 0 else 0.0}
+        record.update({k: _number(v) for k, v in result.component_metrics.items()})
+        if isinstance(result.output, dict):
+            record.update({k: _number(v) for k, v in result.output.items()})
+        phases = dict(result.timings)
+        phases.setdefault("communication", 0.0)
+        record.update({f"time_{phase}": seconds for phase, seconds in sorted(phases.items())})
+        self.metrics_file.write(json.dumps(record) + "\n")
+        self.metrics_file.flush()
+        every = self.config.run.checkpoint_every
+        if every and self.iteration % every == 0:
+            self.save()
+        self.wall_time += time.perf_counter() - start
+        return record
+
+    def run(self) -> None:
+        """Iterate until the budget is spent, with a progress bar; then checkpoint."""
+        bar = _progress_bar(self.config.run, self.env_steps, self.stream)
+        try:
+            while not self.done:
+                record = self.step()
+                if bar is not None:
+                    bar.update(min(record["env_steps"], bar.total) - bar.n)
+                    bar.set_postfix_str(f"return {self.last_return:7.1f}  {record['steps_per_s']:,.0f} steps/s")
+        finally:
+            if bar is not None:
+                bar.close()
+        self.save()
+
+    def _another_follows(self) -> bool:
+        """Whether the iteration about to run will be followed by another with no checkpoint
+        in between (the runtime may then start that one early)."""
+        every = self.config.run.checkpoint_every
+        if not self.steps_per_iteration or (every and (self.iteration + 1) % every == 0):
+            return False
+        return self.env_steps + self.steps_per_iteration < self.config.run.total_env_steps
+
+    def save(self) -> None:
+        """Write the checkpoint (atomically): config, counters and every component's state."""
+        save_checkpoint(os.path.join(self.run_dir, CHECKPOINT_NAME), {
+            "config": self.config.raw,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "components": self.runtime.state_dict(),
+        })
+
+    def evaluate(self, episodes: int, seed: int | None = None) -> Evaluation:
+        """Greedy evaluation of the current weights on ``episodes`` fresh environments."""
+        seed = self.config.run.seed + EVAL_SEED_OFFSET if seed is None else seed
+        algorithm = getattr(self.runtime, "algorithm", None)  # the live one, when it runs in this process
+        if algorithm is None:  # the trained weights live in the workers
+            algorithm = load_components(self.plan.recipe, self.runtime.state_dict())
+        return evaluate_algorithm(algorithm, episodes, seed)
+
+    def close(self) -> None:
+        if not self.metrics_file.closed:
+            self.metrics_file.close()
+        self.runtime.close()
+
+
+def train(config: str | os.PathLike | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
+          resume: str | os.PathLike | None = None, address: str | None = None, stream: TextIO = sys.stderr) -> Run:
+    """Train as ``config`` says (a YAML path or a mapping, plus ``--set``-style overrides), or
+    continue the run of checkpoint ``resume`` exactly; ``address`` joins a Ray cluster
+    (``auto``, ``host:port``, ``ray://...``) instead of starting an embedded one when the
+    policy needs Ray.  Writes the run directory and returns what it holds.
+
+    Example::
+
+        run = msrl.train("configs/ppo_cartpole.yaml", overrides=["total_env_steps=20000"])
+        print(run.run_dir, len(run.metrics), run.evaluation.mean)
+    """
+    with Trainer(config, overrides, resume=resume, address=address, stream=stream) as trainer:
+        print(f"msrl: run directory {trainer.run_dir} (policy {trainer.plan.fdg.policy.name})", file=stream)
+        trainer.run()
+        evaluation = None
+        if trainer.config.run.eval_episodes:
+            evaluation = trainer.evaluate(trainer.config.run.eval_episodes)
+            _write_json(os.path.join(trainer.run_dir, EVAL_NAME), {
+                "episodes": evaluation.episodes, "returns": evaluation.returns, "mean": evaluation.mean})
+        return Run(trainer.run_dir, read_metrics(trainer.run_dir), evaluation, trainer.iteration, trainer.env_steps,
+                   trainer.wall_time)
+
+
+def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """The per-iteration records of a run directory's ``metrics.jsonl``."""
+    path = Path(run_dir) / METRICS_NAME
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _restore(runtime: Any, checkpoint: dict[str, Any], config: LoadedConfig) -> None:
+    try:
+        runtime.load_state_dict(checkpoint["components"])
+    except (KeyError, RuntimeError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint does not match algorithm {config.run.algorithm!r}: {str(exc).splitlines()[0][:200]}") from exc
+
+
+def _new_run_dir(runs_dir: str, name: str) -> str:
+    """``runs/<name>``, or ``runs/<name>_2``... so an earlier run's results are never overwritten."""
+    os.makedirs(runs_dir, exist_ok=True)
+    for suffix in range(1, 10_000):
+        path = os.path.join(runs_dir, name if suffix == 1 else f"{name}_{suffix}")
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+    raise ConfigError(f"too many runs named {name!r} in {runs_dir!r}; choose another name")
+
+
+def _truncate_metrics(path: str, iteration: int) -> None:
+    """Drop records written after the checkpoint, so a resumed run does not repeat iterations."""
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as handle:
+        kept = [line for line in handle if line.strip() and json.loads(line).get("iteration", 0) <= iteration]
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.writelines(kept)
+    os.replace(tmp, path)
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1)
+    os.replace(tmp, path)
+
+
+def _number(value: Any) -> Any:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return number if math.isfinite(number) else str(number)
+
+
+def _progress_bar(run: Any, initial: int, stream: TextIO) -> Any:
+    if not run.progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=run.total_env_steps, initial=initial, unit="step", unit_scale=True, file=stream, dynamic_ncols=True,
+                mininterval=0.5, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}] {postfix}")

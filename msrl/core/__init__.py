@@ -1,0 +1,37 @@
+"""msrl's core: what an algorithm is written against and what every other layer builds on.
+
+The components, the ``Algorithm`` base, tracing ``train_step`` into a
+``DataflowGraph`` (the IR: ``Node``, ``ValueRef``, ``CarryRef``, ``LoopRegion``),
+spaces, errors, deferred values and config reading.  It imports nothing of
+msrl above it: not ``msrl.app``, ``fragments``, ``policies``, ``cluster`` or
+``algorithms``, at module level or inside a function (``tests/unit/test_layers.py``
+checks every import).  ``msrl.rl`` and ``msrl.envs`` sit directly on it.
+
+Users import the same names from ``msrl``; other msrl packages import them
+from here, so that they depend on the core alone and not on the application
+layer that ``msrl`` also fronts.
+"""
+
+from msrl.core._algorithm import Algorithm, RunInfo
+from msrl.core._build import (Declared, EnvDefaults, building, component_class, constructing, env_defaults, share,
+                              split, split_fields)
+from msrl.core._components import Actor, Batched, Buffer, Component, Environment, Global, Learner, NoValue
+from msrl.core._config import MAX_CONFIG_BYTES, apply_overrides, build_dataclass, coerce, parse_yaml, read_yaml
+from msrl.core._deferred import Deferred, deferred, deferring, has_deferred, pending_deferred, resolve_deferred
+from msrl.core._errors import (BuildError, CheckpointError, ConfigError, ControlFlowError, EnvError, HiddenStateError,
+                               MsrlError, TraceError, UndeclaredComponentError, UnsupportedOperationError)
+from msrl.core._graph import (BATCHED, GLOBAL, OPS, CarryRef, DataflowGraph, GraphLintError, LoopRegion, Node, ValueRef,
+                              iter_leaves, map_leaves)
+from msrl.core._spaces import Box, Discrete, Space
+from msrl.core._tracing import ROLES, role_of, steps, trace
+
+__all__ = [
+    "BATCHED", "GLOBAL", "MAX_CONFIG_BYTES", "OPS", "ROLES", "Actor", "Algorithm", "Batched", "Box", "Buffer",
+    "BuildError", "CarryRef", "CheckpointError", "Component", "ConfigError", "ControlFlowError", "DataflowGraph",
+    "Declared", "Deferred", "Discrete", "EnvDefaults", "EnvError", "Environment", "Global", "GraphLintError",
+    "HiddenStateError", "Learner", "LoopRegion", "MsrlError", "NoValue", "Node", "RunInfo", "Space", "TraceError",
+    "UndeclaredComponentError", "UnsupportedOperationError", "ValueRef", "apply_overrides", "build_dataclass",
+    "building", "coerce", "component_class", "constructing", "deferred", "deferring", "env_defaults", "has_deferred",
+    "iter_leaves", "map_leaves", "parse_yaml", "pending_deferred", "read_yaml", "resolve_deferred", "role_of",
+    "share", "split", "split_fields", "steps", "trace",
+]
