@@ -1,28 +1,54 @@
 """Fragments: cutting a traced dataflow graph into the pieces a distribution
-policy places, and the executors that run them.
+policy places, the programs each fragment replica runs, the executors that
+run them, and the in-process runtime of the ``local`` policy.
 
 Example::
 
     fdg = fragments.partition(msrl.trace(algorithm), policies.load_policy("local"))
     print(fdg)
+
+The CUDA environment backends (``fragments.cuda``, the emulated twins) are
+offered to ``msrl.envs`` as a plug-in through the ``msrl.env_backends`` entry
+point: ``msrl.envs`` finds them by name when asked, and importing
+``fragments`` registers nothing.
 """
 
+from fragments._build import (BuildRecipe, Replica, build_replica, check_builds, check_same_graph, copy_config,
+                              declare, run_info)
 from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface
+from fragments._interfaces import combine, concat_batched, route, sources, split_batched
+from fragments._local import LocalRuntime
 from fragments._partition import partition
-from fragments._program import FragmentProgram, LoopBlock, build_program
+from fragments._program import FragmentProgram, LoopBlock, Recv, build_program
+from fragments._runtime import IterationResult, Runtime
+
+
+def register_env_backends(register) -> None:
+    """The ``msrl.env_backends`` plug-in (pyproject.toml): the CUDA C environments,
+    on a GPU through pycuda (``cuda``) and on the CPU emulation (``cuda-emulated``).
+    Both are ``msrl.envs``'s own environment classes stepped by fused kernels.
+    Registered by name: nothing is imported or compiled until one is built."""
+    register("CartPole-v1", "cuda", "fragments.cuda:cartpole_cuda", on_device=True)
+    register("Pendulum-v1", "cuda", "fragments.cuda:pendulum_cuda", on_device=True)
+    register("CartPole-v1", "cuda-emulated", "fragments._emulated_envs:cartpole_emulated")
+    register("Pendulum-v1", "cuda-emulated", "fragments._emulated_envs:pendulum_emulated")
+
 
 __all__ = [
-    "PER_ITERATION", "PER_STEP", "Fragment", "FragmentProgram", "FragmentedGraph", "Interface", "LoopBlock",
-    "build_program", "partition",
+    "BuildRecipe", "Replica", "build_replica", "check_builds", "check_same_graph", "copy_config", "declare", "run_info",
+    "PER_ITERATION", "PER_STEP", "Fragment", "FragmentProgram", "FragmentedGraph", "Interface", "IterationResult",
+    "LocalRuntime", "LoopBlock", "Recv", "Runtime", "build_program", "combine", "concat_batched", "fdg_figure", "fdg_to_dot", "fragment_colours",
+    "partition", "register_env_backends", "route", "sources", "split_batched", "write_dot", "write_png",
 ]
 
-# --- CUDA environment backends (fragments/cuda.py, fragments/_emulated_envs.py) ---
-# Registered by name only: nothing here imports pycuda or compiles a kernel
-# until such an environment is built.
-import msrl.envs as _msrl_envs  # noqa: E402
+_DRAWING = ("fdg_figure", "fdg_to_dot", "fragment_colours", "write_dot", "write_png")
 
-_msrl_envs.register("CartPole-v1", "cuda", "fragments.cuda:CartPoleCuda")
-_msrl_envs.register("Pendulum-v1", "cuda", "fragments.cuda:PendulumCuda")
-_msrl_envs.register("CartPole-v1", "cuda-emulated", "fragments._emulated_envs:CartPoleEmulated")
-_msrl_envs.register("Pendulum-v1", "cuda-emulated", "fragments._emulated_envs:PendulumEmulated")
-# --- end of CUDA environment backends ---
+
+def __getattr__(name: str):
+    """The drawing functions, imported on first use: they pull in matplotlib, which
+    every fragment worker would otherwise load for nothing."""
+    if name in _DRAWING:
+        from fragments import _render
+
+        return getattr(_render, name)
+    raise AttributeError(f"module 'fragments' has no attribute {name!r}")

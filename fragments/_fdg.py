@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from msrl._graph import DataflowGraph, GraphLintError, ValueRef
+from msrl.core import DataflowGraph, GraphLintError, ValueRef
 from policies import DistributionPolicy, FragmentSpec
 
 PER_STEP = "per_step"

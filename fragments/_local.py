@@ -1,26 +1,30 @@
 """The in-process runtime used by the ``local`` policy: one fragment, one
-replica, run by its executor in the driver process, with no Ray at all."""
+replica, built and run by its executor in the driver process, with no Ray at all."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fragments._build import BuildRecipe, build_replica
 from fragments._fdg import FragmentedGraph
-from fragments._program import build_program
+from fragments._runtime import IterationResult
 from fragments.executors import get_executor
-from msrl._runtime import IterationResult
 
 
 class LocalRuntime:
-    """Runs the single fragment of an in-process policy; same interface as the Ray runtime."""
+    """Runs the single fragment of an in-process policy; same interface as the Ray runtime.
 
-    def __init__(self, fdg: FragmentedGraph, algorithm: Any) -> None:
+    ``algorithm`` and ``components`` are the live objects (every component of the
+    run), for callers that evaluate or inspect them between iterations."""
+
+    def __init__(self, recipe: BuildRecipe, fdg: FragmentedGraph) -> None:
         (fragment,) = fdg.fragments.values()
-        self.components = algorithm.components()
-        executor_cls = get_executor(fragment.spec.executor)
-        self.executor = executor_cls(build_program(fdg, fragment.name), self.components, fdg.graph.components, fragment.spec)
+        get_executor(fragment.spec.executor).check_available(fragment.spec)
+        replica = build_replica(recipe, fdg, fragment.name, 0)
+        self.algorithm = replica.algorithm
+        self.components = replica.components
+        self.executor = replica.executor(fdg)
         self.executor.setup()
-        self.components = self.executor.components  # the executor may swap in another env backend
 
     def run_iteration(self, more: bool = False) -> IterationResult:
         output = self.executor.run()

@@ -8,13 +8,18 @@ the value's kind.
 
 from __future__ import annotations
 
-from msrl import ConfigError
-from msrl._graph import BATCHED, DataflowGraph, Node
+from msrl.core import ConfigError
+from msrl.core import BATCHED, DataflowGraph, Node
+from fragments.executors import EXECUTORS
 from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface
 from policies import DistributionPolicy
 
 
 def partition(graph: DataflowGraph, policy: DistributionPolicy) -> FragmentedGraph:
+    for spec in policy.fragments:  # executors are fragments' own table: policies only names them
+        if spec.executor not in EXECUTORS:
+            raise ConfigError(f"fragment {spec.name!r}: unknown executor {spec.executor!r}; "
+                              f"valid choices: {', '.join(sorted(EXECUTORS))}")
     component_fragment = policy.assign(graph.components)
     fragments = {
         spec.name: Fragment(spec, [c for c, f in component_fragment.items() if f == spec.name]) for spec in policy.fragments

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from msrl._graph import LoopRegion, Node
+from msrl.core import LoopRegion, Node
 from fragments._fdg import FragmentedGraph, Interface
 
 

@@ -175,7 +175,7 @@ def _layout(fdg: FragmentedGraph, picture: nx.MultiDiGraph) -> tuple[dict[str, t
     return positions, node_w, pitch
 
 
-def _figure(fdg: FragmentedGraph) -> Figure:
+def fdg_figure(fdg: FragmentedGraph) -> Figure:
     """The whole drawing on one Agg figure whose axes map a data unit to an inch."""
     picture, colours = _picture(fdg), fragment_colours(fdg)
     positions, node_w, pitch = _layout(fdg, picture)
@@ -336,5 +336,5 @@ def write_dot(fdg: FragmentedGraph, path: str) -> None:
 
 def write_png(fdg: FragmentedGraph, path: str) -> None:
     """Draw the FDG with matplotlib (no Graphviz, no display needed) to ``path``."""
-    figure = _figure(fdg)
+    figure = fdg_figure(fdg)
     _write_atomic(path, lambda tmp: figure.savefig(tmp, format="png", dpi=110, bbox_inches="tight", pad_inches=0.2))

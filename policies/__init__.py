@@ -10,6 +10,6 @@ Example::
 """
 
 from policies._presets import PRESETS, load_policy, preset_names
-from policies._spec import EXECUTORS, MODES, PLACEMENTS, DistributionPolicy, FragmentSpec
+from policies._spec import MODES, PLACEMENTS, DistributionPolicy, FragmentSpec
 
-__all__ = ["EXECUTORS", "MODES", "PLACEMENTS", "PRESETS", "DistributionPolicy", "FragmentSpec", "load_policy", "preset_names"]
+__all__ = ["MODES", "PLACEMENTS", "PRESETS", "DistributionPolicy", "FragmentSpec", "load_policy", "preset_names"]

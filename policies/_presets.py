@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from msrl import ConfigError
+from msrl.core import ConfigError
 from policies._spec import DistributionPolicy, FragmentSpec
 
 

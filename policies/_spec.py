@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from msrl import ConfigError
+from msrl.core import ROLES, ConfigError
 
-EXECUTORS = ("cpu", "torch", "cuda")
 PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 MODES = ("sync", "async")
 
@@ -35,8 +34,8 @@ class FragmentSpec:
             raise ConfigError(f"fragment {self.name!r}: components must be a non-empty list of names, got {self.components!r}")
         if not isinstance(self.replicas, int) or isinstance(self.replicas, bool) or self.replicas < 1:
             raise ConfigError(f"fragment {self.name!r}: replicas must be a positive integer, got {self.replicas!r}")
-        if self.executor not in EXECUTORS:
-            raise ConfigError(f"fragment {self.name!r}: unknown executor {self.executor!r}; valid choices: {', '.join(EXECUTORS)}")
+        if not isinstance(self.executor, str) or not self.executor:
+            raise ConfigError(f"fragment {self.name!r}: executor must be a name, got {self.executor!r}")
         if not isinstance(self.resources, dict) or not all(
             isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for k, v in self.resources.items()
         ):
@@ -94,10 +93,10 @@ class DistributionPolicy:
                     if entry in assignment:
                         raise ConfigError(f"component {entry!r} is placed in both {assignment[entry]!r} and {fragment.name!r}")
                     assignment[entry] = fragment.name
-                elif entry in set(roles.values()):
+                elif entry in ROLES:  # a role, which this algorithm may not use (no buffer, say)
                     by_role.append((entry, fragment.name))
                 else:
-                    choices = sorted(set(roles) | set(roles.values())) + ["*"]
+                    choices = sorted(set(roles) | set(ROLES)) + ["*"]
                     raise ConfigError(f"fragment {fragment.name!r} names unknown component {entry!r}; valid choices: {', '.join(choices)}")
         seen_roles: dict[str, str] = {}
         for role, fragment_name in by_role:

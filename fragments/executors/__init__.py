@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-from msrl import ConfigError
-from fragments.executors._base import Executor, FragmentExecutionError
+from msrl.core import ConfigError
+from fragments.executors._base import Executor, FragmentExecutionError, Transport
 
 EXECUTORS = {
     "cpu": "fragments.executors.cpu:CpuExecutor",
@@ -21,4 +21,4 @@ def get_executor(kind: str) -> type[Executor]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-__all__ = ["EXECUTORS", "Executor", "FragmentExecutionError", "get_executor"]
+__all__ = ["EXECUTORS", "Executor", "FragmentExecutionError", "Transport", "get_executor"]

@@ -2,25 +2,24 @@
 Interpreter).  ``run()`` runs one iteration, ``run_node()`` one node, and there
 is one method per op; an executor kind overrides only what differs.
 
-Every component call is timed into a phase (env / inference / learn / buffer)
-so each run reports where its time went.
+What is measured (time per phase, environment steps, finiteness of what
+environments return) is a hook around each node (``Instrumentation``), not part
+of the op methods.  An executor never builds or replaces components: it is
+handed the ones built for its fragment, whose environments already follow its
+``env_defaults`` (backend, device, threads).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, NoReturn, Protocol
 
-import numpy as np
 import torch
 
-from msrl import ConfigError, EnvError, MsrlError
-from msrl._deferred import Deferred, deferring, has_deferred, pending_deferred, resolve_deferred
-from msrl._graph import CarryRef, Node, ValueRef, map_leaves
+from msrl.core import (CarryRef, ConfigError, EnvDefaults, MsrlError, Node, ValueRef, deferring, has_deferred,
+                       map_leaves, pending_deferred, resolve_deferred)
 from fragments._program import FragmentProgram, LoopBlock, Recv
+from fragments.executors._instrument import Instrumentation
 from policies import FragmentSpec
-
-PHASE_OF_ROLE = {"env": "env", "actor": "inference", "learner": "learn", "buffer": "buffer", "component": "other"}
 
 
 class FragmentExecutionError(RuntimeError):
@@ -38,13 +37,16 @@ class Transport(Protocol):
 class Executor:
     """Runs one replica of one fragment.
 
-    ``components`` are the live component objects of this replica; ``roles``
-    maps component name to role.  Subclasses set up threads or devices in
-    ``setup`` and may override ``call_component``.
+    ``components`` are the live component objects of this replica (built for it,
+    see ``fragments.build_replica``); ``roles`` maps component name to role.
+    Subclasses say how environments should be built for them (``env_backends``,
+    ``env_defaults``), check the machine (``check_available``) and set up threads
+    or devices in ``setup``.
     """
 
     kind = "base"
-    check_env_outputs = True
+    env_backends: tuple[str, ...] = ()
+    """Environment backends this executor runs best, in order of preference."""
 
     def __init__(
         self,
@@ -65,13 +67,18 @@ class Executor:
             raise ValueError(f"fragment {program.fragment!r} exchanges values with other fragments but has no transport")
         self.values: dict[str, tuple] = {}
         self.carried: dict[str, tuple] = {}
-        self.timings: dict[str, float] = {}
-        self.env_steps = 0
-        self._arg_fns = {node.name: _compile_args(node) for node in program.nodes()}
+        nodes = program.nodes()
+        self.instrument = Instrumentation(nodes, components, roles, check_finite=self.checks_env_outputs())
+        self._arg_fns = {node.name: _compile_args(node) for node in nodes}
         # Values some step reads or another fragment receives: a deferred one among them is computed
         # when it is produced.  Only values nothing reads before the output may stay deferred.
-        self._read_early = {ref.node for node in program.nodes() if node.op != "output"
+        self._read_early = {ref.node for node in nodes if node.op != "output"
                             for ref, _ in node.inputs()} | set(program.sends)
+
+    @classmethod
+    def env_defaults(cls, spec: FragmentSpec) -> EnvDefaults:
+        """How environments should be built for a fragment this executor runs."""
+        return EnvDefaults(backends=cls.env_backends, device=spec.device, threads=1)
 
     @classmethod
     def check_available(cls, spec: FragmentSpec) -> None:
@@ -84,11 +91,18 @@ class Executor:
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError(f"fragment {spec.name!r} asks for device {spec.device!r} but torch sees no CUDA GPU; use device=cpu")
 
+    def checks_env_outputs(self) -> bool:
+        """Whether environment outputs are checked for NaN/inf every step (not where the
+        check would cost a device-to-host sync per step)."""
+        return True
+
     def setup(self) -> None:
         """Prepare threads/devices; called once before the first ``run``."""
 
     def close(self) -> None:
-        """Release threads/devices."""
+        """Release what the components hold (threads, devices)."""
+        for component in self.components.values():
+            component.close()
 
     # -- interpretation ---------------------------------------------------
     def run(self) -> Any:
@@ -106,16 +120,14 @@ class Executor:
         return self._finish_deferred(result)
 
     def _finish_deferred(self, result: Any) -> Any:
-        """Compute the output's deferred values now, after every send of the iteration,
-        timing each into the phase of the component that returned it."""
+        """Compute the output's deferred values now, after every send of the iteration."""
         for value in pending_deferred(result):
-            start = time.perf_counter()
-            try:
-                value.resolve()
-            except Exception as exc:
-                _reraise(f"while computing a deferred value of fragment {self.program.fragment}, "
-                         f"replica {self.replica}", exc)
-            self.timings[value.phase] = self.timings.get(value.phase, 0.0) + time.perf_counter() - start
+            with self.instrument.timed(value.phase):
+                try:
+                    value.resolve()
+                except Exception as exc:
+                    _reraise(f"while computing a deferred value of fragment {self.program.fragment}, "
+                             f"replica {self.replica}", exc)
         return resolve_deferred(result)
 
     def run_loop(self, block: LoopBlock) -> None:
@@ -132,20 +144,18 @@ class Executor:
     def _run_and_keep(self, node: Node, first: bool) -> None:
         value = self.values[node.name] = self.run_node(node, first)
         if node.name in self.program.sends:
-            start = time.perf_counter()
-            self.transport.send(node.name, value)
-            self.timings["communication"] = self.timings.get("communication", 0.0) + time.perf_counter() - start
+            with self.instrument.timed("communication"):
+                self.transport.send(node.name, value)
 
     def _receive(self, step: Recv) -> None:
-        """Wait for a value another fragment produces; the wait counts as communication time."""
-        start = time.perf_counter()
-        self.values[step.name] = self.transport.recv(step)
-        self.timings["communication"] = self.timings.get("communication", 0.0) + time.perf_counter() - start
+        """Wait for a value another fragment produces."""
+        with self.instrument.timed("communication"):
+            self.values[step.name] = self.transport.recv(step)
 
     def run_node(self, node: Node, first: bool) -> Any:
         args, kwargs = self._arg_fns[node.name](self.values, self.carried, first)
         try:
-            return getattr(self, node.op)(node, args, kwargs)
+            return self.instrument.around(node, getattr(self, node.op), args, kwargs)
         except Exception as exc:
             _reraise(self._where(node), exc)
 
@@ -154,21 +164,9 @@ class Executor:
 
     # -- one method per op ---------------------------------------------------
     def call_component(self, node: Node, args: tuple, kwargs: dict) -> tuple:
-        component = self.components[node.component]
-        role = self.roles[node.component]
-        start = time.perf_counter()
-        result = getattr(component, node.method)(*args, **kwargs)
-        phase = PHASE_OF_ROLE[role]
-        if node.name in self._read_early:
-            if has_deferred(result):  # needed before the iteration ends: computed now, in this call's phase
-                result = resolve_deferred(result)
-        elif type(result) is Deferred:
-            result.phase = phase
-        self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - start
-        if role == "env" and node.method == "step":
-            self.env_steps += component.num_envs
-            if self.check_env_outputs:
-                check_finite(result, node.component)
+        result = getattr(self.components[node.component], node.method)(*args, **kwargs)
+        if node.name in self._read_early and has_deferred(result):
+            result = resolve_deferred(result)  # needed before the iteration ends: computed now
         return result if node.meta.get("tuple") else (result,)
 
     def call_function(self, node: Node, args: tuple, kwargs: dict) -> tuple:
@@ -179,9 +177,7 @@ class Executor:
 
     def take_stats(self) -> tuple[dict[str, float], int]:
         """Phase timings and env steps since the last call."""
-        timings, steps = self.timings, self.env_steps
-        self.timings, self.env_steps = {}, 0
-        return timings, steps
+        return self.instrument.take()
 
 
 def _reraise(where: str, exc: Exception) -> NoReturn:
@@ -190,20 +186,6 @@ def _reraise(where: str, exc: Exception) -> NoReturn:
     if isinstance(exc, MsrlError):
         raise type(exc)(f"{where}: {exc}") from exc
     raise FragmentExecutionError(f"{where}: {type(exc).__name__}: {exc}") from exc
-
-
-def check_finite(values: Any, component: str) -> None:
-    """Reject NaN/inf in an environment's step outputs: training on them silently ruins the run."""
-    for index, value in enumerate(values if isinstance(values, tuple) else (values,)):
-        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
-            ok = bool(np.isfinite(value).all())
-        elif isinstance(value, torch.Tensor) and value.is_floating_point():
-            ok = bool(torch.isfinite(value).all())
-        else:
-            continue
-        if not ok:
-            name = ("obs", "reward", "terminated", "truncated")[index] if index < 4 else f"output {index}"
-            raise EnvError(f"environment {component!r} returned a non-finite {name} (NaN or inf); fix the environment or its inputs")
 
 
 def _compile_args(node: Node) -> Callable[[dict, dict, bool], tuple[tuple, dict]]:

@@ -2,9 +2,10 @@
 through pycuda on torch's memory and primary context, policy in torch on the
 same GPU.
 
-It is the torch executor with the environment rebuilt on its ``cuda``
-backend (``fragments/cuda.py``); ``check_available`` turns a missing pycuda
-or GPU into a one-line error before anything is built.
+It is the torch executor whose environments are built on their ``cuda``
+backend (``fragments/cuda.py``), or their torch one where they have no kernels;
+``check_available`` turns a missing pycuda or GPU into a one-line error before
+anything is built.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from policies import FragmentSpec
 
 class CudaExecutor(TorchExecutor):
     kind = "cuda"
-    env_backend = "cuda"
+    env_backends = ("cuda", "torch")
 
     @classmethod
     def check_available(cls, spec: FragmentSpec) -> None:

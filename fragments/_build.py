@@ -1,0 +1,186 @@
+"""Building one fragment replica, and checking before a run starts that every
+replica of every fragment can be built.
+
+msrl owns the split of work.  Every copy (replica) of a fragment is built from
+the same ``BuildRecipe`` with:
+
+* its share of the config's per-run quantities (``msrl.split`` fields) and of
+  the run's environment steps, the config divided by the fragment's copy count;
+* its own ``RunInfo`` (its data seed, the fragment's device);
+* only its own components constructed (the others are ``Declared``);
+* environments built the way the fragment's executor prefers.
+
+It then traces ``train_step`` again with its share, so a constant that comes
+from a per-run quantity (a sampled batch size passed to a buffer) is this
+copy's share too, and runs the program cut from that trace.  ``check_builds``
+does all of this on the driver without constructing anything, before a worker
+starts: shares that do not divide, an environment count that does not follow
+the split (a count field that is not ``msrl.split``, which would otherwise
+silently double the batch), and a ``train_step`` whose calls change with the
+share are one-line errors there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from msrl.core import (Algorithm, BuildError, CarryRef, ConfigError, DataflowGraph, EnvDefaults, RunInfo, ValueRef,
+                       building, map_leaves, role_of, share, split_fields, trace)
+from fragments._fdg import FragmentedGraph
+from fragments._partition import partition
+from fragments._program import FragmentProgram, build_program
+from fragments.executors import Executor, get_executor
+
+
+@dataclass(frozen=True)
+class BuildRecipe:
+    """What every replica of a run is built from (picklable: Ray workers receive it).
+
+    ``config`` is the algorithm's config with per-run quantities as the user wrote
+    them, for the whole run; ``total_env_steps`` likewise."""
+
+    algorithm: type[Algorithm]
+    config: Any
+    seed: int
+    total_env_steps: int
+
+
+@dataclass
+class Replica:
+    """One built replica: the algorithm (its fragment's components constructed), the
+    components it runs, the program cut from its own trace, and its executor class."""
+
+    algorithm: Algorithm
+    components: dict[str, Any]
+    program: FragmentProgram
+    executor_cls: type[Executor]
+    fragment: str
+    replica: int
+
+    def executor(self, fdg: FragmentedGraph, transport: Any = None) -> Executor:
+        spec = fdg.fragments[self.fragment].spec
+        return self.executor_cls(self.program, self.components, fdg.graph.components, spec, replica=self.replica,
+                                 transport=transport)
+
+
+def _where(fdg: FragmentedGraph, fragment: str) -> str:
+    copies = fdg.fragments[fragment].replicas
+    return f"the {copies} replicas of fragment {fragment!r}"
+
+
+def copy_config(recipe: BuildRecipe, fdg: FragmentedGraph, fragment: str) -> Any:
+    """The algorithm's config for one copy of ``fragment``: per-run quantities shared out.
+
+    The config's own ``validate`` checks the whole run's numbers (when it is read);
+    what a share must satisfy is for the components that receive it to check
+    (a learner whose minibatches do not divide its share of the batch), when they
+    are built: before the first iteration, and before a run directory exists."""
+    return share(recipe.config, fdg.fragments[fragment].replicas, _where(fdg, fragment))
+
+
+def run_info(recipe: BuildRecipe, fdg: FragmentedGraph | None, fragment: str | None, replica: int = 0) -> RunInfo:
+    if fdg is None or fragment is None:
+        return RunInfo.for_copy(recipe.seed, recipe.total_env_steps, 0, 1)
+    spec = fdg.fragments[fragment].spec
+    return RunInfo.for_copy(recipe.seed, recipe.total_env_steps, replica, spec.replicas, spec.device)
+
+
+def declare(recipe: BuildRecipe, fdg: FragmentedGraph | None = None, fragment: str | None = None,
+            replica: int = 0) -> Algorithm:
+    """The algorithm as one copy of ``fragment`` would build it (the whole run when
+    ``fragment`` is None), with no component constructed: enough to trace it."""
+    if fragment is None:
+        config, env = recipe.config, EnvDefaults()
+    else:
+        spec = fdg.fragments[fragment].spec
+        config, env = copy_config(recipe, fdg, fragment), get_executor(spec.executor).env_defaults(spec)
+    with building(only=frozenset(), env=env):
+        return recipe.algorithm(config, run_info(recipe, fdg, fragment, replica))
+
+
+def build_replica(recipe: BuildRecipe, fdg: FragmentedGraph, fragment: str, replica: int) -> Replica:
+    """Construct ``fragment``'s components for copy ``replica`` and cut its program from
+    its own trace.  Runs where the replica runs (the driver for ``local``, a Ray worker
+    otherwise); the executor's ``check_available`` should have passed there first."""
+    spec = fdg.fragments[fragment].spec
+    executor_cls = get_executor(spec.executor)
+    mine = fdg.fragments[fragment].components
+    everything = set(mine) == set(fdg.graph.components)
+    with building(only=None if everything else frozenset(mine), env=executor_cls.env_defaults(spec)):
+        algorithm = recipe.algorithm(copy_config(recipe, fdg, fragment), run_info(recipe, fdg, fragment, replica))
+    graph = trace(algorithm)
+    check_same_graph(graph, fdg.graph, f"copy {replica} of fragment {fragment!r}")
+    program = build_program(partition(graph, fdg.policy), fragment)
+    components = {name: c for name, c in algorithm.components().items() if name in mine}
+    return Replica(algorithm, components, program, executor_cls, fragment, replica)
+
+
+def check_builds(recipe: BuildRecipe, fdg: FragmentedGraph, whole: Algorithm) -> None:
+    """On the driver, before anything starts: every copy of every fragment can be
+    built (shares divide), splits the run's environments instead of repeating them,
+    and traces to the same calls.  ``whole`` is the declared algorithm of the run."""
+    local_envs = _env_counts(whole, None)
+    for name, fragment in fdg.fragments.items():
+        for replica in range(fragment.replicas):
+            algorithm = declare(recipe, fdg, name, replica)
+            check_same_graph(trace(algorithm), fdg.graph, f"copy {replica} of fragment {name!r}")
+            if replica == 0 and fragment.replicas > 1:
+                _check_env_split(name, fragment.replicas, _env_counts(algorithm, fragment.components), local_envs, recipe)
+
+
+def _env_counts(algorithm: Algorithm, only: list[str] | None) -> dict[str, int | None]:
+    counts = {}
+    for name, component in algorithm.components().items():
+        if role_of(component) == "env" and (only is None or name in only):
+            try:
+                counts[name] = int(component.num_envs)
+            except (AttributeError, BuildError, TypeError, ValueError):
+                counts[name] = None
+    return counts
+
+
+def _check_env_split(fragment: str, copies: int, per_copy: dict[str, int | None], local: dict[str, int | None],
+                     recipe: BuildRecipe) -> None:
+    fields = ", ".join(f"algo.{f}" for f in split_fields(recipe.config)) or "none"
+    for env, count in per_copy.items():
+        whole = local.get(env)
+        if count is None or whole is None:
+            raise ConfigError(f"cannot tell how many environments {env!r} steps without building it, so msrl cannot "
+                              f"share them among the {copies} replicas of fragment {fragment!r}; make it with "
+                              f"msrl.envs.make or give its class a num_envs constructor argument")
+        if count * copies != whole:
+            raise ConfigError(f"environment {env!r} steps {count} environments in each of the {copies} replicas of "
+                              f"fragment {fragment!r} ({count * copies} in all) where the run steps {whole}: the config "
+                              f"field that sets its count must be a per-run quantity, declared with msrl.split(...) "
+                              f"(per-run quantities of {recipe.algorithm.__name__}: {fields})")
+
+
+def check_same_graph(graph: DataflowGraph, reference: DataflowGraph, what: str) -> None:
+    """A copy's trace must make the same calls as the run's: only constants (its shares) may differ."""
+    mine, theirs = _shape(graph), _shape(reference)
+    if mine == theirs:
+        return
+    for ours, ref in zip(mine, theirs):
+        if ours != ref:
+            raise BuildError(f"train_step traces differently for {what} than for the whole run ({ours[0]} vs "
+                             f"{ref[0]}): a per-run quantity (msrl.split) must not decide loop bounds or which calls "
+                             f"are made; use it only as an argument")
+    raise BuildError(f"train_step traces {len(mine)} steps for {what} but {len(theirs)} for the whole run: a per-run "
+                     f"quantity (msrl.split) must not decide loop bounds or which calls are made")
+
+
+def _shape(graph: DataflowGraph) -> list[tuple]:
+    def leaf(value: Any) -> Any:
+        if isinstance(value, CarryRef):
+            return CarryRef(leaf(value.init), value.update)
+        return value if isinstance(value, ValueRef) else "const"
+
+    nodes = [(node.name, node.op, node.target if node.op == "call_component" else getattr(node.target, "__name__", "?"),
+              node.region, map_leaves(leaf, node.args), map_leaves(leaf, node.kwargs)) for node in graph.nodes]
+    regions = [(f"loop {r.name}", r.trip_count, tuple(r.nodes)) for r in graph.regions.values()]
+    return nodes + regions
+
+
+__all__ = ["BuildRecipe", "Replica", "build_replica", "check_builds", "check_same_graph", "copy_config", "declare",
+           "run_info"]

@@ -1,0 +1,83 @@
+"""The measurements around an executor's interpreter: wall time per phase (env,
+inference, learn, buffer, communication), environment steps, and the check
+that environments return finite values.
+
+They live in one hook, called around every node and every transfer, so the
+interpreter's op methods stay what the graph says and nothing else.  Built once
+per fragment program: which phase a node times into, and how many environment
+steps it takes, are looked up by node name, not worked out per call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from msrl.core import Deferred, EnvError, Node
+
+PHASE_OF_ROLE = {"env": "env", "actor": "inference", "learner": "learn", "buffer": "buffer", "component": "other"}
+STEP_OUTPUTS = ("obs", "reward", "terminated", "truncated")
+
+
+class Instrumentation:
+    """Times component calls into their role's phase, counts the environment steps of
+    every ``env.step`` node and, if ``check_finite``, rejects NaN/inf in what it returns."""
+
+    def __init__(self, nodes: list[Node], components: dict[str, Any], roles: dict[str, str], check_finite: bool) -> None:
+        self.timings: dict[str, float] = {}
+        self.env_steps = 0
+        self._phase = {n.name: PHASE_OF_ROLE[roles[n.component]] for n in nodes if n.op == "call_component"}
+        self._steps = {n.name: components[n.component].num_envs for n in nodes
+                       if n.op == "call_component" and roles[n.component] == "env" and n.method == "step"}
+        self._finite = check_finite
+
+    def around(self, node: Node, run: Callable[[Node, tuple, dict], Any], args: tuple, kwargs: dict) -> Any:
+        """Run ``run(node, args, kwargs)``, measured."""
+        phase = self._phase.get(node.name)
+        if phase is None:  # call_function and output nodes: too small to time
+            return run(node, args, kwargs)
+        start = time.perf_counter()
+        result = run(node, args, kwargs)
+        self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - start
+        for value in result:
+            if type(value) is Deferred:
+                value.phase = phase  # computed later, but counted as this component's time
+        steps = self._steps.get(node.name)
+        if steps is not None:
+            self.env_steps += steps
+            if self._finite:
+                check_finite(result, node.component)
+        return result
+
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Count the block's wall time as ``phase`` (communication, a deferred value's phase)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - start
+
+    def take(self) -> tuple[dict[str, float], int]:
+        """Phase timings and environment steps since the last call."""
+        timings, steps = self.timings, self.env_steps
+        self.timings, self.env_steps = {}, 0
+        return timings, steps
+
+
+def check_finite(values: tuple, component: str) -> None:
+    """Reject NaN/inf in an environment's step outputs: training on them silently ruins the run."""
+    for index, value in enumerate(values):
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            ok = bool(np.isfinite(value).all())
+        elif isinstance(value, torch.Tensor) and value.is_floating_point():
+            ok = bool(torch.isfinite(value).all())
+        else:
+            continue
+        if not ok:
+            name = STEP_OUTPUTS[index] if index < len(STEP_OUTPUTS) else f"output {index}"
+            raise EnvError(f"environment {component!r} returned a non-finite {name} (NaN or inf); fix the environment or its inputs")
