@@ -1,8 +1,18 @@
 """Everything Ray: starting or joining a cluster, placement groups, fragment
-worker actors and the transport between them.  Nothing else in msrl imports
-Ray; the run loop reaches this package only through ``msrl._runtime``."""
+worker actors, the transport between them and the gradient all-reduce.  No
+package below this one imports Ray; the application reaches it only through
+``RayRuntime``, which has the same interface as ``fragments.LocalRuntime``."""
 
-from cluster._connect import connect
-from cluster._runtime import RayRuntime
+from cluster._collective import backend_for
+from cluster._connect import CLUSTER_SWITCH, connect, loopback_only
+from cluster._direct import DirectListener, DirectSender
+from cluster._placement import PLACEMENT_TIMEOUT_S, bundles_of, check_feasible, create_placement_group, demand_of
+from cluster._runtime import RayRuntime, merge_replica_metrics
+from cluster._transport import Mailbox
+from cluster._worker import ComputeThread
 
-__all__ = ["RayRuntime", "connect"]
+__all__ = [
+    "CLUSTER_SWITCH", "PLACEMENT_TIMEOUT_S", "ComputeThread", "DirectListener", "DirectSender", "Mailbox", "RayRuntime",
+    "backend_for", "bundles_of", "check_feasible", "connect", "create_placement_group", "demand_of", "loopback_only",
+    "merge_replica_metrics",
+]

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 # may (the default on Linux), Ray advertises the node's network address and its GCS, raylet and
 # worker servers listen on every interface, even for a single-machine instance.  Where it may
 # not, the node's address is 127.0.0.1 and every server listens on loopback only.
-_CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: A
     if not ray.is_initialized():
         if address is None:
             # "local": never attach to another instance by accident.
-            with _loopback_only():
+            with loopback_only():
                 ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, dashboard_host="127.0.0.1",
                          configure_logging=True, logging_level="WARNING", log_to_driver=True, **kwargs)
         else:
@@ -36,21 +36,21 @@ def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: A
 
 
 @contextlib.contextmanager
-def _loopback_only() -> Iterator[None]:
+def loopback_only() -> Iterator[None]:
     """While a local instance starts: Ray in this process and the processes it launches (which
     inherit the environment) treat the machine as a single node on 127.0.0.1.  Afterwards this
     process is as it was, so a later ``connect(address)`` joins a real cluster normally; the
     started instance keeps its loopback address."""
     from ray._private import ray_constants
 
-    saved_env, saved_flag = os.environ.get(_CLUSTER_SWITCH), ray_constants.ENABLE_RAY_CLUSTER
-    os.environ[_CLUSTER_SWITCH] = "0"
+    saved_env, saved_flag = os.environ.get(CLUSTER_SWITCH), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[CLUSTER_SWITCH] = "0"
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
         yield
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = saved_flag
         if saved_env is None:
-            os.environ.pop(_CLUSTER_SWITCH, None)
+            os.environ.pop(CLUSTER_SWITCH, None)
         else:
-            os.environ[_CLUSTER_SWITCH] = saved_env
+            os.environ[CLUSTER_SWITCH] = saved_env

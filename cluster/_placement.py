@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from msrl import ConfigError
+from msrl.core import ConfigError
 
 PLACEMENT_TIMEOUT_S = 8.0
 

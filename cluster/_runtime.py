@@ -15,9 +15,8 @@ import os
 import sys
 from typing import Any
 
-from msrl._errors import ConfigError
-from msrl._graph import GLOBAL
-from msrl._runtime import IterationResult
+from msrl.core import GLOBAL, MsrlError
+from fragments import BuildRecipe, FragmentedGraph, IterationResult
 from cluster._connect import connect
 from cluster._placement import create_placement_group, demand_of
 
@@ -25,14 +24,12 @@ MAX_CONCURRENCY = 8  # queued iterations waiting on the compute thread, deliveri
 
 
 class RayRuntime:
-    def __init__(self, fdg: Any, algorithm: Any, address: str | None = None, config: Any = None) -> None:
+    def __init__(self, recipe: BuildRecipe, fdg: FragmentedGraph, address: str | None = None) -> None:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         from cluster._worker import FragmentWorker
 
-        if config is None:
-            raise ConfigError("the Ray runtime needs the run's config to build components in its workers")
         self.fdg, self.policy = fdg, fdg.policy
         _start_or_join(address, self.policy)
         self.group = create_placement_group(self.policy)
@@ -49,7 +46,7 @@ class RayRuntime:
                     self.workers[name].append(worker_cls.options(
                         num_cpus=spec.resources.get("CPU", 0.0), num_gpus=spec.resources.get("GPU", 0.0),
                         scheduling_strategy=strategy, name=None,
-                    ).remote(config, fdg, name, replica))
+                    ).remote(recipe, fdg, name, replica))
                     bundle += 1
             self._connect()
         except BaseException:
@@ -263,8 +260,6 @@ def _get(refs: Any) -> Any:
     """``ray.get`` that re-raises an msrl error from a worker as itself (one clean line for the CLI)."""
     import ray
     from ray.exceptions import RayTaskError
-
-    from msrl._errors import MsrlError
 
     try:
         return ray.get(refs)

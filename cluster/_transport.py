@@ -14,9 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from fragments._fdg import FragmentedGraph
-from fragments._interfaces import combine, route, sources
-from fragments._program import FragmentProgram, Recv
+from fragments import FragmentedGraph, FragmentProgram, Recv, combine, route, sources
 
 POLL_S = 1.0
 

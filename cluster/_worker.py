@@ -1,7 +1,8 @@
-"""The fragment-worker actor: one per fragment replica.  It builds the
-algorithm's components for its replica, runs its fragment program with the
-fragment's executor each iteration, and receives other fragments' values
-through its mailbox (a threaded actor, so deliveries land while it runs)."""
+"""The fragment-worker actor: one per fragment replica.  It builds its
+fragment's components, and only those, for its replica
+(``fragments.build_replica``), runs its fragment program with the fragment's
+executor each iteration, and receives other fragments' values through its
+mailbox (a threaded actor, so deliveries land while it runs)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import queue
 import threading
 from typing import Any, Callable
 
-from fragments._fdg import FragmentedGraph
-from fragments._program import build_program
+from fragments import BuildRecipe, FragmentedGraph, build_replica
 from fragments.executors import get_executor
 from cluster._direct import DirectListener, DirectSender
 from cluster._transport import Mailbox, RayTransport
@@ -28,6 +28,9 @@ class ComputeThread:
 
     def __init__(self, name: str) -> None:
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.numbered_run = 0  # numbered jobs started so far
+        self.finished: dict[int, tuple[bool, Any]] = {}  # job number -> (ok, result or error)
+        self.finished_cond = threading.Condition()
         self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self.thread.start()
 
@@ -39,6 +42,32 @@ class ComputeThread:
         if "error" in box:
             raise box["error"]
         return box["value"]
+
+    def run_numbered(self, number: int, fn: Callable[[], Any]) -> Any:
+        """Queue ``fn`` and return the result of numbered job ``number`` (from 0).
+
+        Numbered jobs are numbered in the order they reach the queue, not by the caller: when
+        two callers race to queue (two iterations the driver queued, whose calls reached the
+        actor's threads in either order), the jobs still run one after the other and each
+        caller gets the job it asked for."""
+        self.run(self._run_next, fn)
+        with self.finished_cond:
+            while number not in self.finished:
+                self.finished_cond.wait()
+            ok, value = self.finished.pop(number)
+        if not ok:
+            raise value
+        return value
+
+    def _run_next(self, fn: Callable[[], Any]) -> None:
+        number, self.numbered_run = self.numbered_run, self.numbered_run + 1
+        try:
+            outcome = (True, fn())
+        except BaseException as exc:  # handed to the caller of that number, which re-raises it
+            outcome = (False, exc)
+        with self.finished_cond:
+            self.finished[number] = outcome
+            self.finished_cond.notify_all()
 
     def _loop(self) -> None:
         while (job := self.jobs.get()) is not None:
@@ -59,27 +88,21 @@ class FragmentWorker:
     actor is threaded: deliveries land while an iteration waits in a receive, and the component
     work itself runs on the worker's ``ComputeThread``."""
 
-    def __init__(self, config: Any, fdg: FragmentedGraph, fragment: str, replica: int) -> None:
-        from msrl._run import build
-
+    def __init__(self, recipe: BuildRecipe, fdg: FragmentedGraph, fragment: str, replica: int) -> None:
         spec = fdg.fragments[fragment].spec
         self.fdg, self.fragment, self.replica = fdg, fragment, replica
-        executor_cls = get_executor(spec.executor)
-        executor_cls.check_available(spec)
-        self.algorithm = build(config, replica=replica, num_replicas=spec.replicas, device=spec.device)
-        self.program = build_program(fdg, fragment)
+        get_executor(spec.executor).check_available(spec)
+        self.built = build_replica(recipe, fdg, fragment, replica)  # this fragment's components, and nothing else
+        self.program = self.built.program
         self.mailbox = Mailbox()
         receives = bool(self.program.recvs())
         self.listener = DirectListener(self.mailbox, f"{fragment}-{replica}") if receives else None
         self.senders: dict[tuple[str, int], DirectSender] = {}
-        self.executor_cls, self.spec = executor_cls, spec
+        self.spec = spec
         self.executor = None
         self.transport = None
         self.grad_sync = None
         self.compute = ComputeThread(f"{fragment}-{replica}-compute")
-        self.iterations_run = 0
-        self.finished: dict[int, tuple[bool, Any]] = {}  # iteration number -> (ok, result or error)
-        self.finished_cond = threading.Condition()
 
     def node_id(self) -> str:
         import ray
@@ -109,10 +132,7 @@ class FragmentWorker:
                     self.senders[(name, replica)] = DirectSender(path)
         self.transport = RayTransport(self.fdg, self.program, self.replica, self.mailbox, peers, stale_ok=stale_ok,
                                       direct=self.senders)
-        mine = self.fdg.fragments[self.fragment].components
-        components = {name: c for name, c in self.algorithm.components().items() if name in mine}
-        self.executor = self.executor_cls(self.program, components, self.fdg.graph.components, self.spec,
-                                          replica=self.replica, transport=self.transport)
+        self.executor = self.built.executor(self.fdg, self.transport)
         self.executor.setup()
         if store is not None:
             from cluster._collective import GradientAllReduce, learner_group
@@ -127,27 +147,9 @@ class FragmentWorker:
         self.mailbox.put(node, src, seq, payload)
 
     def run_iteration(self, number: int) -> dict[str, Any]:
-        """This worker's iteration ``number`` (from 0).  When the driver has queued two, their calls
-        may reach the actor's threads in either order; the iterations still run one after the other
-        on the compute thread, and each call returns the iteration it asked for."""
-        self.compute.run(self._iterate_next)
-        with self.finished_cond:
-            while number not in self.finished:
-                self.finished_cond.wait()
-            ok, value = self.finished.pop(number)
-        if not ok:
-            raise value
-        return value
-
-    def _iterate_next(self) -> None:
-        number, self.iterations_run = self.iterations_run, self.iterations_run + 1
-        try:
-            outcome = (True, self._iterate())
-        except BaseException as exc:
-            outcome = (False, exc)
-        with self.finished_cond:
-            self.finished[number] = outcome
-            self.finished_cond.notify_all()
+        """This worker's iteration ``number`` (from 0); see ``ComputeThread.run_numbered`` for
+        why the number is needed."""
+        return self.compute.run_numbered(number, self._iterate)
 
     def _iterate(self) -> dict[str, Any]:
         lag = self.transport.policy_lag
