@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import torch
 
-import msrl
 import msrl.envs
-from msrl import Batched, Global, NoValue
+from msrl.core import (Actor, Algorithm, Batched, ConfigError, Discrete, Global, Learner, NoValue, RunInfo, deferred,
+                       split, steps)
 from msrl.rl import (RolloutBatch, RolloutBuffer, TwinMLP, categorical_entropy, categorical_log_prob, clip_grad_norm_,
                      ppo_losses, sample_categorical)
 
@@ -24,8 +24,9 @@ from msrl.rl import (RolloutBatch, RolloutBuffer, TwinMLP, categorical_entropy, 
 class PPOConfig:
     env_id: str = "CartPole-v1"
     """Environment id from msrl.envs."""
-    num_envs: int = 64
-    """Environments stepped together by each actor."""
+    num_envs: int = split(64)
+    """Environments stepped together in the whole run (a per-run quantity: msrl shares them out among the
+    copies of the fragments that hold the environment and the buffer)."""
     num_steps: int = 32
     """Steps per environment per iteration (rollout length)."""
     learning_rate: float = 2.5e-3
@@ -68,13 +69,13 @@ class PPOConfig:
     def validate(self) -> None:
         for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size"):
             if getattr(self, name) < 1:
-                raise msrl.ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
         if self.batch_size % self.num_minibatches:
-            raise msrl.ConfigError(
+            raise ConfigError(
                 f"algo.num_minibatches ({self.num_minibatches}) must divide num_envs*num_steps ({self.batch_size})"
             )
         if self.learning_rate <= 0:
-            raise msrl.ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+            raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -85,7 +86,7 @@ def actor_critic(obs_dim: int, num_actions: int, hidden: int, seed: int) -> Twin
 
 
 # -- components ------------------------------------------------------------------------------------
-class PPOActor(msrl.Actor):
+class PPOActor(Actor):
     """Samples actions from the current policy; keeps its own copy of the weights."""
 
     def __init__(self, obs_dim: int, num_actions: int, config: PPOConfig, seed: int, device: str = "cpu") -> None:
@@ -121,10 +122,13 @@ class PPOActor(msrl.Actor):
         self.generator.set_state(state["generator"])
 
 
-class PPOLearner(msrl.Learner):
+class PPOLearner(Learner):
     """Clipped-surrogate PPO update over minibatch epochs."""
 
     def __init__(self, obs_dim: int, num_actions: int, config: PPOConfig, seed: int, num_updates: int, device: str = "cpu") -> None:
+        if config.batch_size % config.num_minibatches:  # this learner's share of the batch, under every policy
+            raise ConfigError(f"algo.num_minibatches ({config.num_minibatches}) must divide the batch each learner "
+                              f"learns from ({config.batch_size} = its num_envs x num_steps)")
         self.config = config
         self.device = torch.device(device)
         self.net = actor_critic(obs_dim, num_actions, config.hidden_size, seed).to(self.device)
@@ -158,7 +162,7 @@ class PPOLearner(msrl.Learner):
                 clip_grad_norm_(params, cfg.max_grad_norm)
                 self.optimizer.step()
         # Computed once the new weights are on their way to the actors: nothing waits for them.
-        return msrl.deferred(self._diagnostics, *data)
+        return deferred(self._diagnostics, *data)
 
     def _losses(self, obs: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor, old_values: torch.Tensor,
                 advantages: torch.Tensor, returns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -202,23 +206,23 @@ class PPOLearner(msrl.Learner):
 
 
 # -- algorithm ---------------------------------------------------------------------------------------
-class PPO(msrl.Algorithm):
+class PPO(Algorithm):
     """PPO with GAE, clipped surrogate and value losses, entropy bonus, minibatch
     epochs, advantage normalisation and gradient clipping."""
 
     name = "ppo"
     Config = PPOConfig
 
-    def __init__(self, config: PPOConfig, run: msrl.RunInfo | None = None) -> None:
+    def __init__(self, config: PPOConfig, run: RunInfo | None = None) -> None:
         super().__init__(config, run)
         run = self.run
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.replica_seed)
-        if not isinstance(self.env.action_space, msrl.Discrete):
-            raise msrl.ConfigError(f"ppo supports discrete actions; {config.env_id} has {type(self.env.action_space).__name__}")
-        obs_dim = int(np.prod(self.env.observation_space.shape))
-        num_actions = self.env.action_space.n
-        steps_per_iteration = config.batch_size * run.num_replicas
-        num_updates = -(-run.total_env_steps // steps_per_iteration)
+        spec = msrl.envs.spec(config.env_id)
+        if not isinstance(spec.action_space, Discrete):
+            raise ConfigError(f"ppo supports discrete actions; {config.env_id} has {type(spec.action_space).__name__}")
+        obs_dim = int(np.prod(spec.observation_space.shape))
+        num_actions = spec.action_space.n
+        num_updates = -(-run.total_env_steps // config.batch_size)
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
         self.actor = PPOActor(obs_dim, num_actions, config, run.seed, run.device)
         self.buffer = RolloutBuffer(config.num_steps, config.num_envs, (obs_dim,), gamma=config.gamma,
                                     gae_lambda=config.gae_lambda, device=run.device)
@@ -227,7 +231,7 @@ class PPO(msrl.Algorithm):
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the current policy.
         obs = self.env.observe()
-        for _ in msrl.steps(self.config.num_steps):
+        for _ in steps(self.config.num_steps):
             action, logprob, value = self.actor.act(obs)
             next_obs, reward, terminated, truncated = self.env.step(action)
             self.buffer.insert(obs, action, logprob, value, reward, terminated, truncated)
