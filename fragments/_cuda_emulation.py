@@ -40,7 +40,7 @@ from fragments._kernel_source import (
     temp_path_for,
     write_atomically,
 )
-from msrl._errors import ConfigError
+from msrl.core import ConfigError
 
 EMULATION_HEADER = KERNEL_DIR / "cpu_emulation.h"
 # -ffp-contract=off: no FMA contraction, so double results equal NumPy's.

@@ -25,7 +25,7 @@ from fragments._kernel_source import (
     normalise_defines,
     temp_path_for,
 )
-from msrl._errors import ConfigError
+from msrl.core import ConfigError
 
 NVCC_FLAGS = ("-O3", "-std=c++17")
 

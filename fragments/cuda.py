@@ -1,4 +1,6 @@
-"""The GPU path: msrl's CUDA C kernels launched through pycuda on torch tensors.
+"""msrl's CUDA C kernels: launched through pycuda on torch tensors (the GPU
+path), and the public face of their tooling (nvcc builds, the CPU emulation and
+the emulated environments the tests compare with NumPy).
 
 Why pycuda and raw kernels rather than torch ops: one environment step is one
 kernel launch (physics, time limit, autoreset and RNG fused, state in
@@ -24,6 +26,15 @@ How it cooperates with torch:
 ``import fragments.cuda`` does not import pycuda; constructing a module or an
 environment does, after ``require_cuda()`` has checked that everything needed
 is there.
+
+The environments are ``msrl.envs``'s own classes (``CartPole``, ``Pendulum``)
+with ``Kernels`` as their dynamics: action checks, episode tracking,
+``set_state`` and checkpoints are the code every backend shares.
+
+Example::
+
+    env = fragments.cuda.cartpole_cuda(1 << 20, seed=0)   # or msrl.envs.make(..., backend="cuda")
+    obs, reward, terminated, truncated = env.step(torch.zeros(1 << 20, dtype=torch.int64, device="cuda"))
 """
 
 from __future__ import annotations
@@ -32,16 +43,17 @@ import functools
 import importlib.util
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import torch
 
-from fragments._kernel_envs import CartPoleKernelMixin, KernelEnv
-from fragments._kernel_source import load_source, normalise_defines, real_is_double
-from fragments._nvcc import compile_to_cache, require_nvcc
-from msrl._errors import ConfigError, EnvError
-from msrl.envs._episodes import TorchEpisodeTracker
-from msrl.envs.cartpole import CartPoleParams
-from msrl.envs.pendulum import PendulumParams
+from fragments._cuda_emulation import EmulatedModule, emulated_module, find_cxx
+from fragments._emulated_envs import cartpole_emulated, emulated_env, pendulum_emulated
+from fragments._kernel_envs import kernel_env
+from fragments._kernel_source import KernelBuildError, load_source, normalise_defines, real_is_double
+from fragments._nvcc import compile_ptx, compile_to_cache, find_nvcc, require_nvcc
+from msrl.core import ConfigError
+from msrl.envs import BatchedEnv, TorchArrays
+from msrl.envs.cartpole import CartPole
+from msrl.envs.pendulum import Pendulum
 
 _POINTER_DTYPES = {
     "float*": torch.float32,
@@ -172,130 +184,42 @@ def cuda_module(source_name: str, defines: Mapping[str, object] | None, device: 
     return _cached_module(source_name, tuple(normalise_defines(defines).items()), device)
 
 
-def _torch(value: Any) -> torch.Tensor:
-    return value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+def cuda_env(env: type[BatchedEnv], num_envs: int, seed: int = 0, device: str | torch.device = "cuda",
+             dtype: torch.dtype = torch.float32, threads_per_block: int = 256, validate: bool = False,
+             **env_kwargs: Any) -> BatchedEnv:
+    """``env`` (an ``msrl.envs`` environment with a ``kernel``) stepped by its CUDA C
+    kernels on ``device``; state in ``dtype``.
 
-
-class TorchKernelEnv(KernelEnv):
-    """The array hooks of ``KernelEnv`` on torch CUDA tensors, launches through pycuda.
-    Nothing in ``step`` copies to the host; ``metrics`` syncs once per poll."""
-
-    def _init_torch(
-        self, num_envs: int, seed: int, device: Any, dtype: torch.dtype, threads_per_block: int, defines: dict
-    ) -> None:
-        require_cuda()
-        if dtype not in (torch.float32, torch.float64):
-            raise ConfigError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-        self.dtype = dtype
-        self.device = torch.device(device)
-        if self.device.type == "cuda" and self.device.index is None:
-            self.device = torch.device("cuda", torch.cuda.current_device())
-        # CudaModule rejects non-cuda devices; the host code below is device-agnostic,
-        # which lets the tests drive it with CPU tensors and emulated launches.
-        real = "double" if dtype == torch.float64 else "float"
-        self._module = cuda_module(self._source, {"MSRL_REAL": real, **defines}, self.device)
-        self._init_kernel_env(num_envs, seed, threads_per_block)
-
-    def _empty(self, shape: tuple[int, ...], kind: str) -> torch.Tensor:
-        dtype = {"real": self.dtype, "float32": torch.float32, "int32": torch.int32, "int64": torch.int64}[kind]
-        return torch.empty(shape, dtype=dtype, device=self.device)
-
-    def _launch(self, kernel: str, args: list[Any]) -> None:
-        self._module.launch(kernel, self._grid, self._block, args)
-
-    def _as_real(self, value: Any) -> torch.Tensor:
-        return _torch(value).to(self.device, self.dtype).contiguous()
-
-    def _as_int32(self, value: Any) -> torch.Tensor:
-        return _torch(value).to(self.device, torch.int32).contiguous()
-
-    def _as_mask(self, mask: Any) -> torch.Tensor:
-        return _torch(mask).to(self.device, torch.bool)
-
-    def _where(self, mask: Any, a: Any, b: Any) -> torch.Tensor:
-        return torch.where(mask, a, b)
-
-    def _copy(self, array: torch.Tensor) -> torch.Tensor:
-        return array.clone()
-
-    def _to_cpu_tensor(self, array: torch.Tensor) -> torch.Tensor:
-        return array.detach().cpu().clone()
-
-    def _new_tracker(self) -> TorchEpisodeTracker:
-        return TorchEpisodeTracker(self.num_envs, self.device)
-
-
-class CartPoleCuda(CartPoleKernelMixin, CartPoleParams, TorchKernelEnv):
-    """CartPole-v1 as CUDA kernels; same API as ``CartPoleTorch``.
-
-    ``step`` takes integer actions ``(num_envs,)`` in {0, 1} (a tensor on the
-    device avoids a copy) and returns float32 CUDA tensors ``(obs, reward,
-    terminated, truncated)``.  ``validate=True`` checks action values (a host
-    sync per step); unvalidated, any nonzero action pushes right.
+    ``step`` takes actions as tensors (on the device: no copy) or NumPy arrays and
+    returns float32 CUDA tensors; nothing in it copies to the host, and
+    ``metrics`` syncs once per poll.  ``validate=True`` checks action values (a
+    host sync per step); shapes are always checked.
     """
-
-    def __init__(
-        self,
-        num_envs: int,
-        seed: int = 0,
-        device: str | torch.device = "cuda",
-        dtype: torch.dtype = torch.float32,
-        threads_per_block: int = 256,
-        validate: bool = False,
-    ) -> None:
-        self.validate = bool(validate)
-        self.observation_space, self.action_space = self._spaces()
-        self._init_torch(num_envs, seed, device, dtype, threads_per_block, {})
-
-    def _as_action(self, action: Any) -> torch.Tensor:
-        a = _torch(action)
-        if tuple(a.shape) != (self.num_envs,):
-            raise EnvError(
-                f"CartPole-v1 expects actions of shape ({self.num_envs},) with values in {{0, 1}}, "
-                f"got shape {tuple(a.shape)}"
-            )
-        a = a.to(self.device, torch.int64).contiguous()
-        if self.validate and not bool(((a == 0) | (a == 1)).all()):
-            raise EnvError(f"CartPole-v1 actions must be 0 or 1, got values in [{a.min().item()}, {a.max().item()}]")
-        return a
+    require_cuda()
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    # cuda_module rejects non-cuda devices; the host code is device-agnostic,
+    # which lets the tests drive it with CPU tensors and emulated launches.
+    arrays = TorchArrays(device, dtype, validate, columns=False)
+    return kernel_env(env, num_envs, seed, arrays, lambda source, defines: cuda_module(source, defines, device),
+                      threads_per_block, **env_kwargs)
 
 
-class PendulumCuda(PendulumParams, TorchKernelEnv):
-    """Pendulum-v1 as CUDA kernels; same API as ``PendulumTorch``.
-
-    Actions: floats ``(num_envs, 1)`` or ``(num_envs,)``, passed to the kernel
-    as float32.  ``g`` is compiled into the kernel (one build per value).
-    """
-
-    env_id = "Pendulum-v1"
-    state_dim = 2
-    obs_dim = 3
-    _source = "pendulum"
-
-    def __init__(
-        self,
-        num_envs: int,
-        seed: int = 0,
-        device: str | torch.device = "cuda",
-        dtype: torch.dtype = torch.float32,
-        threads_per_block: int = 256,
-        validate: bool = False,
-        g: float = 10.0,
-    ) -> None:
-        self.validate = bool(validate)
-        self._constants(float(g))
-        self.observation_space, self.action_space = self._spaces()
-        self._init_torch(num_envs, seed, device, dtype, threads_per_block, {"MSRL_PENDULUM_G": repr(float(g))})
-
-    def _as_action(self, action: Any) -> torch.Tensor:
-        a = _torch(action)
-        n = self.num_envs
-        if tuple(a.shape) != (n, 1) and tuple(a.shape) != (n,):
-            raise EnvError(f"Pendulum-v1 expects float actions of shape ({n}, 1) or ({n},), got shape {tuple(a.shape)}")
-        a = a.to(self.device, torch.float32).reshape(n).contiguous()
-        if self.validate and not bool(torch.isfinite(a).all()):
-            raise EnvError("Pendulum-v1 actions must be finite, got NaN or inf")
-        return a
+def cartpole_cuda(num_envs: int, seed: int = 0, **options: Any) -> CartPole:
+    """CartPole-v1 as CUDA kernels (options: ``cuda_env``); ``CartPole.rollout`` runs
+    whole rollouts in one launch.  Unvalidated, any nonzero action pushes right."""
+    return cuda_env(CartPole, num_envs, seed, **options)
 
 
-__all__ = ["CartPoleCuda", "CudaModule", "PendulumCuda", "cuda_module", "require_cuda"]
+def pendulum_cuda(num_envs: int, seed: int = 0, **options: Any) -> Pendulum:
+    """Pendulum-v1 as CUDA kernels (options: ``cuda_env``, and ``g``, compiled into the
+    kernel: one build per value).  Torques go to the kernel as float32."""
+    return cuda_env(Pendulum, num_envs, seed, **options)
+
+
+__all__ = [
+    "CudaModule", "EmulatedModule", "KernelBuildError", "cartpole_cuda", "cartpole_emulated", "compile_ptx",
+    "compile_to_cache", "cuda_env", "cuda_module", "emulated_env", "emulated_module", "find_cxx", "find_nvcc",
+    "load_source", "pendulum_cuda", "pendulum_emulated", "require_cuda",
+]

@@ -9,17 +9,20 @@
 //
 // Dtypes (all arrays C-contiguous, plain device pointers e.g. tensor.data_ptr()):
 //   state      real    (n, 4)  x, x_dot, theta, theta_dot          in/out
-//   elapsed    int32   (n,)    steps since the episode started      in/out
+//   elapsed    int64   (n,)    steps the running episode has taken  in (step), in/out (rollout)
 //   actions    int64   (n,)    0 = push left, nonzero = push right  in
 //   obs        float32 (n, 4)  the state rounded to float32         out
 //   reward     float32 (n,)                                         out
 //   terminated float32 (n,)    0/1                                  out
-//   truncated  float32 (n,)    0/1 (elapsed reached 500)            out
+//   truncated  float32 (n,)    0/1 (this step is the 500th)         out
 //   returns_out real   (n, 2)  rollout: [sum of finished-episode returns, finished episodes] out
 // Observations and rewards are float32 whatever `real` is, as in every msrl
 // backend (they feed a float32 policy).
 // seed, counter: the Philox key and launch counter (the host advances counter
 // by 1 per launch, by `steps` per rollout).
+// `elapsed` is the host's episode tracker (msrl.envs.EpisodeTracker.lengths):
+// cartpole_step only reads it, and the host's shared bookkeeping counts the
+// step and zeroes finished episodes, as it does for every backend.
 #include "msrl_rng.cuh"
 
 #define CARTPOLE_MAX_EPISODE_STEPS 500
@@ -72,20 +75,16 @@ __device__ __forceinline__ long long cartpole_random_action(unsigned long long s
     return (long long)(msrl_random4(seed, counter, (unsigned long long)i, MSRL_TAG_CARTPOLE_ACTION << 24).v[0] >> 31);
 }
 
-extern "C" __global__ void cartpole_reset(real* state, int* elapsed, float* obs, long long n,
-                                          unsigned long long seed, unsigned long long counter) {
+extern "C" __global__ void cartpole_reset(real* state, long long n, unsigned long long seed,
+                                          unsigned long long counter) {
     const long long i = msrl_global_index();
     if (i >= n) return;  // no barrier in this kernel, so an early exit is safe
     real s[4];
     cartpole_draw_reset(seed, counter, i, s);
-    for (int k = 0; k < 4; ++k) {
-        state[4 * i + k] = s[k];
-        obs[4 * i + k] = (float)s[k];
-    }
-    elapsed[i] = 0;
+    for (int k = 0; k < 4; ++k) state[4 * i + k] = s[k];
 }
 
-extern "C" __global__ void cartpole_step(real* state, int* elapsed, const long long* actions, float* obs,
+extern "C" __global__ void cartpole_step(real* state, const long long* elapsed, const long long* actions, float* obs,
                                          float* reward, float* terminated, float* truncated, long long n,
                                          unsigned long long seed, unsigned long long counter) {
     const long long i = msrl_global_index();
@@ -93,17 +92,12 @@ extern "C" __global__ void cartpole_step(real* state, int* elapsed, const long l
     real s[4];
     for (int k = 0; k < 4; ++k) s[k] = state[4 * i + k];
     const bool term = cartpole_physics(s, actions[i]);
-    int e = elapsed[i] + 1;
-    const bool trunc = e >= CARTPOLE_MAX_EPISODE_STEPS;
-    if (term || trunc) {  // same-step autoreset
-        cartpole_draw_reset(seed, counter, i, s);
-        e = 0;
-    }
+    const bool trunc = elapsed[i] + 1 >= CARTPOLE_MAX_EPISODE_STEPS;
+    if (term || trunc) cartpole_draw_reset(seed, counter, i, s);  // same-step autoreset
     for (int k = 0; k < 4; ++k) {
         state[4 * i + k] = s[k];
         obs[4 * i + k] = (float)s[k];
     }
-    elapsed[i] = e;
     reward[i] = 1.0f;  // +1 every step, the terminating one included
     terminated[i] = term ? 1.0f : 0.0f;
     truncated[i] = trunc ? 1.0f : 0.0f;
@@ -130,14 +124,14 @@ extern "C" __global__ void cartpole_random_actions(long long* actions, long long
 // counter `counter + t` for both its action and its autoreset, i.e. exactly
 // what cartpole_random_actions + cartpole_step at counter + t do.  CartPole
 // pays +1 per step, so a finished episode's return is its length.
-extern "C" __global__ void cartpole_rollout(real* state, int* elapsed, long long n, int steps,
+extern "C" __global__ void cartpole_rollout(real* state, long long* elapsed, long long n, int steps,
                                             unsigned long long seed, unsigned long long counter,
                                             real* returns_out) {
     const long long i = msrl_global_index();
     if (i >= n) return;
     real s[4];
     for (int k = 0; k < 4; ++k) s[k] = state[4 * i + k];
-    int e = elapsed[i];
+    long long e = elapsed[i];
     real finished_return = (real)0.0, finished = (real)0.0;
     for (int t = 0; t < steps; ++t) {
         const unsigned long long c = counter + (unsigned long long)t;

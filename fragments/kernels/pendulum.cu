@@ -8,7 +8,8 @@
 //
 // Dtypes (C-contiguous device pointers):
 //   state      real    (n, 2)  th, thdot                      in/out
-//   elapsed    int32   (n,)    steps since the episode started in/out
+//   elapsed    int64   (n,)    steps the running episode has taken (the host's
+//                              episode tracker; read only)     in
 //   actions    float32 (n,) or (n, 1)  torque, clipped to [-2, 2]  in
 //   obs        float32 (n, 3)  cos th, sin th, thdot          out
 //   reward     float32 (n,)    -(angle_normalize(th)^2 + .1 thdot^2 + .001 u^2)  out
@@ -16,7 +17,7 @@
 // backend (they feed a float32 policy); they are computed in `real` and
 // rounded once, like NumPy's astype(np.float32).
 //   terminated float32 (n,)    always 0                       out
-//   truncated  float32 (n,)    1 when elapsed reaches 200     out
+//   truncated  float32 (n,)    1 when this step is the 200th  out
 // Gravity is a compile-time constant: -DMSRL_PENDULUM_G=10.0 (gymnasium's default).
 #include "msrl_rng.cuh"
 
@@ -71,16 +72,14 @@ __device__ __forceinline__ void pendulum_write_obs(float* obs, long long i, cons
     obs[3 * i + 2] = (float)s[1];
 }
 
-extern "C" __global__ void pendulum_reset(real* state, int* elapsed, float* obs, long long n,
-                                          unsigned long long seed, unsigned long long counter) {
+extern "C" __global__ void pendulum_reset(real* state, long long n, unsigned long long seed,
+                                          unsigned long long counter) {
     const long long i = msrl_global_index();
     if (i >= n) return;  // no barrier in this kernel, so an early exit is safe
     real s[2];
     pendulum_draw_reset(seed, counter, i, s);
     state[2 * i] = s[0];
     state[2 * i + 1] = s[1];
-    pendulum_write_obs(obs, i, s);
-    elapsed[i] = 0;
 }
 
 // obs (float32 (n, 3)) of the current state, without stepping.
@@ -91,23 +90,18 @@ extern "C" __global__ void pendulum_observe(const real* state, float* obs, long 
     pendulum_write_obs(obs, i, s);
 }
 
-extern "C" __global__ void pendulum_step(real* state, int* elapsed, const float* actions, float* obs,
+extern "C" __global__ void pendulum_step(real* state, const long long* elapsed, const float* actions, float* obs,
                                          float* reward, float* terminated, float* truncated, long long n,
                                          unsigned long long seed, unsigned long long counter) {
     const long long i = msrl_global_index();
     if (i >= n) return;
     real s[2] = {state[2 * i], state[2 * i + 1]};
     const real r = pendulum_physics(s, actions[i]);
-    int e = elapsed[i] + 1;
-    const bool trunc = e >= PENDULUM_MAX_EPISODE_STEPS;  // Pendulum never terminates
-    if (trunc) {
-        pendulum_draw_reset(seed, counter, i, s);
-        e = 0;
-    }
+    const bool trunc = elapsed[i] + 1 >= PENDULUM_MAX_EPISODE_STEPS;  // Pendulum never terminates
+    if (trunc) pendulum_draw_reset(seed, counter, i, s);
     state[2 * i] = s[0];
     state[2 * i + 1] = s[1];
     pendulum_write_obs(obs, i, s);
-    elapsed[i] = e;
     reward[i] = (float)r;
     terminated[i] = 0.0f;
     truncated[i] = trunc ? 1.0f : 0.0f;

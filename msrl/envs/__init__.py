@@ -1,12 +1,24 @@
-"""Built-in batched environments and the registry of their backends.
+"""Batched environments by name, and the registry of their backends.
 
 One environment id (``"CartPole-v1"``) can have several backends: ``numpy``
-(CPU), ``torch`` (any torch device) and ``cuda`` (CUDA C kernels).  Backends of
-one environment agree step for step; ``msrl.envs.consistency`` checks it.
+(CPU), ``torch`` (any torch device), ``cuda`` (CUDA C kernels through pycuda)
+and ``cuda-emulated`` (the same kernels run on the CPU).  Backends of one
+environment agree step for step; ``msrl.envs.consistency`` checks it.  An id
+that msrl does not build in is made through gymnasium (backend
+``gymnasium``), and a user registers an environment of their own with one call
+to ``register``.
 
-The ``cuda`` backends live in ``fragments`` (they need pycuda, which ``msrl`` must
-not know about) and register themselves here when ``fragments.cuda`` is
-imported, so ``msrl.envs`` never imports them.
+Backends are registered by name and imported when first built.  Backends that
+live in other packages (the CUDA ones, in ``fragments``, which ``msrl.envs``
+must not import) are plug-ins: a package lists a function under the
+``msrl.env_backends`` entry point of its distribution, and ``msrl.envs`` calls
+it with ``register`` the first time it needs a backend it does not know yet.
+
+``make`` picks the backend the algorithm asks for; when it asks for none, the
+executor of the fragment being built chooses (``msrl.core.EnvDefaults``: the
+torch executor prefers ``torch`` on its device, the cpu executor steps large
+NumPy batches on several threads), and otherwise the environment's default
+(``numpy`` where there is one).
 
 Example::
 
@@ -18,63 +30,240 @@ Example::
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any, Callable
 
-from msrl._errors import ConfigError
+from msrl.core import ConfigError, Declared, Space, component_class, constructing, env_defaults
 
-# (env id, backend) -> "module:Class" (imported on first use) or a factory.
-_REGISTRY: dict[tuple[str, str], str | Callable[..., Any]] = {}
+PLUGIN_GROUP = "msrl.env_backends"
+MIN_ENVS_PER_SHARD = 16384
+"""Fewest environments per thread worth a shard: measured on 2 CPUs, two shards lose below 16k
+environments, tie at 16k and win 1.5x at 65k (BENCHMARKS.md)."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How to build one backend of one environment.  ``factory`` is a callable or
+    ``"module:Name"`` taking ``num_envs=``, ``seed=`` and the environment's own
+    keyword arguments; ``on_device`` factories also take ``device=``; ``shardable``
+    ones (host arrays whose step releases the GIL) may be split across threads."""
+
+    factory: str | Callable[..., Any]
+    on_device: bool = False
+    shardable: bool = False
 
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """What ``make`` was called with, so an environment can be rebuilt with
-    another batch size, seed or backend (evaluation, executors)."""
+    """What ``make`` was called with, so an environment can be rebuilt with another
+    batch size, seed or backend (evaluation, shards), plus its spaces."""
 
     env_id: str
     backend: str
     kwargs: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
+    observation_space: Space | None = None
+    action_space: Space | None = None
+    num_agents: int = 1
 
 
-def register(env_id: str, backend: str, factory: str | Callable[..., Any]) -> None:
-    """Register ``factory(num_envs=, seed=, **kwargs)`` as ``backend`` of ``env_id``."""
-    _REGISTRY[(env_id, backend)] = factory
+# (env id, backend) -> Backend
+_REGISTRY: dict[tuple[str, str], Backend] = {}
+_DEFAULT_BACKENDS = ("numpy", "gymnasium")
+
+
+def register(env_id: str, backend: str, factory: str | Callable[..., Any], *, on_device: bool = False,
+             shardable: bool = False) -> None:
+    """Register ``factory(num_envs=, seed=, **kwargs)`` as ``backend`` of ``env_id``.
+
+    A user's own environment (a subclass of ``msrl.Environment``; see the README's
+    "Your own environment") needs one call: ``msrl.envs.register("MyEnv-v0", "numpy", MyEnv)``.
+    Registering an id that gymnasium also knows makes msrl's version win."""
+    if not isinstance(env_id, str) or not env_id or not isinstance(backend, str) or not backend:
+        raise ConfigError(f"register needs a non-empty env id and backend name, got {env_id!r}, {backend!r}")
+    if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
+        raise ConfigError(f"register needs a callable or 'module:Name' factory for {env_id!r}, got {factory!r}")
+    _REGISTRY[(env_id, backend)] = Backend(factory, on_device, shardable)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_plugins() -> None:
+    """Call every ``msrl.env_backends`` entry point once (they register their backends)."""
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        entry.load()(register)
 
 
 def env_ids() -> list[str]:
+    """The ids msrl builds in (gymnasium's are available beside them)."""
+    _load_plugins()
     return sorted({env_id for env_id, _ in _REGISTRY})
 
 
 def backends(env_id: str) -> list[str]:
-    return sorted(backend for eid, backend in _REGISTRY if eid == env_id)
+    """The backends of ``env_id``: msrl's own, or ``["gymnasium"]`` for an id only gymnasium knows."""
+    _load_plugins()
+    own = sorted(backend for eid, backend in _REGISTRY if eid == env_id)
+    if own:
+        return own
+    from msrl.envs import _gymnasium
+
+    return ["gymnasium"] if _gymnasium.knows(env_id) else []
 
 
-def make(env_id: str, num_envs: int, seed: int = 0, backend: str = "numpy", **kwargs: Any):
-    """Build ``num_envs`` copies of ``env_id`` on ``backend``; raises ``ConfigError``
-    naming the valid choices for an unknown id or backend."""
-    if env_id not in env_ids():
-        raise ConfigError(f"unknown environment {env_id!r}; valid choices: {', '.join(env_ids())}")
-    if (env_id, backend) not in _REGISTRY:
-        raise ConfigError(
-            f"environment {env_id!r} has no {backend!r} backend; valid choices: {', '.join(backends(env_id))}"
-        )
+def _choose_backend(env_id: str, available: list[str], backend: str | None) -> str:
+    if backend is not None:
+        if backend not in available:
+            raise ConfigError(f"environment {env_id!r} has no {backend!r} backend; valid choices: {', '.join(available)}")
+        return backend
+    for preferred in env_defaults().backends + _DEFAULT_BACKENDS:
+        if preferred in available:
+            return preferred
+    return available[0]
+
+
+def _unknown(env_id: str) -> ConfigError:
+    from msrl.envs import _gymnasium
+
+    ids = list(dict.fromkeys(env_ids() + _gymnasium.ids()))  # msrl's first, each once
+    close = difflib.get_close_matches(env_id, ids, n=5, cutoff=0.6)
+    hint = f"close matches: {', '.join(close)}" if close else f"msrl's own: {', '.join(env_ids())}; or any gymnasium id"
+    return ConfigError(f"unknown environment {env_id!r}; {hint}")
+
+
+def _factory(env_id: str, backend: str) -> tuple[Callable[..., Any], Backend]:
+    if backend == "gymnasium" and (env_id, backend) not in _REGISTRY:
+        from msrl.envs._gymnasium import GymnasiumEnv
+
+        return functools.partial(GymnasiumEnv, env_id), Backend(GymnasiumEnv)
+    entry = _REGISTRY[(env_id, backend)]
+    factory = entry.factory
+    if isinstance(factory, str):
+        module_name, _, name = factory.partition(":")
+        factory = getattr(importlib.import_module(module_name), name)
+    return factory, entry
+
+
+def make(env_id: str, num_envs: int, seed: int = 0, backend: str | None = None, **kwargs: Any) -> Any:
+    """Build ``num_envs`` copies of ``env_id``, stepped together.
+
+    ``backend=None`` lets the fragment's executor choose (see the module
+    docstring); an unknown id or backend is a ``ConfigError`` naming the valid
+    choices or close matches.  Inside a build of another fragment the result is a
+    ``Declared`` environment that knows its ``spec``, spaces and ``num_envs``."""
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
-    factory = _REGISTRY[(env_id, backend)]
-    if isinstance(factory, str):
-        module_name, _, class_name = factory.partition(":")
-        factory = getattr(importlib.import_module(module_name), class_name)
-    env = factory(num_envs=num_envs, seed=seed, **kwargs)
-    env.spec = EnvSpec(env_id, backend, dict(kwargs), seed)
+    available = backends(env_id)
+    if not available:
+        raise _unknown(env_id)
+    backend = _choose_backend(env_id, available, backend)
+    factory, entry = _factory(env_id, backend)
+    defaults = env_defaults()
+    call_kwargs = dict(kwargs)
+    if entry.on_device:
+        call_kwargs.setdefault("device", defaults.device)
+    shards = min(defaults.threads, num_envs // MIN_ENVS_PER_SHARD) if entry.shardable else 1
+
+    def build() -> Any:
+        if shards > 1:
+            from msrl.envs._sharded import ShardedEnv
+
+            env = ShardedEnv(lambda n, s: factory(num_envs=n, seed=s, **call_kwargs), num_envs, seed, shards)
+        else:
+            env = factory(num_envs=num_envs, seed=seed, **call_kwargs)
+        if not isinstance(env, Declared):
+            env.spec = EnvSpec(env_id, backend, dict(kwargs), seed, env.observation_space, env.action_space,
+                               getattr(env, "num_agents", 1))
+        return env
+
+    env = build()
+    if isinstance(env, Declared):  # building another fragment: describe it, construct nothing
+        described = spec(env_id, **kwargs)
+        env_spec = EnvSpec(env_id, backend, dict(kwargs), seed, described.observation_space, described.action_space,
+                           described.num_agents)
+        return Declared(component_class(env), build, num_envs=num_envs, num_agents=described.num_agents,
+                        observation_space=described.observation_space, action_space=described.action_space,
+                        spec=env_spec)
     return env
 
 
-register("CartPole-v1", "numpy", "msrl.envs.cartpole:CartPoleNumpy")
-register("CartPole-v1", "torch", "msrl.envs.cartpole_torch:CartPoleTorch")
-register("Pendulum-v1", "numpy", "msrl.envs.pendulum:PendulumNumpy")
-register("Pendulum-v1", "torch", "msrl.envs.pendulum_torch:PendulumTorch")
+@functools.lru_cache(maxsize=64)
+def _describe(env_id: str, frozen_kwargs: tuple) -> EnvSpec:
+    backend = _choose_backend(env_id, backends(env_id), None) if backends(env_id) else None
+    if backend is None:
+        raise _unknown(env_id)
+    host = next((b for b in _DEFAULT_BACKENDS if b in backends(env_id)), backend)
+    factory, entry = _factory(env_id, host)
+    with constructing():
+        probe = factory(num_envs=1, seed=0, **dict(frozen_kwargs))
+    try:
+        return EnvSpec(env_id, host, dict(frozen_kwargs), 0, probe.observation_space, probe.action_space,
+                       getattr(probe, "num_agents", 1))
+    finally:
+        probe.close()
 
-__all__ = ["EnvSpec", "backends", "env_ids", "make", "register"]
+
+def spec(env_id: str, **kwargs: Any) -> EnvSpec:
+    """``env_id``'s spaces (and number of agents) without building a batch of it:
+    what an algorithm's ``__init__`` sizes its networks with."""
+    return _describe(env_id, tuple(sorted(kwargs.items())))
+
+
+@dataclass(frozen=True)
+class _Lazy:
+    """A factory named ``"module:Name"`` with arguments bound: imports the module
+    when first called, so registering a backend imports nothing."""
+
+    path: str
+    args: tuple[Any, ...] = ()
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module_name, _, name = self.path.partition(":")
+        factory = getattr(importlib.import_module(module_name), name)
+        return factory(*self.args, *args, **dict(self.kwargs), **kwargs)
+
+
+def _lazy(path: str, *args: Any, **kwargs: Any) -> _Lazy:
+    return _Lazy(path, args, tuple(kwargs.items()))
+
+
+register("CartPole-v1", "numpy", "msrl.envs.cartpole:CartPole", shardable=True)
+register("CartPole-v1", "torch", _lazy("msrl.envs.cartpole:CartPole", backend="torch"), on_device=True)
+register("CartPole-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "CartPole-v1"))
+register("Pendulum-v1", "numpy", "msrl.envs.pendulum:Pendulum", shardable=True)
+register("Pendulum-v1", "torch", _lazy("msrl.envs.pendulum:Pendulum", backend="torch"), on_device=True)
+register("Pendulum-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "Pendulum-v1"))
+
+from msrl.envs._sharded import ShardedEnv  # noqa: E402 - after the registry it shards for
+
+# The environment base and its parts, imported on first use (they pull in torch).
+_LAZY_NAMES = {
+    "ActionCheck": "msrl.envs._actions",
+    "ArrayBackend": "msrl.envs._arrays",
+    "BatchedEnv": "msrl.envs._base",
+    "EpisodeTracker": "msrl.envs._episodes",
+    "GymnasiumEnv": "msrl.envs._gymnasium",
+    "HostDynamics": "msrl.envs._base",
+    "KernelDynamics": "msrl.envs._kernels",
+    "Kernels": "msrl.envs._kernels",
+    "Launcher": "msrl.envs._kernels",
+    "NumpyArrays": "msrl.envs._numpy_arrays",
+    "Physics": "msrl.envs._base",
+    "PhiloxRNG": "msrl.envs._kernels",
+    "TorchArrays": "msrl.envs._torch_arrays",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+    raise AttributeError(f"module 'msrl.envs' has no attribute {name!r}")
+
+
+__all__ = ["ActionCheck", "ArrayBackend", "Backend", "BatchedEnv", "EnvSpec", "EpisodeTracker", "GymnasiumEnv",
+           "HostDynamics", "KernelDynamics", "Kernels", "Launcher", "MIN_ENVS_PER_SHARD", "NumpyArrays", "PLUGIN_GROUP",
+           "Physics", "PhiloxRNG", "ShardedEnv", "TorchArrays", "backends", "env_ids", "make", "register", "spec"]

@@ -37,8 +37,9 @@ None pick them from the precision of the two states):
   accumulate above the tolerance: gravity off by 0.1% gives ~3e-4 in
   CartPole, while one-step comparisons (``resync_every=1``, ~7e-5) miss it.
 
-Protocol the backends must follow (all of ``msrl.envs`` do, and a new backend,
-e.g. CUDA, must too): ``num_envs``, ``action_space``, ``observe()``,
+Protocol the backends must follow (``msrl.envs.BatchedEnv`` provides it on
+every array backend, kernels included; anything else must too): ``num_envs``,
+``action_space``, ``observe()``,
 ``step(action)`` accepting NumPy actions, ``get_state()`` returning an array or
 tensor of shape ``(num_envs, state_dim)`` (any device; converted with
 ``.cpu().numpy()``) and ``set_state(state, mask=None, *, new_episode=True)``
@@ -53,7 +54,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from msrl._spaces import Box, Discrete
+from msrl.core import Box, Discrete
 
 _FIELDS = ("obs", "reward", "terminated", "truncated")
 

@@ -1,0 +1,129 @@
+"""Fused kernels as an environment's dynamics: one launch per step does the
+physics, the time limit and the same-step autoreset, with the state kept on the
+device.
+
+``msrl.envs`` knows nothing of pycuda or of how a kernel source is compiled:
+``Kernels(loader)`` takes a ``loader(source, defines)`` that returns a
+*launcher*, any object with ``launch(kernel, grid, block, args)``.  The
+``fragments`` package supplies two, the pycuda one (``cuda`` backend) and the
+CPU emulation of the same source (``cuda-emulated``).  Arrays are the
+environment's ``ArrayBackend`` memory (torch tensors for pycuda, NumPy arrays
+for the emulation), passed to the launcher as they are.
+
+The kernel contract, for an environment whose ``kernel`` is ``"name"``
+(``real`` is float or double, chosen with ``-DMSRL_REAL``; one thread per env)::
+
+    name_reset(real* state, long long n, unsigned long long seed, unsigned long long counter)
+    name_observe(const real* state, float* obs, long long n)
+    name_step(real* state, const long long* elapsed, <action>* actions, float* obs, float* reward,
+              float* terminated, float* truncated, long long n, unsigned long long seed,
+              unsigned long long counter)
+
+``elapsed`` is the episode tracker's running length (steps taken before this
+one): the kernel truncates when ``elapsed + 1`` reaches the limit, and the
+host's shared bookkeeping then counts the step.  ``<action>`` is ``long long``
+for ``Discrete`` and ``float`` for ``Box`` spaces.
+
+Random state: kernels draw from Philox, a pure function of ``(seed, counter,
+env)``; every launch that draws gets the counter and advances it, so the two
+integers are the whole random state a checkpoint stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+
+from msrl.core import CheckpointError, ConfigError
+from msrl.envs._arrays import Array, Rows
+
+if TYPE_CHECKING:
+    from msrl.envs._base import BatchedEnv
+
+_U64 = (1 << 64) - 1
+
+
+class Launcher(Protocol):
+    def launch(self, kernel: str, grid: Sequence[int], block: Sequence[int], args: Sequence[Any]) -> None: ...
+
+
+class PhiloxRNG:
+    """A Philox key (``seed``) and launch ``counter``: every draw on the device is a
+    function of these and the environment's index."""
+
+    def __init__(self, seed: int) -> None:
+        self.reseed(seed)
+
+    def reseed(self, seed: int) -> None:
+        self.seed, self.counter = int(seed) & _U64, 0
+
+    def advance(self, launches: int = 1) -> int:
+        """The counter for the next launch, which uses ``launches`` counter values."""
+        counter = self.counter
+        self.counter = (counter + launches) & _U64
+        return counter
+
+    def state_dict(self) -> dict[str, int]:
+        return {"seed": self.seed, "counter": self.counter}
+
+    def load_state_dict(self, state: Any) -> None:
+        if not isinstance(state, dict) or not {"seed", "counter"} <= set(state):
+            raise CheckpointError(f"kernel checkpoint rng must be {{'seed', 'counter'}}, got {state!r}")
+        self.seed, self.counter = int(state["seed"]) & _U64, int(state["counter"]) & _U64
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """Step by the environment's fused kernels, built by ``loader(source, defines)``;
+    ``threads_per_block`` threads per block, one per environment."""
+
+    loader: Callable[[str, dict[str, object]], Launcher]
+    threads_per_block: int = 256
+
+    def dynamics(self, env: "BatchedEnv", seed: int) -> "KernelDynamics":
+        return KernelDynamics(env, self, seed)
+
+
+class KernelDynamics:
+    """The dynamics of ``env`` as launches of ``env.kernel``'s kernels."""
+
+    name = "kernels"
+    exact_actions = True  # kernels take contiguous int64 or float32 actions
+
+    def __init__(self, env: "BatchedEnv", kernels: Kernels, seed: int) -> None:
+        if env.kernel is None:
+            raise ConfigError(f"{env.env_id} has no kernels; it runs on: {', '.join(env.physics)}")
+        tpb = kernels.threads_per_block
+        if not isinstance(tpb, int) or isinstance(tpb, bool) or not 1 <= tpb <= 1024:
+            raise ConfigError(f"threads_per_block must be an integer in [1, 1024], got {tpb!r}")
+        arrays = env.arrays
+        if getattr(arrays, "columns", False):
+            raise ConfigError("kernels need row-major state: build the TorchArrays with columns=False")
+        self.arrays = arrays
+        self.num_envs = env.num_envs
+        self.grid = (-(-env.num_envs // tpb), 1, 1)
+        self.block = (tpb, 1, 1)
+        self.rng = PhiloxRNG(seed)
+        real = "double" if arrays.dtype.itemsize == 8 else "float"
+        self.launcher = kernels.loader(env.kernel, {"MSRL_REAL": real, **env.kernel_defines()})
+        self._reset, self._step, self._observe = (f"{env.kernel}_{k}" for k in ("reset", "step", "observe"))
+
+    def launch(self, kernel: str, args: list[Any]) -> None:
+        """``kernel<<<grid, block>>>(*args)``, one thread per environment."""
+        self.launcher.launch(kernel, self.grid, self.block, args)
+
+    def reset(self, state: Array) -> Array:
+        self.launch(self._reset, [state, self.num_envs, self.rng.seed, self.rng.advance()])
+        return state
+
+    def observe(self, state: Array, out: Array) -> None:
+        self.launch(self._observe, [state, out, self.num_envs])
+
+    def step(self, state: Array, lengths: Array, action: Array, obs: Array, reward: Array, terminated: Array,
+             truncated: Array) -> tuple[Array, Rows]:
+        self.launch(self._step, [state, lengths, action, obs, reward, terminated, truncated, self.num_envs,
+                                 self.rng.seed, self.rng.advance()])
+        return state, self.arrays.finished_rows(terminated, truncated)
+
+
+__all__ = ["KernelDynamics", "Kernels", "Launcher", "PhiloxRNG"]
