@@ -1,49 +1,59 @@
-"""A fragment worker returns each queued iteration to the call that asked for it, even when the
-calls reach its threads out of order (the race behind a resume that was not exact)."""
+"""A fragment worker's compute thread returns each numbered job (an iteration) to the call that
+asked for it, even when the calls reach it out of order: the race behind a resume that was not
+exact.  The order is forced, not hoped for: the compute thread is held busy while the two calls
+queue, and the test waits until each has queued before the next one starts."""
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
 
 import pytest
 
 pytest.importorskip("ray")
 
-from cluster._worker import ComputeThread, FragmentWorker  # noqa: E402
+from cluster import ComputeThread  # noqa: E402
 
 
-def _bare_worker() -> FragmentWorker:
-    worker = FragmentWorker.__new__(FragmentWorker)  # no Ray, no algorithm: only the iteration bookkeeping
-    worker.compute = ComputeThread("test-compute")
-    worker.iterations_run = 0
-    worker.finished = {}
-    worker.finished_cond = threading.Condition()
-    runs = iter(range(100))
-    worker._iterate = lambda: f"iteration {next(runs)}"
-    return worker
+def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.001)
 
 
 def test_calls_arriving_out_of_order_get_their_own_iteration() -> None:
-    worker = _bare_worker()
+    compute = ComputeThread("test-compute")
+    runs = iter(range(100))
+    iterate = lambda: f"iteration {next(runs)}"  # noqa: E731 - what each numbered job computes
+    busy, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=compute.run, args=(lambda: busy.set() or release.wait(),))
+    holder.start()
+    busy.wait(5)
     results: dict[int, str] = {}
-    # Iteration 1's call is queued on the compute thread first, iteration 0's second.
-    late = threading.Thread(target=lambda: results.__setitem__(1, worker.run_iteration(1)))
+    # The call for iteration 1 queues its job first, the call for iteration 0 second.
+    late = threading.Thread(target=lambda: results.__setitem__(1, compute.run_numbered(1, iterate)))
     late.start()
-    time.sleep(0.05)
-    results[0] = worker.run_iteration(0)
-    late.join(timeout=5)
+    _wait_for(lambda: compute.jobs.qsize() == 1, "the first call to queue")
+    early = threading.Thread(target=lambda: results.__setitem__(0, compute.run_numbered(0, iterate)))
+    early.start()
+    _wait_for(lambda: compute.jobs.qsize() == 2, "the second call to queue")
+    release.set()
+    for thread in (holder, late, early):
+        thread.join(timeout=5)
+    # The first job queued computed iteration 0, yet went to the call that asked for it.
     assert results == {0: "iteration 0", 1: "iteration 1"}
-    worker.compute.close()
+    compute.close()
 
 
 def test_an_iteration_that_fails_raises_in_its_own_call() -> None:
-    worker = _bare_worker()
+    compute = ComputeThread("test-compute")
 
     def boom() -> str:
         raise RuntimeError("env returned NaN")
 
-    worker._iterate = boom
     with pytest.raises(RuntimeError, match="NaN"):
-        worker.run_iteration(0)
-    worker.compute.close()
+        compute.run_numbered(0, boom)
+    assert compute.run_numbered(1, lambda: "next") == "next"  # the thread lives on
+    compute.close()
