@@ -11,7 +11,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from cluster._connect import connect  # noqa: E402
+from cluster import connect  # noqa: E402
 
 LISTEN = "0A"
 
@@ -39,7 +39,7 @@ def _listeners() -> set[tuple[str, int]]:
     return found
 
 
-def test_embedded_ray_listens_on_loopback_only() -> None:
+def test_embedded_ray_listens_onloopback_only() -> None:
     if not Path("/proc/net/tcp").exists():
         pytest.skip("needs Linux's /proc/net to list listening sockets")
     ray.shutdown()

@@ -20,14 +20,14 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from cluster._connect import _CLUSTER_SWITCH  # noqa: E402
+from cluster import CLUSTER_SWITCH  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "ppo_cartpole.yaml"
 RAY_BIN = Path(sys.executable).with_name("ray")
 # The head node, and the clients joining it, on 127.0.0.1: the test never touches the network.
 # (Ray otherwise rewrites 127.0.0.1 in an address to the machine's network address.)
-LOOPBACK_ENV = {**os.environ, _CLUSTER_SWITCH: "0"}
+LOOPBACK_ENV = {**os.environ, CLUSTER_SWITCH: "0"}
 # Joining by explicit address, Ray sends its token only when told to (RAY_AUTH_MODE=token); the
 # token is the one `ray start` left in ~/.ray/auth_token.  Authentication stays on throughout.
 CLIENT_ENV = {**LOOPBACK_ENV, "RAY_AUTH_MODE": "token"}
@@ -111,6 +111,7 @@ def test_train_joins_a_running_cluster(head_node: str, tmp_path: Path) -> None:
     assert check.stdout.strip().endswith("3"), check.stderr[-2000:]
 
 
+@pytest.mark.slow  # a head node with its dashboard and a job's runtime environment: about 40 s on 2 cores
 def test_ray_job_submit_runs_msrl_unchanged(tmp_path: Path) -> None:
     """DESIGN's promise: ``ray job submit --working-dir . -- msrl train CONFIG --address auto``."""
     dashboard_port = _free_port()

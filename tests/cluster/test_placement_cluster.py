@@ -17,12 +17,10 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group  # noqa: E402
 
-import cluster  # noqa: E402
-from cluster._connect import _loopback_only  # noqa: E402
-from cluster._placement import PLACEMENT_TIMEOUT_S  # noqa: E402
+import fragments  # noqa: E402
+from cluster import PLACEMENT_TIMEOUT_S, loopback_only  # noqa: E402
 from msrl import ConfigError  # noqa: E402
-from msrl._config import load_config  # noqa: E402
-from msrl._run import plan  # noqa: E402
+from msrl.app import load_config, make_runtime, plan  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
 NODES, CPUS_PER_NODE = 3, 2
@@ -33,7 +31,7 @@ OFFER = "cluster offers 3 node(s): 2 CPU; 2 CPU; 2 CPU"
 @pytest.fixture(scope="module")
 def ray_cluster():
     ray.shutdown()  # an earlier test may have started a local Ray
-    with _loopback_only():  # the simulated nodes talk over 127.0.0.1, not the machine's network address
+    with loopback_only():  # the simulated nodes talk over 127.0.0.1, not the machine's network address
         sim = Cluster(initialize_head=True, head_node_args={"num_cpus": CPUS_PER_NODE, "include_dashboard": False})
         try:
             for _ in range(NODES - 1):
@@ -64,11 +62,10 @@ def wait_until_idle(timeout_s: float = 20.0) -> None:
 
 
 def start(policy: dict):
-    """The runtime as ``msrl._run.train`` builds it, plus the locally built algorithm."""
+    """The plan and the runtime as ``msrl.train`` builds them."""
     wait_until_idle()
-    config = small_config(policy)
-    algorithm, fdg = plan(config)
-    return algorithm, cluster.RayRuntime(fdg, algorithm, address=None, config=config)
+    run_plan = plan(small_config(policy))
+    return run_plan, make_runtime(run_plan)
 
 
 def live_groups() -> list[str]:
@@ -103,7 +100,7 @@ def test_replicas_are_placed_by_strategy(ray_cluster, strategy, policy, check):
 
 
 def test_replicas_on_different_nodes_exchange_data(ray_cluster):
-    algorithm, runtime = start({"preset": "single_learner_coarse", "actors": 2, "placement": "STRICT_SPREAD"})
+    run_plan, runtime = start({"preset": "single_learner_coarse", "actors": 2, "placement": "STRICT_SPREAD"})
     try:
         assert len(set(node_ids(runtime.placement()))) == 3
         for _ in range(2):
@@ -115,7 +112,8 @@ def test_replicas_on_different_nodes_exchange_data(ray_cluster):
     finally:
         runtime.close()
     # The learner's updated weights were broadcast back to both rollout replicas on the other nodes.
-    initial = algorithm.actor.state_dict()["net"]
+    recipe = run_plan.recipe
+    initial = recipe.algorithm(recipe.config, fragments.run_info(recipe, None, None)).actor.state_dict()["net"]
     learned = state["_replicas"]["learner"][0]["learner"]["net"]
     assert any(not torch.equal(learned[key], initial[key]) for key in initial)
     for rollout in state["_replicas"]["rollout"]:
@@ -133,10 +131,10 @@ def test_replicas_on_different_nodes_exchange_data(ray_cluster):
 def test_unsatisfiable_request_fails_fast(ray_cluster, policy, asked):
     wait_until_idle()
     config = small_config(policy)
-    algorithm, fdg = plan(config)
+    run_plan = plan(config)
     started = time.monotonic()
     with pytest.raises(ConfigError) as info:
-        runtime = cluster.RayRuntime(fdg, algorithm, address=None, config=config)
+        runtime = make_runtime(run_plan)
         runtime.close()
     elapsed = time.monotonic() - started
     assert elapsed < 10.0
@@ -151,10 +149,10 @@ def test_request_blocked_by_other_work_times_out(ray_cluster):
         ready, _ = ray.wait([blocker.ready()], timeout=30)
         assert ready, "the blocking placement group did not become ready"
         config = small_config({"preset": "single_learner_coarse", "actors": 2})
-        algorithm, fdg = plan(config)
+        run_plan = plan(config)
         started = time.monotonic()
         with pytest.raises(ConfigError) as info:
-            runtime = cluster.RayRuntime(fdg, algorithm, address=None, config=config)
+            runtime = make_runtime(run_plan)
             runtime.close()
         elapsed = time.monotonic() - started
         assert PLACEMENT_TIMEOUT_S <= elapsed < 10.0

@@ -4,10 +4,16 @@ one ``msrl: error:`` line with exit status 2 and nothing written.
 
 Each subprocess spends most of its time importing torch, so the commands run in
 two concurrent waves from one module fixture and the tests check the results.
+Commands that need no process of their own (graph, eval, a second run of a name,
+bad input) run through ``msrl.app.main`` in this process meanwhile: the code the
+``msrl`` command runs.  One config error and one checkpoint error also go through
+a real ``python -m msrl``, to check the exit status end to end.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -20,6 +26,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+
+from msrl.app import main
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = "configs/ppo_cartpole.yaml"
@@ -45,10 +53,30 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=TIMEOUT_S, env=env)
 
 
-def run_all(jobs: dict[str, list[str]]) -> dict[str, subprocess.CompletedProcess]:
+def in_process(*args: str) -> subprocess.CompletedProcess:
+    """``msrl ARGS`` through ``msrl.app.main`` here: its exit status and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's errors
+            code = exc.code
+    return subprocess.CompletedProcess(["msrl", *args], code, out.getvalue(), err.getvalue())
+
+
+def run_all(jobs: dict[str, list[str]], here: dict[str, list[str]] | None = None) -> dict[str, subprocess.CompletedProcess]:
+    """``jobs`` as concurrent subprocesses and, meanwhile, ``here`` one by one in this process."""
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {key: pool.submit(cli, *args) for key, args in jobs.items()}
-        return {key: future.result() for key, future in futures.items()}
+        done = {}
+        if here:
+            cwd = os.getcwd()
+            os.chdir(REPO)  # relative paths as in the subprocesses
+            try:
+                done = {key: in_process(*args) for key, args in here.items()}
+            finally:
+                os.chdir(cwd)
+        return {**done, **{key: future.result() for key, future in futures.items()}}
 
 
 def explain(result: subprocess.CompletedProcess) -> str:
@@ -87,7 +115,10 @@ BAD_CONFIG = {
     "wrong type": (["train", CONFIG, "--set", "seed=abc"], ["seed must be int", "'abc'"]),
     "missing config file": (["train", "configs/does_not_exist.yaml"], ["config file", "does_not_exist.yaml", "not found"]),
     "unknown CLI flag": (["train", CONFIG, "--no-such-flag"], ["unrecognized arguments: --no-such-flag"]),
+    "unknown environment": (["train", CONFIG, "--set", "algo.env_id=Acrobat-v1"],
+                            ["unknown environment 'Acrobat-v1'", "close matches: Acrobot-v1"]),
 }
+IN_A_SUBPROCESS = {"missing config file", "resume truncated checkpoint"}
 BAD_CHECKPOINT = {
     "resume garbage checkpoint": ("train", "garbage.pt"),
     "eval garbage checkpoint": ("eval", "garbage.pt"),
@@ -107,8 +138,7 @@ def runs(tmp_path_factory):
         "short": ["train", CONFIG, *at, *SHORT],
         "A": ["train", CONFIG, *at, *SMALL, "--set", "name=A", "--set", f"total_env_steps={6 * PER_ITERATION}"],
         "B": ["train", CONFIG, *at, *SMALL, "--set", "name=B", "--set", f"total_env_steps={3 * PER_ITERATION}"],
-        "graph": ["graph", CONFIG, "--out", str(root / "drawn" / "fdg")],  # not the default: that writes into the repo
-    })
+    }, here={"graph": ["graph", CONFIG, "--out", str(root / "drawn" / "fdg")]})  # not the default: that writes into the repo
     for key in ("short", "A", "B"):
         assert first[key].returncode == 0, f"{key}: {explain(first[key])}"
     short_files = read_bytes(runs_dir / "short")
@@ -122,17 +152,19 @@ def runs(tmp_path_factory):
     (victim / "truncated.pt").write_bytes(real[: len(real) // 2])
     victim_files = read_bytes(victim)
 
-    jobs = {
+    here = {
         "short again": ["train", CONFIG, *at, *SMALL, "--set", "name=short", "--set", f"total_env_steps={PER_ITERATION}"],
-        "B resume": ["train", "--resume", str(runs_dir / "B" / "checkpoint.pt"), "--set", f"total_env_steps={6 * PER_ITERATION}"],
         "eval": ["eval", str(runs_dir / "short" / "checkpoint.pt"), "--episodes", "3"],
     }
     for name, (argv, _) in BAD_CONFIG.items():
-        jobs[name] = [*argv, "--set", f"runs_dir={bad_runs}"]
+        here[name] = [*argv, "--set", f"runs_dir={bad_runs}"]
     for name, (command, file) in BAD_CHECKPOINT.items():
-        jobs[name] = ["train", "--resume", str(victim / file)] if command == "train" else ["eval", str(victim / file)]
-    jobs["graph to a missing directory"] = ["graph", CONFIG, "--out", str(root / "no_such_dir" / "fdg")]
-    second = run_all(jobs)
+        here[name] = ["train", "--resume", str(victim / file)] if command == "train" else ["eval", str(victim / file)]
+    here["graph to a missing directory"] = ["graph", CONFIG, "--out", str(root / "no_such_dir" / "fdg")]
+    # Exact resume across processes, and one error of each kind through a real ``python -m msrl``.
+    jobs = {"B resume": ["train", "--resume", str(runs_dir / "B" / "checkpoint.pt"), "--set", f"total_env_steps={6 * PER_ITERATION}"]}
+    jobs.update((name, here.pop(name)) for name in IN_A_SUBPROCESS)
+    second = run_all(jobs, here)
     return {**first, **second, "root": root, "runs_dir": runs_dir, "bad_runs": bad_runs, "victim": victim,
             "victim_files": victim_files, "short_files": short_files, "B before resume": b_before_resume}
 
@@ -274,8 +306,6 @@ def test_graph_to_a_missing_directory_is_one_error_line(runs):
 
 def test_graph_default_prefix_is_the_policy_name(tmp_path, monkeypatch, capsys):
     # In process (plan() starts nothing): the files land in the current directory.
-    from msrl._cli import main
-
     monkeypatch.chdir(tmp_path)
     config = REPO / CONFIG
     assert main(["graph", str(config), "--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]) == 0

@@ -1,17 +1,19 @@
-"""Every distribution preset on a real local Ray: the quick-start config
-solves CartPole switched only by ``--set policy=<preset>``, and the transport
-is exact (one-replica layouts reproduce the local run bit for bit)."""
+"""Every distribution preset on a real local Ray: the quick-start config runs
+under each switched only by ``--set policy=<preset>`` and solves CartPole
+(``single_learner_coarse`` here, every preset under ``-m slow``), and the
+transport is exact (one-replica layouts reproduce the local run bit for bit,
+a resumed run continues exactly)."""
 
 from __future__ import annotations
 
-import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from msrl._checkpoint import load_checkpoint
-from msrl._run import CHECKPOINT_NAME, METRICS_NAME, train
+import msrl
+from msrl.app import Trainer, read_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = str(REPO / "configs" / "ppo_cartpole.yaml")
@@ -25,18 +27,13 @@ PRESETS = {
 }
 
 
-def _metrics(run_dir: str) -> list[dict]:
-    with open(Path(run_dir) / METRICS_NAME, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
+def _replicas(run: msrl.Run, fragment: str) -> list[dict]:
+    """Every replica's saved component states (the checkpoint loads without pickled code)."""
+    return torch.load(run.checkpoint, weights_only=True)["components"]["_replicas"][fragment]
 
 
-@pytest.mark.parametrize("preset", sorted(PRESETS))
-def test_preset_solves_cartpole(preset: str, tmp_path: Path) -> None:
-    result = train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", *PRESETS[preset]])
-    assert result.env_steps >= 150_000
-    assert len(result.eval_returns) == 20
-    assert result.eval_mean >= 475, f"{preset}: greedy return {result.eval_mean}"
-    records = _metrics(result.run_dir)
+def _check_records(preset: str, run: msrl.Run) -> None:
+    records = run.metrics
     assert all(r["time_communication"] >= 0 for r in records)
     if preset != "gpu_only":  # values cross fragments: communication time is measured
         assert sum(r["time_communication"] for r in records) > 0
@@ -44,35 +41,65 @@ def test_preset_solves_cartpole(preset: str, tmp_path: Path) -> None:
         lags = [r["policy_lag"] for r in records]
         assert lags[0] == 0 and max(lags) == 1 and sum(lags) > len(lags) / 2
     if preset == "multi_learner":  # all-reduced gradients keep the learner replicas identical
-        replicas = load_checkpoint(str(Path(result.run_dir) / CHECKPOINT_NAME))["components"]["_replicas"]["worker"]
-        first, second = (replica["learner"]["net"] for replica in replicas)
+        first, second = (replica["learner"]["net"] for replica in _replicas(run, "worker"))
         assert all(torch.equal(first[key], second[key]) for key in first)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_preset_runs_the_quick_start_config(preset: str, tmp_path: Path) -> None:
+    """A smoke test per preset: a few iterations of the shipped config, every metric present."""
+    run = msrl.train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=10240", "eval_episodes=2",
+                              "checkpoint_every=2", *PRESETS[preset]])
+    assert run.env_steps == 10240 and run.metrics[-1]["env_steps"] == 10240 and run.evaluation.episodes == 2
+    steps = [r["env_steps"] for r in run.metrics]
+    assert steps == sorted(set(steps))
+    # sync presets report each of the 5 iterations; async reports rollouts as they land, several to a record
+    assert len(run.metrics) == 5 if preset != "async_single_learner" else 2 <= len(run.metrics) <= 5
+    assert {"policy_loss", "approx_kl", "episode_return", "time_env", "time_learn", "steps_per_s"} <= set(run.metrics[-1])
+    _check_records(preset, run)
+
+
+@pytest.mark.parametrize("preset", ["single_learner_coarse", pytest.param("single_learner_fine", marks=pytest.mark.slow),
+                                    pytest.param("multi_learner", marks=pytest.mark.slow),
+                                    pytest.param("gpu_only", marks=pytest.mark.slow),
+                                    pytest.param("async_single_learner", marks=pytest.mark.slow)])
+def test_preset_solves_cartpole(preset: str, tmp_path: Path) -> None:
+    run = msrl.train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", *PRESETS[preset]])
+    assert run.env_steps >= 150_000
+    assert run.evaluation.episodes == 20
+    assert run.evaluation.mean >= 475, f"{preset}: greedy return {run.evaluation.mean}"
+    _check_records(preset, run)
 
 
 @pytest.mark.parametrize("layout", [["policy=single_learner_fine", "policy.envs=1"],
                                     ["policy=single_learner_coarse", "policy.actors=1"]])
 def test_one_replica_layouts_match_local_exactly(layout: list[str], tmp_path: Path) -> None:
     common = [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=8192", "eval_episodes=0"]
-    local = _metrics(train(CONFIG, common).run_dir)
-    remote = _metrics(train(CONFIG, common + layout).run_dir)
+    local = msrl.train(CONFIG, common).metrics
+    remote = msrl.train(CONFIG, common + layout).metrics
     keys = ["env_steps", "policy_loss", "value_loss", "approx_kl", "episode_return"]
     assert [[r[k] for k in keys] for r in remote] == [[r[k] for k in keys] for r in local]
 
 
 def test_resume_under_a_distributed_policy_continues_exactly(tmp_path: Path) -> None:
+    """A copy of a run directory taken at a mid-run checkpoint, resumed, ends as the run itself did."""
     # a constant learning rate: the annealing schedule follows total_env_steps, which the two halves change
-    common = [f"runs_dir={tmp_path}", "progress=false", "eval_episodes=0", "policy=single_learner_coarse", "algo.anneal_lr=false"]
-    straight = _metrics(train(CONFIG, common + ["total_env_steps=16384", "name=straight"]).run_dir)
-    first = train(CONFIG, common + ["total_env_steps=8192", "name=split"])
-    resumed = _metrics(train(None, ["total_env_steps=16384"], resume=str(Path(first.run_dir) / CHECKPOINT_NAME)).run_dir)
+    common = [f"runs_dir={tmp_path}", "progress=false", "eval_episodes=0", "policy=single_learner_coarse",
+              "algo.anneal_lr=false", "total_env_steps=8192", "checkpoint_every=2"]
+    with Trainer(CONFIG, common) as trainer:
+        while not trainer.done:
+            trainer.step()
+            if trainer.iteration == 2:  # just checkpointed; the run goes on
+                shutil.copytree(trainer.run_dir, tmp_path / "copy")
+        straight = read_metrics(trainer.run_dir)
+    resumed = msrl.train(None, [], resume=tmp_path / "copy" / "checkpoint.pt").metrics
     keys = ["iteration", "env_steps", "policy_loss", "value_loss", "episode_return"]
-    assert [[r[k] for k in keys] for r in resumed] == [[r[k] for k in keys] for r in straight]
+    assert len(straight) == 4 and [[r[k] for k in keys] for r in resumed] == [[r[k] for k in keys] for r in straight]
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL all-reduce needs two CUDA devices, one per learner replica")
 def test_multi_learner_on_gpus_all_reduces_with_nccl(tmp_path: Path) -> None:
-    result = train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=16384", "eval_episodes=0",
-                            "policy=multi_learner", "policy.executor=torch", "policy.device=cuda", "policy.gpus=1"])
-    replicas = load_checkpoint(str(Path(result.run_dir) / CHECKPOINT_NAME))["components"]["_replicas"]["worker"]
-    first, second = (replica["learner"]["net"] for replica in replicas)
+    run = msrl.train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=16384", "eval_episodes=0",
+                              "policy=multi_learner", "policy.executor=torch", "policy.device=cuda", "policy.gpus=1"])
+    first, second = (replica["learner"]["net"] for replica in _replicas(run, "worker"))
     assert all(torch.equal(first[key], second[key]) for key in first)

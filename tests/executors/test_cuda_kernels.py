@@ -19,20 +19,21 @@ import numpy as np
 import pytest
 import torch
 
-from fragments import _nvcc
-from fragments._cuda_emulation import EmulatedModule, emulated_module
-from fragments._emulated_envs import CartPoleEmulated, PendulumEmulated
-from fragments._kernel_source import load_source
-from msrl._errors import ConfigError
-from msrl.envs.cartpole import CartPoleNumpy
+import fragments.cuda
+from fragments.cuda import EmulatedModule, cartpole_emulated, emulated_module, load_source, pendulum_emulated
+from msrl.core import ConfigError
+from msrl.envs.cartpole import CartPole
 from msrl.envs.consistency import check_consistency
-from msrl.envs.pendulum import PendulumNumpy
+from msrl.envs.pendulum import Pendulum
+
+CartPoleNumpy, PendulumNumpy = CartPole, Pendulum
+CartPoleEmulated, PendulumEmulated = cartpole_emulated, pendulum_emulated
 
 SOURCES = ["cartpole", "pendulum", "sampling", "reduce"]
 DOUBLE = {"MSRL_REAL": "double"}
 FLOAT = {"MSRL_REAL": "float"}
 
-HAS_NVCC = _nvcc.find_nvcc() is not None
+HAS_NVCC = fragments.cuda.find_nvcc() is not None
 HAS_PYCUDA = importlib.util.find_spec("pycuda") is not None
 HAS_GPU = torch.cuda.is_available()
 needs_gpu = pytest.mark.skipif(
@@ -72,7 +73,7 @@ def pd_policy(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 @pytest.mark.parametrize("defines", [FLOAT, DOUBLE], ids=["float", "double"])
 @pytest.mark.parametrize("source", SOURCES)
 def test_every_kernel_source_compiles_to_ptx_for_sm90(source, defines):
-    ptx = _nvcc.compile_ptx(source, arch="sm_90", defines=defines).decode()
+    ptx = fragments.cuda.compile_ptx(source, arch="sm_90", defines=defines).decode()
     for kernel in load_source(source).kernels:
         assert f".entry {kernel}(" in ptx, f"{kernel} missing from the PTX of {source}.cu"
     # __syncthreads() is a real barrier on the GPU (bar.sync / barrier.sync).
@@ -83,9 +84,9 @@ def test_every_kernel_source_compiles_to_ptx_for_sm90(source, defines):
 
 @pytest.mark.skipif(not HAS_NVCC, reason="nvcc (CUDA toolkit) not found on PATH, $CUDA_HOME or /usr/local/cuda*")
 def test_nvcc_builds_are_cached(kernel_cache):
-    first = _nvcc.compile_to_cache("reduce", "cubin", "sm_90", FLOAT)
+    first = fragments.cuda.compile_to_cache("reduce", "cubin", "sm_90", FLOAT)
     mtime = first.stat().st_mtime_ns
-    again = _nvcc.compile_to_cache("reduce", "cubin", "sm_90", FLOAT)
+    again = fragments.cuda.compile_to_cache("reduce", "cubin", "sm_90", FLOAT)
     assert again == first and again.stat().st_mtime_ns == mtime
     assert first.parent == kernel_cache / "kernels"
     assert not list(first.parent.glob("*.tmp"))
@@ -145,15 +146,18 @@ def test_float_and_double_builds_draw_the_same_numbers():
 def test_launch_checks_arguments():
     module = emulated_module("cartpole", DOUBLE)
     n = 4
-    state, elapsed, obs = np.zeros((n, 4)), np.zeros(n, np.int32), np.zeros((n, 4), np.float32)
+    state, obs = np.zeros((n, 4)), np.zeros((n, 4), np.float32)
     with pytest.raises(TypeError, match="dtype float64"):
-        module.launch("cartpole_reset", 1, 32, [state.astype(np.float32), elapsed, obs, n, 0, 0])
-    with pytest.raises(TypeError, match="takes 6 arguments"):
-        module.launch("cartpole_reset", 1, 32, [state, elapsed, obs, n, 0])
+        module.launch("cartpole_reset", 1, 32, [state.astype(np.float32), n, 0, 0])
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        module.launch("cartpole_reset", 1, 32, [state, n, 0])
     with pytest.raises(OverflowError):
-        module.launch("cartpole_reset", 1, 32, [state, elapsed, obs, n, -1, 0])
+        module.launch("cartpole_reset", 1, 32, [state, n, -1, 0])
     with pytest.raises(RuntimeError, match="invalid launch configuration"):
-        module.launch("cartpole_reset", 1, 2048, [state, elapsed, obs, n, 0, 0])
+        module.launch("cartpole_reset", 1, 2048, [state, n, 0, 0])
+    with pytest.raises(TypeError, match="dtype int64"):  # elapsed is the tracker's int64 running length
+        module.launch("cartpole_step", 1, 32, [state, np.zeros(n, np.int32), np.zeros(n, np.int64), obs,
+                                               *(np.zeros(n, np.float32) for _ in range(3)), n, 0, 0])
 
 
 # -- barriers and shared memory -------------------------------------------------------
@@ -290,7 +294,7 @@ def test_cartpole_autoreset_happens_on_device():
     state[:3, 2] = 0.3  # beyond 12 degrees: terminates on the next step
     env.set_state(state)
     snapshot = env.state_dict()
-    snapshot["elapsed"][5] = 499  # one step before the time limit
+    snapshot["episodes"]["running_length"][5] = 499  # one step before the time limit
     env.load_state_dict(snapshot)
     obs, reward, terminated, truncated = env.step(np.zeros(8, np.int64))
     np.testing.assert_array_equal(terminated, [1, 1, 1, 0, 0, 0, 0, 0])
@@ -341,11 +345,11 @@ def test_rollout_matches_stepping_with_the_same_random_actions():
     a = CartPoleEmulated(n, seed=21, dtype=np.float64)
     b = CartPoleEmulated(n, seed=21, dtype=np.float64)
     returns = a.rollout(steps)
-    module = emulated_module("cartpole", DOUBLE)
+    kernels = b.dynamics  # the launcher, launch shape and Philox state of b's kernels
     actions = np.empty(n, np.int64)
     for _ in range(steps):
         # cartpole_step at counter c replays rollout step c with the action it drew at c.
-        module.launch("cartpole_random_actions", b._grid, b._block, [actions, n, b._seed, b._counter])
+        kernels.launch("cartpole_random_actions", [actions, n, kernels.rng.seed, kernels.rng.counter])
         b.step(actions)
     _assert_same_bits(a.get_state(), b.get_state(), "state after the rollout")
     np.testing.assert_array_equal(a.get_elapsed(), b.get_elapsed())
@@ -365,7 +369,7 @@ def test_registered_backends():
     assert {"cuda", "cuda-emulated"} <= set(msrl.envs.backends("CartPole-v1"))
     assert {"cuda", "cuda-emulated"} <= set(msrl.envs.backends("Pendulum-v1"))
     env = msrl.envs.make("Pendulum-v1", num_envs=3, seed=0, backend="cuda-emulated", dtype=np.float64)
-    assert isinstance(env, PendulumEmulated) and env.reset().shape == (3, 3)
+    assert isinstance(env, Pendulum) and env.dynamics.name == "kernels" and env.reset().shape == (3, 3)
 
 
 # -- sampling -----------------------------------------------------------------------------
@@ -501,10 +505,10 @@ def cuda_backend_on_cpu(monkeypatch):
 def test_cuda_backend_host_code_matches_numpy(cuda_backend_on_cpu):
     rng = np.random.default_rng(0)
     n = 64
-    cartpole = cuda_backend_on_cpu.CartPoleCuda(n, seed=2, device="cpu", dtype=torch.float64)
+    cartpole = cuda_backend_on_cpu.cartpole_cuda(n, seed=2, device="cpu", dtype=torch.float64)
     report = check_consistency(CartPoleNumpy(n, seed=1), cartpole, 600, actions=lambda t, o: pd_policy(o, rng))
     assert report.ok and report.max_abs_error["obs"] == 0.0, str(report)
-    pendulum = cuda_backend_on_cpu.PendulumCuda(n, seed=2, device="cpu", dtype=torch.float64)
+    pendulum = cuda_backend_on_cpu.pendulum_cuda(n, seed=2, device="cpu", dtype=torch.float64)
     report = check_consistency(PendulumNumpy(n, seed=1), pendulum, 450)
     assert report.ok and report.max_abs_error["obs"] == 0.0, str(report)
     obs, reward, terminated, truncated = pendulum.step(torch.zeros(n, 1))
@@ -512,40 +516,61 @@ def test_cuda_backend_host_code_matches_numpy(cuda_backend_on_cpu):
     assert pendulum.metrics()["episodes"] > 0
 
 
+def test_kernel_host_code_on_the_accelerators_mask_path():
+    """On a GPU finished envs are handled as masks (no host sync); run that path on
+    the CPU with torch tensors and emulated launches, against NumPy."""
+    from msrl.envs import Kernels, TorchArrays
+
+    loader = lambda source, defines: _EmulatedTorchModule(source, defines, torch.device("cpu"))  # noqa: E731
+    for env_cls in (CartPole, Pendulum):
+        arrays = TorchArrays("cpu", torch.float64, columns=False, sparse=False)
+        env = env_cls(64, seed=2, backend=arrays, kernels=Kernels(loader))
+        report = check_consistency(env_cls(64, seed=1), env, 450)
+        assert report.ok and report.max_abs_error["obs"] == 0.0, str(report)
+        assert env.metrics()["episodes"] > 0
+
+
 def test_cuda_backend_checkpoints_and_rollout(cuda_backend_on_cpu):
-    a = cuda_backend_on_cpu.CartPoleCuda(32, seed=6, device="cpu")
+    a = cuda_backend_on_cpu.cartpole_cuda(32, seed=6, device="cpu")
     actions = torch.from_numpy(np.random.default_rng(1).integers(0, 2, (80, 32)))
     for act in actions[:40]:
         a.step(act)
     saved = a.state_dict()
-    b = cuda_backend_on_cpu.CartPoleCuda(32, seed=0, device="cpu")
+    b = cuda_backend_on_cpu.cartpole_cuda(32, seed=0, device="cpu")
     b.load_state_dict(saved)
     for act in actions[40:]:
         for x, y in zip(a.step(act), b.step(act)):
             assert torch.equal(x, y)
     assert a.metrics() == b.metrics()
+    elapsed_before = a.get_elapsed()
     returns = a.rollout(100)
     assert returns.shape == (32, 2) and returns[:, 1].sum() > 0
-    assert torch.equal(a._tracker.lengths, a.get_elapsed().to(torch.int64))
+    assert a.metrics() == {}  # the rollout's episodes bypass metrics()
+    # the running episodes go on: an env that finished none in the rollout is 100 steps older
+    unfinished = returns[:, 1] == 0
+    assert torch.equal(a.get_elapsed()[unfinished], elapsed_before[unfinished] + 100)
+    before = a.get_elapsed()
+    _, _, terminated, truncated = a.step(torch.zeros(32, dtype=torch.int64))
+    assert torch.equal(a.get_elapsed(), torch.where((terminated + truncated) > 0, 0, before + 1))
 
 
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_gpu_envs_match_numpy(dtype):
-    from fragments.cuda import CartPoleCuda, PendulumCuda
+    from fragments.cuda import cartpole_cuda, pendulum_cuda
 
-    for reference, cuda_cls in ((CartPoleNumpy, CartPoleCuda), (PendulumNumpy, PendulumCuda)):
-        env = cuda_cls(256, seed=2, dtype=dtype)
+    for reference, cuda_env in ((CartPoleNumpy, cartpole_cuda), (PendulumNumpy, pendulum_cuda)):
+        env = cuda_env(256, seed=2, dtype=dtype)
         report = check_consistency(reference(256, seed=1), env, 600)
-        assert report.ok, f"{cuda_cls.__name__}: {report}"
+        assert report.ok, f"{cuda_env.__name__}: {report}"
         assert env.get_state().is_cuda
 
 
 @needs_gpu
 def test_gpu_draws_the_same_numbers_as_the_emulation():
-    from fragments.cuda import CartPoleCuda, PendulumCuda
+    from fragments.cuda import cartpole_cuda, pendulum_cuda
 
-    for cuda_cls, emu_cls in ((CartPoleCuda, CartPoleEmulated), (PendulumCuda, PendulumEmulated)):
+    for cuda_cls, emu_cls in ((cartpole_cuda, CartPoleEmulated), (pendulum_cuda, PendulumEmulated)):
         gpu = cuda_cls(1000, seed=5, dtype=torch.float64)
         emu = emu_cls(1000, seed=5, dtype=np.float64)
         # Same Philox words; only FMA contraction may move the last bit.
@@ -554,9 +579,9 @@ def test_gpu_draws_the_same_numbers_as_the_emulation():
 
 @needs_gpu
 def test_gpu_cartpole_rollout_and_metrics_stay_on_device():
-    from fragments.cuda import CartPoleCuda
+    from fragments.cuda import cartpole_cuda
 
-    env = CartPoleCuda(1 << 20, seed=0)
+    env = cartpole_cuda(1 << 20, seed=0)
     returns = env.rollout(200)
     torch.cuda.synchronize()
     mean_length = float(returns[:, 0].sum() / returns[:, 1].sum())

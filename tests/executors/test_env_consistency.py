@@ -7,14 +7,20 @@ import numpy as np
 import pytest
 import torch
 
-from msrl.envs.cartpole import CartPoleNumpy
-from msrl.envs.cartpole_torch import CartPoleTorch
+from msrl.envs.cartpole import CartPole
 from msrl.envs.consistency import ConsistencyReport, check_consistency
-from msrl.envs.pendulum import PendulumNumpy
-from msrl.envs.pendulum_torch import PendulumTorch
+from msrl.envs.pendulum import Pendulum
 
-PAIRS = {"cartpole": (CartPoleNumpy, CartPoleTorch), "pendulum": (PendulumNumpy, PendulumTorch)}
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def on_torch(env_cls):
+    return lambda n, seed=0, **options: env_cls(n, seed=seed, backend="torch", **options)
+
+
+CartPoleNumpy, CartPoleTorch = CartPole, on_torch(CartPole)
+PendulumNumpy, PendulumTorch = Pendulum, on_torch(Pendulum)
+PAIRS = {"cartpole": (CartPoleNumpy, CartPoleTorch), "pendulum": (PendulumNumpy, PendulumTorch)}
 
 
 def pd_policy(step: int, obs: np.ndarray) -> np.ndarray:
@@ -60,27 +66,30 @@ def test_numpy_against_itself_is_exact_with_explicit_actions():
     assert "consistent over 300 steps x 16 envs" in str(report)
 
 
-class WrongGravityCartPole(CartPoleTorch):
+class WrongGravityCartPole(CartPole):
     gravity = 9.81
 
 
-class EarlyTimeLimitPendulum(PendulumTorch):
+class EarlyTimeLimitPendulum(Pendulum):
     max_episode_steps = 199
+
+
+WrongGravityTorch, EarlyTimeLimitTorch = on_torch(WrongGravityCartPole), on_torch(EarlyTimeLimitPendulum)
 
 
 @pytest.mark.parametrize(
     "broken",
     [
-        lambda: WrongGravityCartPole(32, dtype=torch.float64),
-        lambda: WrongGravityCartPole(32, dtype=torch.float32),
+        lambda: WrongGravityTorch(32, dtype=torch.float64),
+        lambda: WrongGravityTorch(32, dtype=torch.float32),
         lambda: PendulumTorch(32, g=9.81),
-        lambda: EarlyTimeLimitPendulum(32, dtype=torch.float64),
+        lambda: EarlyTimeLimitTorch(32, dtype=torch.float64),
     ],
     ids=["gravity-f64", "gravity-f32", "pendulum-g", "time-limit"],
 )
 def test_checker_detects_broken_backend(broken):
     env = broken()
-    reference = CartPoleNumpy(32) if isinstance(env, CartPoleTorch) else PendulumNumpy(32)
+    reference = CartPoleNumpy(32) if isinstance(env, CartPole) else PendulumNumpy(32)
     report = check_consistency(reference, env, 400)
     assert isinstance(report, ConsistencyReport)
     assert not report.ok, str(report)
@@ -89,14 +98,14 @@ def test_checker_detects_broken_backend(broken):
 
 
 def test_time_limit_bug_is_reported_as_flag_mismatch():
-    report = check_consistency(PendulumNumpy(8), EarlyTimeLimitPendulum(8, dtype=torch.float64), 250)
+    report = check_consistency(PendulumNumpy(8), EarlyTimeLimitTorch(8, dtype=torch.float64), 250)
     assert report.flag_mismatches == 8 and report.max_abs_error["truncated"] == 1.0
     assert (report.first_mismatch_step, report.first_mismatch_field) == (199, "truncated")
 
 
 def test_flag_mismatches_can_be_tolerated():
     report = check_consistency(
-        PendulumNumpy(8), EarlyTimeLimitPendulum(8, dtype=torch.float64), 250, max_flag_mismatch_fraction=0.01
+        PendulumNumpy(8), EarlyTimeLimitTorch(8, dtype=torch.float64), 250, max_flag_mismatch_fraction=0.01
     )
     assert report.ok and report.flag_mismatch_fraction == 8 / (250 * 8)
 

@@ -1,12 +1,12 @@
-"""Executors switched by config run the same algorithm; the cpu executor's
-sharded environment is the concatenation of its shards; unavailable
-executors fail with one line before anything is built."""
+"""Executors switched by config run the same algorithm, with environments built
+the way each executor prefers (never swapped in afterwards); a sharded
+environment is the concatenation of its shards; unavailable executors fail
+with one line before anything is built."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -16,19 +16,17 @@ import torch
 import msrl
 import msrl.envs
 from fragments.executors import get_executor
-from fragments.executors._sharded_env import ShardedEnv
-from msrl._config import load_config
-from msrl._run import plan
-from msrl._runtime import make_runtime
+from msrl.app import load_config, make_runtime, plan
+from msrl.envs import ShardedEnv
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = str(REPO / "configs" / "ppo_cartpole.yaml")
 
 
 def test_sharded_env_equals_its_shards_concatenated() -> None:
-    env = msrl.envs.make("CartPole-v1", 10, seed=5)
-    with ThreadPoolExecutor(2) as pool:
-        sharded = ShardedEnv(env, 2, pool)
+    shard = lambda n, seed: msrl.envs.make("CartPole-v1", n, seed=seed)  # noqa: E731
+    sharded = ShardedEnv(shard, 10, 5, 2)
+    try:
         # The same shards built by hand: seeds follow the documented offsets.
         first = msrl.envs.make("CartPole-v1", 5, seed=5)
         second = msrl.envs.make("CartPole-v1", 5, seed=5 + 7919)
@@ -46,32 +44,35 @@ def test_sharded_env_equals_its_shards_concatenated() -> None:
         after = sharded.step(np.ones(10, dtype=np.int64))
         sharded.load_state_dict(state)
         np.testing.assert_array_equal(sharded.step(np.ones(10, dtype=np.int64))[0], after[0])
+    finally:
+        sharded.close()
 
 
-def test_cpu_executor_shards_large_batches_only(tmp_path: Path) -> None:
+def test_cpu_executor_builds_sharded_envs_for_large_batches_only(tmp_path: Path) -> None:
     small = load_config(CONFIG, [f"runs_dir={tmp_path}", "policy.cpus=2"])
-    algorithm, fdg = plan(small)
-    runtime = make_runtime(fdg, algorithm)
+    runtime = make_runtime(plan(small))
     assert not isinstance(runtime.components["env"], ShardedEnv)
     runtime.close()
-    large = load_config(CONFIG, [f"runs_dir={tmp_path}", "policy.cpus=2", "algo.num_envs=32768", "algo.num_steps=1"])
-    algorithm, fdg = plan(large)
-    runtime = make_runtime(fdg, algorithm)
+    large = load_config(CONFIG, [f"runs_dir={tmp_path}", "policy.cpus=2", "algo.num_envs=32768", "algo.num_steps=1",
+                                 "algo.num_minibatches=4"])
+    runtime = make_runtime(plan(large))
     try:
-        assert isinstance(runtime.components["env"], ShardedEnv)
+        env = runtime.components["env"]
+        assert isinstance(env, ShardedEnv) and [shard.num_envs for shard in env.shards] == [16384, 16384]
+        assert runtime.algorithm.env is env  # built sharded, not swapped in after the algorithm was built
         result = runtime.run_iteration()
         assert result.env_steps == 32768
     finally:
         runtime.close()
+    assert env.pool._shutdown  # the executor closed what the environment held
 
 
-def test_torch_executor_runs_env_on_torch_backend(tmp_path: Path) -> None:
+def test_torch_executor_builds_env_on_torch_backend(tmp_path: Path) -> None:
     config = load_config(CONFIG, [f"runs_dir={tmp_path}", "policy.executor=torch", "algo.num_steps=4"])
-    algorithm, fdg = plan(config)
-    runtime = make_runtime(fdg, algorithm)
+    runtime = make_runtime(plan(config))
     try:
         env = runtime.components["env"]
-        assert env.spec.backend == "torch"
+        assert env.spec.backend == "torch" and runtime.algorithm.env is env
         assert isinstance(env.observe(), torch.Tensor)
         result = runtime.run_iteration()
         assert result.env_steps == 64 * 4
@@ -107,8 +108,7 @@ def test_deferred_diagnostics_run_after_the_weights_are_handed_on(tmp_path: Path
     monkeypatch.setattr(PPOLearner, "_diagnostics", lambda self, *a: events.append("diagnostics") or diagnostics(self, *a))
     monkeypatch.setattr(PPOActor, "set_weights", lambda self, w: events.append("set_weights") or set_weights(self, w))
     config = load_config(CONFIG, [f"runs_dir={tmp_path}", "algo.num_envs=4", "algo.num_steps=8"])
-    algorithm, fdg = plan(config)
-    runtime = make_runtime(fdg, algorithm)
+    runtime = make_runtime(plan(config))
     try:
         for _ in range(2):
             result = runtime.run_iteration()

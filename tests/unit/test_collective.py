@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from cluster._collective import backend_for  # noqa: E402
+from cluster import backend_for  # noqa: E402
 
 
 @pytest.mark.parametrize("device, backend", [("cpu", "gloo"), ("cuda", "nccl"), ("cuda:1", "nccl")])

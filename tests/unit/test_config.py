@@ -10,7 +10,8 @@ import pytest
 
 from algorithms.ppo import PPOConfig
 from msrl import ConfigError
-from msrl._config import RunConfig, apply_overrides, load_config, read_yaml
+from msrl.app import RunConfig, load_config
+from msrl.core import apply_overrides, read_yaml
 from policies import load_policy
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -179,3 +180,22 @@ def test_num_minibatches_must_divide_the_batch():
 
 def test_bad_policy_is_a_config_error():
     assert "unknown policy 'ring'; valid choices: async_single_learner, gpu_only, local" in error_of(["policy=ring"])
+
+
+def test_yaml_aliases_are_refused_before_they_expand(tmp_path):
+    """Aliases are how a few hundred bytes of YAML become gigabytes ("billion laughs")."""
+    bomb = tmp_path / "bomb.yaml"
+    lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    bomb.write_text("\n".join(lines) + "\nalgo: *a9\n")
+    with pytest.raises(ConfigError, match=r"YAML aliases are not allowed in configs \(alias \*a0 at line 2\)"):
+        read_yaml(str(bomb))
+    with pytest.raises(ConfigError, match="YAML aliases are not allowed"):
+        apply_overrides({}, ["algo=&x [1, *x]"])
+
+
+def test_an_oversized_config_file_is_refused_unread(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("name: x\n" + "# padding\n" * 200_000)
+    with pytest.raises(ConfigError, match=r"is 2,000,008 bytes; a config is at most 1,048,576"):
+        read_yaml(str(big))

@@ -7,7 +7,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from cluster._connect import connect  # noqa: E402
+from cluster import connect  # noqa: E402
 
 
 def test_embedded_instance_has_no_dashboard_and_stays_on_localhost(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ from typing import NamedTuple
 import pytest
 
 import msrl
-from msrl._deferred import deferring, has_deferred, resolve_deferred
+from msrl.core import deferring, has_deferred, resolve_deferred
 
 
 class Pair(NamedTuple):
@@ -58,7 +58,7 @@ def test_pending_lists_only_what_is_left_to_compute():
     with deferring():
         first, second = msrl.deferred(lambda: 1), msrl.deferred(lambda: 2)
     tree = {"a": first, "b": (second, 3)}
-    from msrl._deferred import pending_deferred
+    from msrl.core import pending_deferred
 
     assert pending_deferred(tree) == [first, second]
     first.resolve()

@@ -1,5 +1,7 @@
 """CartPole-v1 backends: bit-exact agreement with gymnasium, autoreset, seeding,
-checkpoints, action validation and episode metrics."""
+checkpoints, action validation and episode metrics.  The shared behaviour is
+checked on every backend: NumPy, torch (index and mask paths, float32 and
+float64) and the CUDA kernels run by the CPU emulation."""
 
 from __future__ import annotations
 
@@ -10,15 +12,23 @@ import pytest
 import torch
 
 import msrl.envs
+from fragments.cuda import cartpole_emulated
 from msrl import Box, Discrete, EnvError
-from msrl.envs.cartpole import CartPoleNumpy
-from msrl.envs.cartpole_torch import CartPoleTorch
+from msrl.envs import TorchArrays
+from msrl.envs.cartpole import CartPole
 
 BACKENDS = {
-    "numpy": lambda n, seed=0: CartPoleNumpy(n, seed=seed),
-    "torch-f32": lambda n, seed=0: CartPoleTorch(n, seed=seed, dtype=torch.float32),
-    "torch-f64": lambda n, seed=0: CartPoleTorch(n, seed=seed, dtype=torch.float64),
+    "numpy": lambda n, seed=0: CartPole(n, seed=seed),
+    "torch-f32": lambda n, seed=0: CartPole(n, seed=seed, backend="torch", dtype=torch.float32),
+    "torch-f64": lambda n, seed=0: CartPole(n, seed=seed, backend="torch", dtype=torch.float64),
+    # the accelerator's path (finished envs as masks, dense reset draws), run on the CPU
+    "torch-masks": lambda n, seed=0: CartPole(n, seed=seed, backend=TorchArrays("cpu", torch.float64, sparse=False)),
+    "kernels-f64": lambda n, seed=0: cartpole_emulated(n, seed=seed, dtype=np.float64),
 }
+
+
+def torch_cartpole(n: int, seed: int = 0, **options) -> CartPole:
+    return CartPole(n, seed=seed, backend="torch", **options)
 
 
 def np_(x) -> np.ndarray:
@@ -39,7 +49,7 @@ def make(request):
 def test_matches_gymnasium_exactly():
     gym = pytest.importorskip("gymnasium")
     n = 8
-    env = CartPoleNumpy(n, seed=3)
+    env = CartPole(n, seed=3)
     refs = [gym.make("CartPole-v1") for _ in range(n)]
     state = env.get_state()
     for i, ref in enumerate(refs):
@@ -70,12 +80,14 @@ def test_matches_gymnasium_exactly():
 
 def test_spaces_and_registry():
     env = msrl.envs.make("CartPole-v1", num_envs=4, seed=0)
-    assert isinstance(env, CartPoleNumpy)
+    assert isinstance(env, CartPole) and env.arrays.name == "numpy"
     assert env.action_space == Discrete(2)
     assert isinstance(env.observation_space, Box) and env.observation_space.shape == (4,)
     np.testing.assert_allclose(env.observation_space.high[[0, 2]], [4.8, 0.41887903], rtol=1e-6)
     torch_env = msrl.envs.make("CartPole-v1", num_envs=4, seed=0, backend="torch")
-    assert isinstance(torch_env, CartPoleTorch) and torch_env.observe().shape == (4, 4)
+    assert isinstance(torch_env, CartPole) and torch_env.arrays.name == "torch"
+    assert isinstance(torch_env.observe(), torch.Tensor) and torch_env.observe().shape == (4, 4)
+    assert {"numpy", "torch", "gymnasium"} <= set(msrl.envs.backends("CartPole-v1"))
 
 
 def test_output_types(make):
@@ -87,8 +99,7 @@ def test_output_types(make):
         assert tuple(value.shape) == shape
         assert np_(value).dtype == np.float32
     assert (np_(out[1]) == 1.0).all()
-    if isinstance(env, CartPoleTorch):
-        assert all(isinstance(v, torch.Tensor) for v in out)
+    assert all(isinstance(v, torch.Tensor) for v in out) == (env.arrays.name == "torch")
 
 
 def test_autoreset_on_termination(make):
@@ -172,22 +183,26 @@ def test_load_state_dict_rejects_other_batch_size(make):
     ],
 )
 def test_bad_actions_raise(action, match):
-    env = CartPoleNumpy(4)
-    with pytest.raises(EnvError, match=match):
-        env.step(action)
+    """NumPy-backed envs (host physics and emulated kernels) always check values."""
+    for env in (CartPole(4), cartpole_emulated(4)):
+        with pytest.raises(EnvError, match=match):
+            env.step(action)
 
 
 def test_torch_validation_is_opt_in():
     with pytest.raises(EnvError, match=r"shape \(4,\)"):  # shapes are always checked
-        CartPoleTorch(4).step(torch.zeros(3, dtype=torch.int64))
+        torch_cartpole(4).step(torch.zeros(3, dtype=torch.int64))
     bad = torch.tensor([0, 2, 1, -3])
-    _, reward, _, _ = CartPoleTorch(4).step(bad)  # no value check: it would sync with the device
+    _, reward, _, _ = torch_cartpole(4).step(bad)  # no value check: it would sync with the device
     assert torch.equal(reward, torch.ones(4))
     # out-of-range values are clamped: 2 pushes like 1, -3 like 0
-    expected = CartPoleTorch(4).step(torch.tensor([0, 1, 1, 0]))[0]
-    assert torch.equal(CartPoleTorch(4).step(bad)[0], expected)
-    with pytest.raises(EnvError, match="0 or 1"):
-        CartPoleTorch(4, validate=True).step(bad)
+    expected = torch_cartpole(4).step(torch.tensor([0, 1, 1, 0]))[0]
+    assert torch.equal(torch_cartpole(4).step(bad)[0], expected)
+    for values in (bad, torch.tensor([0.0, 0.5, 1.0, 0.0])):
+        with pytest.raises(EnvError, match="0 or 1"):
+            torch_cartpole(4, validate=True).step(values)
+    with pytest.raises(EnvError, match="numbers"):
+        torch_cartpole(4).step(np.array(["a", "b", "c", "d"]))
 
 
 @pytest.mark.parametrize(
@@ -196,14 +211,14 @@ def test_torch_validation_is_opt_in():
      np.array([False, True, True, False]), [0, 1, 1, 0]],
 )
 def test_accepted_action_types_agree(action):
-    ref, env = CartPoleNumpy(4), CartPoleNumpy(4)
+    ref, env = CartPole(4), CartPole(4)
     expected = ref.step(np.array([0, 1, 1, 0]))
     for x, y in zip(env.step(action), expected):
         np.testing.assert_array_equal(x, y)
 
 
 def test_torch_accepts_numpy_actions():
-    a, b = CartPoleTorch(4, seed=2), CartPoleTorch(4, seed=2)
+    a, b = torch_cartpole(4, seed=2), torch_cartpole(4, seed=2)
     for x, y in zip(a.step(np.array([0, 1, 1, 0])), b.step(torch.tensor([0, 1, 1, 0]))):
         assert torch.equal(x, y)
 
@@ -256,7 +271,7 @@ def test_set_state_with_mask_starts_new_episodes_only_there(make):
 def test_torch_step_outputs_are_ordinary_tensors(dtype):
     """The step runs under inference mode; what it returns must still work with autograd
     (a learner may save observations for backward) and must not alias the env's state."""
-    env = CartPoleTorch(8, seed=3, dtype=dtype)
+    env = torch_cartpole(8, seed=3, dtype=dtype)
     outputs = env.step(torch.ones(8, dtype=torch.int64))
     assert not any(t.is_inference() for t in outputs)
     obs = outputs[0]

@@ -1,5 +1,6 @@
 """Pendulum-v1 backends: bit-exact agreement with gymnasium (clipping, angle
-normalisation, time limit), autoreset, seeding, checkpoints, validation, metrics."""
+normalisation, time limit), autoreset, seeding, checkpoints, validation, metrics,
+on NumPy, torch (index and mask paths) and the emulated CUDA kernels."""
 
 from __future__ import annotations
 
@@ -11,15 +12,22 @@ import pytest
 import torch
 
 import msrl.envs
+from fragments.cuda import pendulum_emulated
 from msrl import Box, CheckpointError, EnvError
-from msrl.envs.pendulum import PendulumNumpy
-from msrl.envs.pendulum_torch import PendulumTorch
+from msrl.envs import TorchArrays
+from msrl.envs.pendulum import Pendulum
 
 BACKENDS = {
-    "numpy": lambda n, seed=0: PendulumNumpy(n, seed=seed),
-    "torch-f32": lambda n, seed=0: PendulumTorch(n, seed=seed, dtype=torch.float32),
-    "torch-f64": lambda n, seed=0: PendulumTorch(n, seed=seed, dtype=torch.float64),
+    "numpy": lambda n, seed=0: Pendulum(n, seed=seed),
+    "torch-f32": lambda n, seed=0: Pendulum(n, seed=seed, backend="torch", dtype=torch.float32),
+    "torch-f64": lambda n, seed=0: Pendulum(n, seed=seed, backend="torch", dtype=torch.float64),
+    "torch-masks": lambda n, seed=0: Pendulum(n, seed=seed, backend=TorchArrays("cpu", torch.float64, sparse=False)),
+    "kernels-f64": lambda n, seed=0: pendulum_emulated(n, seed=seed, dtype=np.float64),
 }
+
+
+def torch_pendulum(n: int, seed: int = 0, **options) -> Pendulum:
+    return Pendulum(n, seed=seed, backend="torch", **options)
 
 
 def np_(x) -> np.ndarray:
@@ -35,7 +43,7 @@ def make(request):
 def test_matches_gymnasium_exactly(action_dtype):
     gym = pytest.importorskip("gymnasium")
     n = 8
-    env = PendulumNumpy(n, seed=3)
+    env = Pendulum(n, seed=3)
     state = env.get_state()
     state[0] = [7.0, 8.0]  # more than a turn: exercises angle normalisation from the start
     state[1] = [-20.0, -3.0]
@@ -71,11 +79,12 @@ def test_matches_gymnasium_exactly(action_dtype):
 
 def test_spaces_and_registry():
     env = msrl.envs.make("Pendulum-v1", num_envs=2, seed=0)
-    assert isinstance(env, PendulumNumpy)
+    assert isinstance(env, Pendulum) and env.arrays.name == "numpy"
     assert env.action_space == Box(low=-2.0, high=2.0, shape=(1,), dtype="float32")
     np.testing.assert_array_equal(env.observation_space.high, np.array([1, 1, 8], np.float32))
     torch_env = msrl.envs.make("Pendulum-v1", num_envs=2, seed=0, backend="torch", dtype=torch.float64)
-    assert isinstance(torch_env, PendulumTorch) and torch_env.dtype == torch.float64
+    assert isinstance(torch_env, Pendulum) and torch_env.dtype == torch.float64 and torch_env.arrays.name == "torch"
+    assert isinstance(torch_env.step(torch.zeros(2, 1))[1], torch.Tensor)
 
 
 def test_output_types_and_truncation_at_200(make):
@@ -143,9 +152,9 @@ def test_state_dict_has_no_numpy_arrays():
             for v in value.values():
                 walk(v)
 
-    walk(PendulumNumpy(2).state_dict())
-    with pytest.raises(CheckpointError):
-        PendulumNumpy(2).load_state_dict({"state": torch.zeros(2, 2)})
+    walk(Pendulum(2).state_dict())
+    with pytest.raises(CheckpointError, match="lacks"):
+        Pendulum(2).load_state_dict({"state": torch.zeros(2, 2)})
 
 
 @pytest.mark.parametrize(
@@ -159,20 +168,23 @@ def test_state_dict_has_no_numpy_arrays():
     ],
 )
 def test_bad_actions_raise(action, match):
-    with pytest.raises(EnvError, match=match):
-        PendulumNumpy(4).step(action)
+    for env in (Pendulum(4), pendulum_emulated(4)):  # NumPy memory: values always checked
+        with pytest.raises(EnvError, match=match):
+            env.step(action)
 
 
 def test_torch_validation_is_opt_in():
     with pytest.raises(EnvError, match="shape"):
-        PendulumTorch(4).step(torch.zeros(4, 2))
+        torch_pendulum(4).step(torch.zeros(4, 2))
     nan = torch.tensor([[0.0], [float("nan")], [0.0], [0.0]])
-    PendulumTorch(4).step(nan)  # unchecked: a value check would sync with the device
+    _, reward, _, _ = torch_pendulum(4).step(nan)  # unchecked: a value check would sync with the device
+    assert torch.isnan(reward[1]) and not torch.isnan(reward[0])
     with pytest.raises(EnvError, match="finite"):
-        PendulumTorch(4, validate=True).step(nan)
+        torch_pendulum(4, validate=True).step(nan)
 
 
-@pytest.mark.parametrize("make_env", [lambda: PendulumNumpy(4, seed=1), lambda: PendulumTorch(4, seed=1)])
+@pytest.mark.parametrize("make_env", [lambda: Pendulum(4, seed=1), lambda: torch_pendulum(4, seed=1),
+                                      lambda: pendulum_emulated(4, seed=1)], ids=["numpy", "torch", "kernels"])
 def test_flat_and_integer_actions_accepted(make_env):
     col = make_env().step(np.array([[1.0], [-1.0], [0.0], [2.0]], np.float32))
     flat = make_env().step(np.array([1.0, -1.0, 0.0, 2.0], np.float32))
@@ -183,6 +195,11 @@ def test_flat_and_integer_actions_accepted(make_env):
 
 
 def test_gravity_argument():
-    a, b = PendulumNumpy(2, seed=0), PendulumNumpy(2, seed=0, g=9.81)
+    a, b = Pendulum(2, seed=0), Pendulum(2, seed=0, g=9.81)
     zero = np.zeros((2, 1), np.float32)
     assert not np.array_equal(a.step(zero)[0], b.step(zero)[0])
+    # the kernels compile g in: the same g gives the NumPy result, bit for bit
+    for g in (10.0, 9.81):
+        host, kernels = Pendulum(2, seed=0, g=g), pendulum_emulated(2, seed=0, g=g, dtype=np.float64)
+        kernels.set_state(host.get_state())
+        np.testing.assert_array_equal(host.step(zero)[0], kernels.step(zero)[0])

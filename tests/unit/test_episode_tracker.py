@@ -1,18 +1,51 @@
-"""The torch episode tracker keeps its finished-episode totals lazily (rewards
-since the last ``metrics`` plus the running returns then, minus the running
-returns now).  These tests drive it through random steps, finishes, discards,
-metrics and checkpoints next to the NumPy tracker, which adds up every finished
-episode directly, and require the same numbers."""
+"""The episode tracker keeps its finished-episode totals lazily (returns as the
+difference of a cumulative total at an episode's end and start, lengths as a
+gross count minus the running lengths).  These tests drive
+the one tracker on every array backend (NumPy; torch finding finished
+environments by index, as on the CPU, and by mask, as on an accelerator)
+through random steps, finishes, discards, metrics and checkpoints, next to a
+plain count of every finished episode, and require the same numbers."""
 
 from __future__ import annotations
+
+import io
 
 import numpy as np
 import pytest
 import torch
 
-from msrl.envs._episodes import EpisodeTracker, TorchEpisodeTracker
+from msrl.envs import EpisodeTracker, NumpyArrays, TorchArrays
 
 NUM_ENVS = 16
+BACKENDS = {
+    "numpy": NumpyArrays,
+    "torch-indices": lambda: TorchArrays("cpu", sparse=True),
+    "torch-masks": lambda: TorchArrays("cpu", sparse=False),
+}
+
+
+class DirectCount:
+    """What the tracker must report: every finished episode added up as it ends."""
+
+    def __init__(self, n: int) -> None:
+        self.returns, self.lengths, self.finished = np.zeros(n), np.zeros(n, np.int64), []
+
+    def step(self, reward: np.ndarray, done: np.ndarray) -> None:
+        self.returns += reward
+        self.lengths += 1
+        self.finished += list(zip(self.returns[done], self.lengths[done]))
+        self.discard(done)
+
+    def discard(self, mask: np.ndarray | None = None) -> None:
+        mask = slice(None) if mask is None else mask
+        self.returns[mask], self.lengths[mask] = 0.0, 0
+
+    def metrics(self) -> dict[str, float]:
+        finished, self.finished = self.finished, []
+        if not finished:
+            return {}
+        return {"episode_return": float(np.mean([r for r, _ in finished])),
+                "episode_length": float(np.mean([n for _, n in finished])), "episodes": len(finished)}
 
 
 def _same(a: dict[str, float], b: dict[str, float]) -> None:
@@ -23,28 +56,32 @@ def _same(a: dict[str, float], b: dict[str, float]) -> None:
         assert a["episode_return"] == pytest.approx(b["episode_return"], rel=1e-12)
 
 
-@pytest.mark.parametrize("by_index", [False, True], ids=["finish-mask", "finish-at-indices"])
+def _roundtrip(state: dict) -> dict:
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=True)
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_lazy_totals_match_direct_sums(by_index: bool, seed: int):
+def test_lazy_totals_match_direct_sums(backend: str, seed: int):
     rng = np.random.default_rng(seed)
-    ref, lazy = EpisodeTracker(NUM_ENVS), TorchEpisodeTracker(NUM_ENVS, torch.device("cpu"))
-    checked = 0
+    arrays = BACKENDS[backend]()
+    ref, lazy = DirectCount(NUM_ENVS), EpisodeTracker(arrays, NUM_ENVS)
+    checked = restored = 0
     for _ in range(400):
         reward = rng.normal(size=NUM_ENVS).astype(np.float32)
-        ref.add(reward)
-        lazy.add(torch.from_numpy(reward))
         done = rng.random(NUM_ENVS) < 0.1
-        if done.any():
-            ref.finish(done)
-        if by_index:
-            lazy.finish_at(torch.from_numpy(np.flatnonzero(done)))
-        else:
-            lazy.finish(torch.from_numpy(done))
+        ref.step(reward, done)
+        terminated = arrays.asarray(done.astype(np.float32))
+        lazy.record(arrays.asarray(reward),
+                    arrays.finished_rows(terminated, arrays.asarray(np.zeros(NUM_ENVS, np.float32))))
         roll = rng.random()
         if roll < 0.05:  # set_state/reset: running episodes dropped without being counted
             mask = rng.random(NUM_ENVS) < 0.5
             ref.discard(mask)
-            lazy.discard(torch.from_numpy(mask))
+            lazy.discard(arrays.asarray(mask))
         elif roll < 0.07:
             ref.discard()
             lazy.discard()
@@ -52,36 +89,66 @@ def test_lazy_totals_match_direct_sums(by_index: bool, seed: int):
             _same(lazy.metrics(), ref.metrics())
             checked += 1
         elif roll < 0.22:  # a checkpoint in the middle of a metrics window resumes the same totals
-            restored = TorchEpisodeTracker(NUM_ENVS, torch.device("cpu"))
-            restored.load_state_dict(lazy.state_dict())
-            lazy = restored
-        np.testing.assert_array_equal(lazy.lengths.numpy(), ref.lengths)
-        np.testing.assert_allclose(lazy.returns.numpy(), ref.returns, rtol=1e-12, atol=1e-12)
+            fresh = EpisodeTracker(arrays, NUM_ENVS)
+            fresh.load_state_dict(_roundtrip(lazy.state_dict()))
+            lazy, restored = fresh, restored + 1
+        np.testing.assert_array_equal(np.asarray(lazy.lengths), ref.lengths)
+        np.testing.assert_allclose(np.asarray(lazy.returns), ref.returns, rtol=1e-12, atol=1e-12)
     _same(lazy.metrics(), ref.metrics())
-    assert checked > 10
+    assert checked > 10 and restored > 5
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_resumed_metrics_equal_the_uninterrupted_ones_to_the_last_bit(backend: str):
+    rng = np.random.default_rng(7)
+    arrays = BACKENDS[backend]()
+    a = EpisodeTracker(arrays, NUM_ENVS)
+    rewards = rng.normal(size=(300, NUM_ENVS)).astype(np.float32) * 1e3
+    dones = rng.random((300, NUM_ENVS)) < 0.05
+    zeros = arrays.asarray(np.zeros(NUM_ENVS, np.float32))
+
+    def run(tracker: EpisodeTracker, steps: range) -> None:
+        for t in steps:
+            tracker.record(arrays.asarray(rewards[t]),
+                           arrays.finished_rows(arrays.asarray(dones[t].astype(np.float32)), zeros))
+
+    run(a, range(150))
+    b = EpisodeTracker(arrays, NUM_ENVS)
+    b.load_state_dict(_roundtrip(a.state_dict()))
+    run(a, range(150, 300))
+    run(b, range(150, 300))
+    ma, mb = a.metrics(), b.metrics()
+    assert ma == mb and ma["episodes"] > 100
 
 
 def test_adopted_running_values_are_not_counted_as_finished():
     """A rollout kernel that counted its own steps hands them over as running episodes."""
-    lazy = TorchEpisodeTracker(4, torch.device("cpu"))
-    lazy.add(torch.ones(4))
+    arrays = TorchArrays("cpu", sparse=False)
+    lazy = EpisodeTracker(arrays, 4)
+    lazy.record(torch.ones(4), None)
     lazy.discard()
-    lazy.adopt_running(torch.tensor([3, 0, 5, 1], dtype=torch.int32), torch.tensor([3, 0, 5, 1], dtype=torch.int32))
+    lazy.adopt_running(torch.tensor([3, 0, 5, 1]), torch.tensor([3, 0, 5, 1]))
     assert lazy.metrics() == {}
-    lazy.add(torch.ones(4))
-    lazy.finish(torch.tensor([True, False, True, False]))
+    lazy.record(torch.ones(4), torch.tensor([True, False, True, False]))
     assert lazy.metrics() == {"episode_return": 5.0, "episode_length": 5.0, "episodes": 2}
 
 
-def test_state_dict_has_the_numpy_trackers_layout():
-    """Checkpoints move between backends: the same keys and the totals finished so far."""
-    lazy, ref = TorchEpisodeTracker(3, torch.device("cpu")), EpisodeTracker(3)
-    for tracker, to in ((lazy, torch.tensor), (ref, np.array)):
-        tracker.add(to([1.0, 2.0, 3.0], dtype=torch.float32 if to is torch.tensor else np.float32))
-    lazy.finish(torch.tensor([False, True, False]))
-    ref.finish(np.array([False, True, False]))
-    a, b = lazy.state_dict(), ref.state_dict()
-    assert a.keys() == b.keys()
-    assert (a["finished_return"], a["finished_length"], a["finished_count"]) == (2.0, 1, 1)
-    assert (b["finished_return"], b["finished_length"], b["finished_count"]) == (2.0, 1, 1)
-    torch.testing.assert_close(a["running_return"], b["running_return"])
+def test_state_dict_is_the_same_on_every_backend():
+    """One layout, tensors and plain numbers: a checkpoint moves between backends."""
+    states = []
+    for make_arrays in BACKENDS.values():
+        arrays = make_arrays()
+        tracker = EpisodeTracker(arrays, 3)
+        tracker.record(arrays.asarray(np.array([1.0, 2.0, 3.0], np.float32)),
+                       arrays.finished_rows(arrays.asarray(np.array([0, 1, 0], np.float32)),
+                                            arrays.asarray(np.zeros(3, np.float32))))
+        states.append(tracker.state_dict())
+    for state in states:
+        assert state.keys() == states[0].keys()
+        assert (state["gross_length"], state["finished_count"]) == (3, 1)
+        torch.testing.assert_close(state["return_total"] - state["return_start"],
+                                   torch.tensor([1.0, 0.0, 3.0], dtype=torch.float64))
+        assert state["running_length"].tolist() == [1, 0, 1]
+    moved = EpisodeTracker(NumpyArrays(), 3)
+    moved.load_state_dict(states[1])  # written by torch, read by NumPy
+    assert moved.metrics() == {"episode_return": 2.0, "episode_length": 1.0, "episodes": 1}

@@ -13,14 +13,11 @@ import pytest
 import torch
 import yaml
 
-from fragments import PER_ITERATION, PER_STEP, LoopBlock, build_program
-from fragments._fdg import Interface
-from fragments._interfaces import combine, concat_batched, route, sources, split_batched
-from fragments._program import Recv
+from fragments import (PER_ITERATION, PER_STEP, Interface, LoopBlock, Recv, build_program, combine, concat_batched, route,
+                       sources, split_batched)
 from msrl import ConfigError
-from msrl._config import load_config
-from msrl._graph import BATCHED, GLOBAL, ValueRef
-from msrl._run import plan
+from msrl.app import load_config, plan
+from msrl.core import BATCHED, GLOBAL, ValueRef
 from policies import load_policy
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
@@ -208,7 +205,7 @@ def ppo_config(*overrides: str):
 
 
 def fdg_for(policy: str, *overrides: str):
-    _, fdg = plan(ppo_config(f"policy={policy}", *overrides))
+    fdg = plan(ppo_config(f"policy={policy}", *overrides)).fdg
     return fdg
 
 
@@ -365,7 +362,7 @@ def test_plan_rejects_num_envs_not_divisible_by_replicas(policy):
     preset = policy.split("=")[1]
     with pytest.raises(ConfigError) as info:
         plan(ppo_config(policy, f"policy.{replicas[preset]}=3"))
-    assert "algo.num_envs (8)" in str(info.value) and "3 replicas" in str(info.value)
+    assert "algo.num_envs (8)" in str(info.value) and "3 replicas of fragment" in str(info.value)
     # The same policy with a divisor of num_envs plans fine.
-    _, fdg = plan(ppo_config(policy, f"policy.{replicas[preset]}=4"))
+    fdg = plan(ppo_config(policy, f"policy.{replicas[preset]}=4")).fdg
     assert max(f.replicas for f in fdg.fragments.values()) == 4

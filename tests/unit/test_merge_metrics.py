@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import msrl.envs
-from cluster._runtime import merge_replica_metrics
+from cluster import merge_replica_metrics
 
 
 def test_episode_means_are_weighted_by_episodes_finished():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster._placement import bundles_of, check_feasible, demand_of
+from cluster import bundles_of, check_feasible, demand_of
 from msrl import ConfigError
 from policies import load_policy
 

@@ -11,9 +11,10 @@ import msrl
 from algorithms.ppo import PPO, PPOConfig
 from fragments import PER_ITERATION, LoopBlock, build_program
 from msrl import ConfigError
-from msrl._config import load_config
-from msrl._run import plan
-from policies import EXECUTORS, PLACEMENTS, DistributionPolicy, FragmentSpec, load_policy, preset_names
+from msrl.app import load_config, plan
+
+from fragments.executors import EXECUTORS
+from policies import PLACEMENTS, DistributionPolicy, FragmentSpec, load_policy, preset_names
 
 PPO_ROLES = {"env": "env", "actor": "actor", "buffer": "buffer", "learner": "learner"}
 
@@ -129,7 +130,7 @@ def test_unplaced_component_is_an_error(graph):
 
 def test_unknown_component_names_valid_choices(graph):
     policy = custom([{"name": "a", "components": ["env", "actor", "buffer", "critic"]}, {"name": "b", "components": ["learner"]}])
-    with pytest.raises(ConfigError, match=r"fragment 'a' names unknown component 'critic'; valid choices: actor, buffer, env, learner, \*"):
+    with pytest.raises(ConfigError, match=r"fragment 'a' names unknown component 'critic'; valid choices: actor, buffer, component, env, learner, \*"):
         fragments.partition(graph, policy)
 
 
@@ -139,8 +140,13 @@ def test_fragment_left_empty_is_an_error(graph):
         fragments.partition(graph, policy)
 
 
+def test_unknown_executor_is_refused_when_the_graph_is_cut(graph):
+    policy = custom([{"name": "a", "components": ["*"], "executor": "gpu"}])
+    with pytest.raises(ConfigError, match=f"fragment 'a': unknown executor 'gpu'; valid choices: {', '.join(sorted(EXECUTORS))}"):
+        fragments.partition(graph, policy)
+
+
 @pytest.mark.parametrize("fragment, top, words", [
-    ({"executor": "gpu"}, {}, ["unknown executor 'gpu'", ", ".join(EXECUTORS)]),
     ({}, {"placement": "ANYWHERE"}, ["unknown placement strategy 'ANYWHERE'", ", ".join(PLACEMENTS)]),
     ({}, {"mode": "lockstep"}, ["unknown mode 'lockstep'", "sync, async"]),
     ({"replicas": 0}, {}, ["replicas must be a positive integer, got 0"]),
@@ -177,12 +183,15 @@ def test_in_process_policy_has_one_single_replica_fragment():
         DistributionPolicy("x", [FragmentSpec("a", ["*"], replicas=2)], in_process=True)
 
 
-def test_custom_policy_is_checked_when_the_config_is_loaded():
+def test_custom_policy_is_checked_before_any_run_starts():
     bad = yaml.safe_load(TWO_FRAGMENTS)
-    bad["fragments"][0]["executor"] = "quantum"
-    with pytest.raises(ConfigError, match="unknown executor 'quantum'"):
+    bad["fragments"][0]["replicas"] = 0
+    with pytest.raises(ConfigError, match="replicas must be a positive integer"):
         load_config(None, base={"algorithm": "ppo", "policy": bad})
-    # A name that only the traced graph can check fails in plan(), before any run starts.
+    # Names that only fragments (executors) or the traced graph (components) can check fail in plan().
+    bad["fragments"][0].update(replicas=1, executor="quantum")
+    with pytest.raises(ConfigError, match="unknown executor 'quantum'"):
+        plan(load_config(None, ["algo.num_envs=2", "algo.num_steps=4"], base={"algorithm": "ppo", "policy": bad}))
     unknown = yaml.safe_load(TWO_FRAGMENTS)
     unknown["fragments"][1]["components"] = ["critic"]
     config = load_config(None, ["algo.num_envs=2", "algo.num_steps=4"], base={"algorithm": "ppo", "policy": unknown})

@@ -17,10 +17,9 @@ from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 import fragments
-from fragments._render import fdg_to_dot, fragment_colours, write_dot, write_png
-from msrl._config import load_config
-from msrl._graph import DataflowGraph, Node, ValueRef
-from msrl._run import plan
+from fragments import fdg_figure, fdg_to_dot, fragment_colours, write_dot, write_png
+from msrl.app import load_config, plan
+from msrl.core import DataflowGraph, Node, ValueRef
 from policies import load_policy
 
 SMALL = ["algo.num_envs=2", "algo.num_steps=4"]
@@ -36,8 +35,7 @@ TWO_LEARNERS = {"fragments": [
 
 
 def fdg_for(policy):
-    _, fdg = plan(load_config(None, SMALL, base={"algorithm": "ppo", "policy": policy}))
-    return fdg
+    return plan(load_config(None, SMALL, base={"algorithm": "ppo", "policy": policy})).fdg
 
 
 @pytest.fixture(scope="module")
@@ -221,9 +219,7 @@ def test_png_interface_labels_do_not_cover_each_other():
     cross at the same midpoint; every interface label must stay readable."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from fragments._render import _figure
-
-    figure = _figure(fdg_for("single_learner_fine"))
+    figure = fdg_figure(fdg_for("single_learner_fine"))
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
     renderer = canvas.get_renderer()

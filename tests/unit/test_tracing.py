@@ -19,18 +19,11 @@ import msrl
 import policies
 from algorithms import ppo as ppo_module
 from algorithms.ppo import PPO, PPOConfig
-from msrl import _components, _tracing
-from msrl._config import load_config
-from msrl._errors import (
-    ControlFlowError,
-    TraceError,
-    UndeclaredComponentError,
-    UnsupportedOperationError,
-)
-from msrl._graph import BATCHED, GLOBAL, CarryRef, DataflowGraph, GraphLintError, ValueRef
-from msrl._run import build, plan
-from msrl._runtime import make_runtime
-from msrl.envs.cartpole import CartPoleNumpy
+import msrl.core
+import msrl.envs
+from msrl.app import load_config, make_runtime, plan
+from msrl.core import (BATCHED, GLOBAL, CarryRef, ControlFlowError, DataflowGraph, GraphLintError, TraceError,
+                       UndeclaredComponentError, UnsupportedOperationError, ValueRef)
 
 THIS_FILE = os.path.basename(__file__)
 PPO_FILE = os.path.abspath(ppo_module.__file__)
@@ -116,7 +109,7 @@ def test_ppo_loop_region(graph):
     region = graph.regions["loop0"]
     assert region.trip_count == 8
     assert region.nodes == LOOP_BODY
-    assert site_file_and_line(region.site) == (PPO_FILE, ppo_line("for _ in msrl.steps("))
+    assert site_file_and_line(region.site) == (PPO_FILE, ppo_line("for _ in steps("))
     for node in graph.nodes:
         assert node.region == ("loop0" if node.name in LOOP_BODY else None), node.name
     assert "loop loop0: 8 iterations of actor.act, env.step, buffer.insert" in str(graph)
@@ -263,14 +256,14 @@ def test_tracing_has_no_side_effects():
     assert algo.buffer.position == 0
     assert algo.learner.updates == 0
     assert algo.learner.optimizer.state_dict()["state"] == {}
-    assert _tracing._TRACERS == [] and _components._ACTIVE_TRACER == []
+    assert list(msrl.steps(3)) == [0, 1, 2]  # no tracer is left active
     # ...and the algorithm still runs eagerly afterwards (msrl.steps is range again).
     metrics = algo.train_step()
     assert algo.learner.updates == 1 and set(metrics) >= {"policy_loss", "value_loss", "entropy"}
 
 
 # -- TraceErrors point at the user's file and line ---------------------------------------------------
-_GLOBAL_ENV = CartPoleNumpy(2, seed=0)
+_GLOBAL_ENV = msrl.envs.make("CartPole-v1", 2, seed=0)
 
 
 def _ts_if(self):
@@ -373,16 +366,18 @@ def test_trace_error_names_user_line(train_step, error, words):
     assert f"{THIS_FILE}:{line}: " in str(exc)
     assert exc.site is not None and site_file_and_line(exc.site) == (os.path.abspath(__file__), line)
     assert words in str(exc)
-    # A failed trace leaves no tracer behind, and touches no real component.
-    assert _tracing._TRACERS == [] and _components._ACTIVE_TRACER == []
+    # A failed trace leaves no tracer behind (steps is range again, an undeclared component
+    # runs normally), and touches no real component.
+    assert list(msrl.steps(2)) == [0, 1]
     np.testing.assert_array_equal(_GLOBAL_ENV.get_state(), global_state)
+    _GLOBAL_ENV.observe()
 
 
 def test_control_flow_error_says_where_the_value_was_made():
     with pytest.raises(ControlFlowError) as info:
         _trace_with(_ts_if)
     made_at = _marked_line(_ts_if) - 1
-    assert f"'env.observe' (output 0, made at " in str(info.value)
+    assert "'env.observe' (output 0, made at " in str(info.value)
     assert f"{THIS_FILE}:{made_at})" in str(info.value)
 
 
@@ -423,13 +418,13 @@ def test_local_runtime_matches_eager_train_step():
     config = load_config(None, overrides, base={"algorithm": "ppo", "policy": "local"})
     threads = torch.get_num_threads()
     try:
-        traced_algo, fdg = plan(config)
         # Built before the runtime starts: the cpu executor sets torch's thread
         # count, and network init (orthogonal_ -> QR) depends on it.
-        eager_algo = build(config)
+        eager_algo = PPO(config.algo, msrl.RunInfo(seed=3, data_seed=3, total_env_steps=config.run.total_env_steps))
+        runtime = make_runtime(plan(config))
+        traced_algo = runtime.algorithm
         assert eager_algo is not traced_algo
         assert_identical(snapshot(eager_algo), snapshot(traced_algo))  # same seed, same start
-        runtime = make_runtime(fdg, traced_algo)
         try:
             traced = [runtime.run_iteration() for _ in range(iterations)]
         finally:
@@ -457,15 +452,17 @@ def test_local_runtime_matches_eager_train_step():
 
 
 def test_partitioned_local_runtime_built_by_hand_matches_eager():
-    from fragments._local import LocalRuntime
-
-    cfg = dict(num_envs=4, num_steps=16, update_epochs=2, num_minibatches=4)
-    run = msrl.RunInfo(seed=5, total_env_steps=4 * 16 * 3)
-    traced_algo, eager_algo = PPO(PPOConfig(**cfg), run), PPO(PPOConfig(**cfg), run)
-    assert_identical(snapshot(eager_algo), snapshot(traced_algo))
+    config = PPOConfig(num_envs=4, num_steps=16, update_epochs=2, num_minibatches=4)
+    recipe = fragments.BuildRecipe(PPO, config, seed=5, total_env_steps=4 * 16 * 3)
+    eager_algo = PPO(config, fragments.run_info(recipe, None, None))
+    declared = fragments.declare(recipe)  # nothing built: the trace needs only the components' classes
+    assert all(isinstance(c, msrl.core.Declared) for c in declared.components().values())
+    fdg = fragments.partition(msrl.trace(declared), policies.load_policy("local"))
     threads = torch.get_num_threads()
     try:
-        runtime = LocalRuntime(fragments.partition(msrl.trace(traced_algo), policies.load_policy("local")), traced_algo)
+        runtime = fragments.LocalRuntime(recipe, fdg)
+        traced_algo = runtime.algorithm
+        assert_identical(snapshot(eager_algo), snapshot(traced_algo))
         outputs = [runtime.run_iteration().output for _ in range(3)]
         runtime.close()
     finally:
