@@ -13,7 +13,6 @@ on the previous block's weights).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -44,14 +43,13 @@ class AlternatingPPO(PPO):
 
 
 def measure(policy: str, budget: int) -> tuple[float, float, int]:
-    from msrl._run import METRICS_NAME, train
+    import msrl
 
     with tempfile.TemporaryDirectory() as runs_dir:
-        result = train(str(REPO_ROOT / "configs" / "ppo_cartpole.yaml"),
-                       [f"runs_dir={runs_dir}", "progress=false", "eval_episodes=0", "checkpoint_every=0",
-                        f"total_env_steps={budget}", f"policy={policy}", "algorithm=benchmarks.deferred_ab:AlternatingPPO"])
-        with open(Path(result.run_dir) / METRICS_NAME, encoding="utf-8") as handle:
-            records = [json.loads(line) for line in handle]
+        records = msrl.train(str(REPO_ROOT / "configs" / "ppo_cartpole.yaml"),
+                             [f"runs_dir={runs_dir}", "progress=false", "eval_episodes=0", "checkpoint_every=0",
+                              f"total_env_steps={budget}", f"policy={policy}",
+                              "algorithm=benchmarks.deferred_ab:AlternatingPPO"]).metrics
     inline, deferred = [], []
     for index, record in enumerate(records[1:], start=1):
         update = index + 1  # record i holds update i + 1

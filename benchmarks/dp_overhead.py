@@ -17,7 +17,6 @@ calls (the path between nodes).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -45,12 +44,10 @@ PHASES = ["env", "inference", "learn", "buffer", "communication"]
 
 
 def run_layout(overrides: list[str], budget: int, runs_dir: str) -> dict[str, float]:
-    from msrl._run import METRICS_NAME, train
+    import msrl
 
-    result = train(CONFIG, [f"runs_dir={runs_dir}", "progress=false", "eval_episodes=0", "checkpoint_every=0",
-                            f"total_env_steps={budget}", *overrides])
-    with open(Path(result.run_dir) / METRICS_NAME, encoding="utf-8") as handle:
-        warmup, *records = [json.loads(line) for line in handle]
+    warmup, *records = msrl.train(CONFIG, [f"runs_dir={runs_dir}", "progress=false", "eval_episodes=0",
+                                           "checkpoint_every=0", f"total_env_steps={budget}", *overrides]).metrics
     wall = sum(r["wall_time"] for r in records)
     steps = records[-1]["env_steps"] - warmup["env_steps"]
     row = {"steps_per_s": steps / wall}
@@ -64,8 +61,7 @@ class _Peer:
     """One side of a ping-pong over msrl's transport classes."""
 
     def __init__(self, name: str) -> None:
-        from cluster._direct import DirectListener
-        from cluster._transport import Mailbox
+        from cluster import DirectListener, Mailbox
 
         self.mailbox = Mailbox()
         self.listener = DirectListener(self.mailbox, name)
@@ -76,7 +72,7 @@ class _Peer:
         return self.listener.path
 
     def pair(self, path: str, other) -> None:
-        from cluster._direct import DirectSender
+        from cluster import DirectSender
 
         self.sender, self.other = DirectSender(path), other
 

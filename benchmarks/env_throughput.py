@@ -2,6 +2,7 @@
 gymnasium's own ``SyncVectorEnv`` as the baseline, printed as a markdown table.
 
 Rows: gymnasium SyncVectorEnv (small batches only: it steps envs one by one),
+the same through msrl's gymnasium adapter (what any gymnasium id runs on),
 msrl's NumPy backend, the NumPy backend sharded over a 2-thread pool (what the
 ``cpu`` executor does with 2 CPUs), the torch backend on CPU, and, where a GPU
 and pycuda exist, the torch backend on CUDA and the CUDA C kernels.
@@ -17,14 +18,13 @@ import platform
 import shlex
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
+import msrl
 import msrl.envs
-from fragments.executors._sharded_env import ShardedEnv
 
 DEFAULT_SIZES = (16, 256, 1024, 4096, 16384, 65536)
 GYM_MAX_ENVS = 4096  # SyncVectorEnv at 65k envs takes minutes per measurement
@@ -56,21 +56,27 @@ def steps_per_second(step: Callable[[object], object], actions: list, num_envs: 
 
 def measure_msrl(env_id: str, backend: str, num_envs: int, seconds: float, **kwargs) -> float:
     env = msrl.envs.make(env_id, num_envs, seed=0, backend=backend, **kwargs)
-    env.reset()
-    actions = random_actions(env, np.random.default_rng(0), 20)
-    device = kwargs.get("device", "cpu")
-    if backend in ("torch", "cuda"):
-        actions = [torch.as_tensor(a, device=device) for a in actions]
-    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
-    return steps_per_second(env.step, actions, num_envs, seconds, sync)
+    try:
+        env.reset()
+        actions = random_actions(env, np.random.default_rng(0), 20)
+        device = kwargs.get("device", "cpu")
+        if backend in ("torch", "cuda"):
+            actions = [torch.as_tensor(a, device=device) for a in actions]
+        sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+        return steps_per_second(env.step, actions, num_envs, seconds, sync)
+    finally:
+        env.close()
 
 
 def measure_sharded(env_id: str, num_envs: int, threads: int, seconds: float) -> float:
-    with ThreadPoolExecutor(threads) as pool:
-        env = ShardedEnv(msrl.envs.make(env_id, num_envs, seed=0), threads, pool)
+    env = msrl.envs.ShardedEnv(lambda n, seed: msrl.envs.make(env_id, n, seed=seed, backend="numpy"), num_envs, 0,
+                               threads)
+    try:
         env.reset()
         actions = random_actions(env, np.random.default_rng(0), 20)
         return steps_per_second(env.step, actions, num_envs, seconds, lambda: None)
+    finally:
+        env.close()
 
 
 def measure_gymnasium(env_id: str, num_envs: int, seconds: float) -> float:
@@ -93,6 +99,8 @@ def rows(env_id: str, sizes: Sequence[int], seconds: float, threads: int) -> lis
     table: list[tuple[str, dict[int, float]]] = []
     try:
         table.append(("gymnasium SyncVectorEnv", {n: measure_gymnasium(env_id, n, seconds) for n in sizes if n <= GYM_MAX_ENVS}))
+        table.append(("msrl gymnasium adapter", {n: measure_msrl(env_id, "gymnasium", n, seconds)
+                                                 for n in sizes if n <= GYM_MAX_ENVS}))
     except ImportError:
         print("gymnasium not installed: no baseline row", file=sys.stderr)
     torch.set_num_threads(1)

@@ -125,33 +125,28 @@ class EvalSchedule:
 
 # -- msrl -------------------------------------------------------------------------------------------
 def run_msrl(seed: int, budget: int, eval_every: int, eval_episodes: int, overrides: Sequence[str] = ()) -> RunRecord:
-    """Train msrl's PPO with the local policy, one ``run_iteration`` at a time.
+    """Train msrl's PPO with the local policy, one iteration at a time (``msrl.app.Trainer``).
 
     Building, tracing and partitioning happen before the clock starts, as SB3's
     model construction does; the final greedy evaluation is always taken."""
-    from msrl._config import load_config
-    from msrl._evaluate import evaluate
-    from msrl._run import plan
-    from msrl._runtime import make_runtime
+    from msrl.app import Trainer
 
     record, clock = RunRecord("msrl", seed), Stopwatch()
     with tempfile.TemporaryDirectory(prefix="msrl-bench-") as runs_dir:
-        config = load_config(str(MSRL_CONFIG), [
+        trainer = Trainer(str(MSRL_CONFIG), [
             "policy=local", "progress=false", "eval_episodes=0", "checkpoint_every=0",
             f"runs_dir={runs_dir}", f"seed={seed}", f"total_env_steps={budget}", *overrides,
         ])
-        algorithm, fdg = plan(config)
-        runtime = make_runtime(fdg, algorithm)
         schedule = EvalSchedule(record, clock, eval_every,
-                                lambda: evaluate(algorithm, eval_episodes, seed=seed + EVAL_SEED_OFFSET))
+                                lambda: trainer.evaluate(eval_episodes, seed=seed + EVAL_SEED_OFFSET).returns)
         try:
             clock.start()
-            while record.env_steps < budget:
-                record.env_steps += runtime.run_iteration().env_steps
+            while not trainer.done:
+                record.env_steps = trainer.step()["env_steps"]
                 schedule.maybe_evaluate(record.env_steps)
             clock.stop()
         finally:
-            runtime.close()
+            trainer.close()
     _finish(record, clock, schedule)
     return record
 
