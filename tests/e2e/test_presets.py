@@ -50,11 +50,14 @@ def test_every_preset_runs_the_quick_start_config(preset: str, tmp_path: Path) -
     """A smoke test per preset: a few iterations of the shipped config, every metric present."""
     run = msrl.train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=10240", "eval_episodes=2",
                               "checkpoint_every=2", *PRESETS[preset]])
-    assert run.env_steps == 10240 and run.metrics[-1]["env_steps"] == 10240 and run.evaluation.episodes == 2
     steps = [r["env_steps"] for r in run.metrics]
-    assert steps == sorted(set(steps))
-    # sync presets report each of the 5 iterations; async reports rollouts as they land, several to a record
-    assert len(run.metrics) == 5 if preset != "async_single_learner" else 2 <= len(run.metrics) <= 5
+    assert steps == sorted(set(steps)) and steps[-1] == run.env_steps and run.evaluation.episodes == 2
+    if preset == "async_single_learner":
+        # rollouts are reported as they land, several to a record, and the two actors' last ones
+        # (1,024 steps each) may land after the budget is reached
+        assert 10240 <= run.env_steps <= 10240 + 2048 and 2 <= len(run.metrics) <= 6
+    else:
+        assert run.env_steps == 10240 and len(run.metrics) == 5
     assert {"policy_loss", "approx_kl", "episode_return", "time_env", "time_learn", "steps_per_s"} <= set(run.metrics[-1])
     _check_records(preset, run)
 
