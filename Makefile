@@ -1,8 +1,6 @@
 # The two quick-start commands: `make train` and `make test`.
 # Each creates .venv (if needed) and installs msrl from this repository's own
-# files, with torch pinned through constraints.txt.  --no-compile: pip would
-# byte-compile every module of torch and Ray (about a minute on 2 cores);
-# Python compiles the ones actually imported on first use instead.
+# files, with torch pinned through constraints.txt.
 PYTHON ?= python3
 VENV   ?= .venv
 PIP    := $(VENV)/bin/python -m pip
@@ -27,15 +25,15 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.stamp-base: pyproject.toml constraints.txt | $(VENV)/bin/python
-	$(PIP) install -q --no-compile -c constraints.txt -e .
+	$(PIP) install -q -c constraints.txt -e .
 	touch $@
 
 $(VENV)/.stamp-dev: pyproject.toml constraints.txt | $(VENV)/bin/python
-	$(PIP) install -q --no-compile -c constraints.txt -e '.[dev]'
+	$(PIP) install -q -c constraints.txt -e '.[dev]'
 	touch $@ $(VENV)/.stamp-base
 
 $(VENV)/.stamp-bench: pyproject.toml constraints.txt | $(VENV)/bin/python
-	$(PIP) install -q --no-compile -c constraints.txt -e '.[dev,bench]'
+	$(PIP) install -q -c constraints.txt -e '.[dev,bench]'
 	touch $@ $(VENV)/.stamp-base $(VENV)/.stamp-dev
 
 clean:
