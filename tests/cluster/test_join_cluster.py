@@ -106,7 +106,9 @@ def test_train_joins_a_running_cluster(head_node: str, tmp_path: Path) -> None:
     assert records[-1]["env_steps"] >= 8192 and records[-1]["time_communication"] > 0
     # the cluster outlives the run, with its CPUs free again
     check = subprocess.run([sys.executable, "-c", f"import ray, time; ray.init(address='{head_node}', logging_level='ERROR');"
-                            "time.sleep(2); print(int(ray.available_resources().get('CPU', 0)))"],
+                            "deadline = time.monotonic() + 30\n"
+                            "while ray.available_resources().get('CPU', 0) < 3 and time.monotonic() < deadline: time.sleep(0.1)\n"
+                            "print(int(ray.available_resources().get('CPU', 0)))"],
                            capture_output=True, text=True, timeout=60, env=CLIENT_ENV)
     assert check.stdout.strip().endswith("3"), check.stderr[-2000:]
 

@@ -25,6 +25,7 @@ import pytest
 import torch
 import yaml
 
+import fragments
 import msrl
 from msrl.app import load_config, make_runtime, plan
 
@@ -290,16 +291,21 @@ def test_an_env_count_that_is_not_split_is_refused_before_anything_starts(algori
     assert "msrl.split" in message and "\n" not in message
 
 
-@pytest.mark.parametrize("algorithm, field", [("SplitNamedEnvs", "n_envs"), ("SplitPropertyEnvs", "groups")])
-def test_a_split_field_of_any_name_or_a_property_over_one_gets_the_framework_split(algorithm: str, field: str) -> None:
-    runtime = make_runtime(plan(_config("policy=single_learner_coarse", algorithm=algorithm)))
-    try:
-        assert runtime.run_iteration().env_steps == 8 * 2  # the run's 8 environments, not 16
-        counts = [len(replica["env"]["state"]) if "state" in replica["env"] else replica["env"]["num_envs"]
-                  for replica in runtime.state_dict()["_replicas"]["rollout"]]
-    finally:
-        runtime.close()
-    assert counts == [4, 4]
+@pytest.mark.parametrize("algorithm, on_ray", [("SplitNamedEnvs", False), ("SplitPropertyEnvs", True)])
+def test_a_split_field_of_any_name_or_a_property_over_one_gets_the_framework_split(algorithm: str, on_ray: bool) -> None:
+    """``n_envs = msrl.split(8)``, or a property over ``groups = msrl.split(2)``: each of the two rollout
+    replicas gets 4 environments, as the worker builds them (``fragments.build_replica``) and, for one
+    of the two, in a real run."""
+    run_plan = plan(_config("policy=single_learner_coarse", algorithm=algorithm))
+    built = [fragments.build_replica(run_plan.recipe, run_plan.fdg, "rollout", replica) for replica in range(2)]
+    assert [replica.components["env"].num_envs for replica in built] == [4, 4]
+    assert all(replica.components.keys() == {"env", "actor"} for replica in built)
+    if on_ray:
+        runtime = make_runtime(run_plan)
+        try:
+            assert runtime.run_iteration().env_steps == 8 * 2  # the run's 8 environments, not 16
+        finally:
+            runtime.close()
 
 
 def test_the_cli_reports_an_unsplit_env_count_in_one_line_and_writes_nothing(tmp_path: Path) -> None:

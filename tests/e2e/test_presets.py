@@ -1,6 +1,7 @@
 """Every distribution preset on a real local Ray: the quick-start config runs
 under each switched only by ``--set policy=<preset>`` and solves CartPole
-(``single_learner_coarse`` here, every preset under ``-m slow``), and the
+(every preset under ``-m slow``; the default suite's learning threshold is
+``local``'s, in test_learning.py), and the
 transport is exact (one-replica layouts reproduce the local run bit for bit,
 a resumed run continues exactly)."""
 
@@ -62,7 +63,8 @@ def test_every_preset_runs_the_quick_start_config(preset: str, tmp_path: Path) -
     _check_records(preset, run)
 
 
-@pytest.mark.parametrize("preset", ["single_learner_coarse", pytest.param("single_learner_fine", marks=pytest.mark.slow),
+@pytest.mark.parametrize("preset", [pytest.param("single_learner_coarse", marks=pytest.mark.slow),
+                                    pytest.param("single_learner_fine", marks=pytest.mark.slow),
                                     pytest.param("multi_learner", marks=pytest.mark.slow),
                                     pytest.param("gpu_only", marks=pytest.mark.slow),
                                     pytest.param("async_single_learner", marks=pytest.mark.slow)])
