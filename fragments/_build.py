@@ -117,16 +117,20 @@ def build_replica(recipe: BuildRecipe, fdg: FragmentedGraph, fragment: str, repl
 
 
 def check_builds(recipe: BuildRecipe, fdg: FragmentedGraph, whole: Algorithm) -> None:
-    """On the driver, before anything starts: every copy of every fragment can be
-    built (shares divide), splits the run's environments instead of repeating them,
-    and traces to the same calls.  ``whole`` is the declared algorithm of the run."""
+    """On the driver, before anything starts: each fragment's copies can be built
+    (shares divide), split the run's environments instead of repeating them, and
+    trace to the same calls.  ``whole`` is the declared algorithm of the run.
+
+    The copies of a fragment get one and the same share of the config and differ
+    only in their seeds, so the first copy stands for all of them here (and each
+    copy checks its own trace again where it is built): start-up stays one trace
+    per fragment however many replicas it has."""
     local_envs = _env_counts(whole, None)
     for name, fragment in fdg.fragments.items():
-        for replica in range(fragment.replicas):
-            algorithm = declare(recipe, fdg, name, replica)
-            check_same_graph(trace(algorithm), fdg.graph, f"copy {replica} of fragment {name!r}")
-            if replica == 0 and fragment.replicas > 1:
-                _check_env_split(name, fragment.replicas, _env_counts(algorithm, fragment.components), local_envs, recipe)
+        algorithm = declare(recipe, fdg, name, 0)
+        check_same_graph(trace(algorithm), fdg.graph, f"copy 0 of fragment {name!r}")
+        if fragment.replicas > 1:
+            _check_env_split(name, fragment.replicas, _env_counts(algorithm, fragment.components), local_envs, recipe)
 
 
 def _env_counts(algorithm: Algorithm, only: list[str] | None) -> dict[str, int | None]:

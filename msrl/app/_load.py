@@ -10,7 +10,7 @@ import fragments
 from msrl.app._checkpoint import load_checkpoint
 from msrl.app._config import load_config
 from msrl.app._evaluate import Evaluation, evaluate_algorithm
-from msrl.app._registry import get_algorithm
+from msrl.app._plan import recipe_of
 from msrl.core import Algorithm, CheckpointError, ConfigError, role_of
 
 LOADED_ROLES = ("actor", "learner")
@@ -42,9 +42,7 @@ def load(checkpoint: str | os.PathLike) -> Algorithm:
     """
     payload = load_checkpoint(os.fspath(checkpoint))
     config = load_config(None, base=payload["config"])
-    recipe = fragments.BuildRecipe(get_algorithm(config.run.algorithm), config.algo, config.run.seed,
-                                   config.run.total_env_steps)
-    return load_components(recipe, payload["components"])
+    return load_components(recipe_of(config), payload["components"])
 
 
 def evaluate(checkpoint: str | os.PathLike, episodes: int = 20, seed: int = 12345) -> Evaluation:

@@ -22,14 +22,19 @@ class Plan:
     fdg: fragments.FragmentedGraph
 
 
+def recipe_of(config: LoadedConfig) -> fragments.BuildRecipe:
+    """What building the configured algorithm takes, anywhere in the run."""
+    return fragments.BuildRecipe(get_algorithm(config.run.algorithm), config.algo, config.run.seed,
+                                 config.run.total_env_steps)
+
+
 def plan(config: LoadedConfig) -> Plan:
     """Declare, trace and partition the configured run, and check every replica's build."""
     policy = load_policy(config.run.policy)
     if policy.in_process:  # remote fragments are checked where they run
         for spec in policy.fragments:
             get_executor(spec.executor).check_available(spec)
-    recipe = fragments.BuildRecipe(get_algorithm(config.run.algorithm), config.algo, config.run.seed,
-                                   config.run.total_env_steps)
+    recipe = recipe_of(config)
     whole = fragments.declare(recipe)
     fdg = fragments.partition(trace(whole), policy)
     fragments.check_builds(recipe, fdg, whole)
