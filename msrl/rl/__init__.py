@@ -1,15 +1,29 @@
-"""Pieces RL algorithms share, written once: GAE, a rollout buffer component, categorical
-sampling, PPO's losses, a fused actor-critic network and its gradient clipping.  Algorithms import
-them instead of copying them."""
+"""Pieces RL algorithms share, written once and tested against reference formulas: returns (GAE,
+n-step, V-trace), buffers (rollout, replay), action heads (categorical, diagonal Gaussian,
+tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, Polyak averaging,
+running mean/std normalisation, and PPO's fused fast path (``TwinMLP``, ``ppo_losses``,
+``clip_grad_norm_``).  Algorithms import them instead of copying them."""
 
+from msrl.rl._actor_critic import ActorCritic, ActorCriticActor, action_head
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, sample_categorical
 from msrl.rl._clip import clip_grad_norm_
 from msrl.rl._gae import gae
+from msrl.rl._heads import (CategoricalHead, GaussianHead, gaussian_entropy, gaussian_log_prob, orthogonal_,
+                            sample_tanh_gaussian)
+from msrl.rl._mlp import mlp
+from msrl.rl._normalize import RewardScaler, RunningMeanStd
+from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo_loss import ppo_losses
-from msrl.rl._rollout import RolloutBatch, RolloutBuffer
+from msrl.rl._replay import ReplayBatch, ReplayBuffer
+from msrl.rl._returns import nstep_returns, vtrace
+from msrl.rl._rollout import RolloutBatch, RolloutBuffer, TrajectoryBatch
+from msrl.rl._state import load_state, save_state
 from msrl.rl._twin_mlp import TwinMLP
 
 __all__ = [
-    "RolloutBatch", "RolloutBuffer", "TwinMLP", "categorical_entropy", "categorical_log_prob", "clip_grad_norm_", "gae",
-    "ppo_losses", "sample_categorical",
+    "ActorCritic", "ActorCriticActor", "CategoricalHead", "GaussianHead", "ReplayBatch", "ReplayBuffer",
+    "RewardScaler", "RolloutBatch", "RolloutBuffer", "RunningMeanStd", "TrajectoryBatch", "TwinMLP", "action_head",
+    "categorical_entropy", "categorical_log_prob", "clip_grad_norm_", "gae", "gaussian_entropy", "gaussian_log_prob",
+    "load_state", "mlp", "nstep_returns", "orthogonal_", "polyak_update_", "ppo_losses", "sample_categorical", "sample_tanh_gaussian",
+    "save_state", "vtrace",
 ]

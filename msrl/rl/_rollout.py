@@ -8,6 +8,7 @@ import torch
 
 from msrl.core import Batched, Buffer, NoValue
 from msrl.rl._gae import gae
+from msrl.rl._normalize import RewardScaler
 
 
 class RolloutBatch(NamedTuple):
@@ -22,6 +23,20 @@ class RolloutBatch(NamedTuple):
     returns: torch.Tensor
 
 
+class TrajectoryBatch(NamedTuple):
+    """Drained rollouts as trajectories, environment-major ``(num_envs, num_steps, ...)`` so that the
+    rollouts of several buffer copies concatenate along environments; ``last_obs`` is the
+    observation after the last step (for the learner's bootstrap value)."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    last_obs: torch.Tensor
+
+
 class RolloutBuffer(Buffer):
     """Holds ``num_steps`` steps of ``num_envs`` environments; ``drain`` computes
     advantages with GAE and returns the flattened batch, emptying the buffer.
@@ -29,11 +44,15 @@ class RolloutBuffer(Buffer):
     Termination and truncation both end the advantage recursion (the observation the environment
     returns after either is already the next episode's); a truncation's target still bootstraps,
     see ``gae``.
+
+    With ``normalize_reward`` the stored rewards are divided by the running standard deviation of
+    the discounted return (``msrl.rl.RewardScaler``), whose statistics are part of the buffer's
+    checkpoint.
     """
 
     def __init__(self, num_steps: int, num_envs: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...] = (),
                  action_dtype: torch.dtype = torch.int64, gamma: float = 0.99, gae_lambda: float = 0.95,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", normalize_reward: bool = False) -> None:
         self.num_steps, self.num_envs = num_steps, num_envs
         self.gamma, self.gae_lambda = gamma, gae_lambda
         shape = (num_steps, num_envs)
@@ -45,6 +64,7 @@ class RolloutBuffer(Buffer):
         self.terminated = torch.zeros(shape, device=device)
         self.truncated = torch.zeros(shape, device=device)
         self.position = 0
+        self.reward_scaler = RewardScaler(num_envs, gamma, device=device) if normalize_reward else None
 
     def insert(self, obs: Any, action: Any, logprob: Any, value: Any, reward: Any, terminated: Any, truncated: Any) -> NoValue:
         t = self.position
@@ -54,7 +74,11 @@ class RolloutBuffer(Buffer):
         self.actions[t] = torch.as_tensor(action)
         self.logprobs[t] = torch.as_tensor(logprob)
         self.values[t] = torch.as_tensor(value)
-        self.rewards[t] = torch.as_tensor(reward)
+        if self.reward_scaler is None:
+            self.rewards[t] = torch.as_tensor(reward)
+        else:
+            done = torch.maximum(torch.as_tensor(terminated), torch.as_tensor(truncated))
+            self.rewards[t] = self.reward_scaler(reward, done)
         self.terminated[t] = torch.as_tensor(terminated)
         self.truncated[t] = torch.as_tensor(truncated)
         self.position = t + 1
@@ -69,9 +93,25 @@ class RolloutBuffer(Buffer):
         return RolloutBatch(flat(self.obs).clone(), flat(self.actions).clone(), flat(self.logprobs).clone(),
                             flat(self.values).clone(), flat(advantages), flat(returns))
 
+    def drain_trajectories(self, last_obs: Any) -> Batched:
+        """The rollout as it was collected, for learners that compute their own targets from it
+        (IMPALA's V-trace): nothing is estimated here."""
+        if self.position != self.num_steps:
+            raise RuntimeError(f"rollout buffer holds {self.position} of {self.num_steps} steps")
+        self.position = 0
+        env_major = lambda x: x.transpose(0, 1).clone()  # noqa: E731
+        return TrajectoryBatch(env_major(self.obs), env_major(self.actions), env_major(self.logprobs),
+                               env_major(self.rewards), env_major(self.terminated), env_major(self.truncated),
+                               torch.as_tensor(last_obs, dtype=self.obs.dtype, device=self.obs.device).clone())
+
     def state_dict(self) -> dict[str, Any]:
         # Checkpoints are taken between iterations, when the buffer is empty.
-        return {"position": self.position}
+        state: dict[str, Any] = {"position": self.position}
+        if self.reward_scaler is not None:
+            state["reward_scaler"] = self.reward_scaler.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.position = int(state.get("position", 0))
+        if self.reward_scaler is not None:
+            self.reward_scaler.load_state_dict(state["reward_scaler"])

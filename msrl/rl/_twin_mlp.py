@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from msrl.rl._heads import CategoricalHead
+
 
 @dataclass(frozen=True)
 class _Layout:
@@ -142,6 +144,10 @@ class TwinMLP(nn.Module):
         self.params = nn.Parameter(flat)
         self._weights: tuple[torch.Tensor, ...] = ()
         self._weights_of: tuple = ()
+
+    head = CategoricalHead
+    """Samples and scores the logits (as ``msrl.rl.ActorCritic.head`` does), so the two networks
+    are interchangeable in ``msrl.rl.ActorCriticActor``."""
 
     def weights(self) -> tuple[torch.Tensor, ...]:
         """The weight and bias views, split once (splitting costs as much as a small matmul).  The

@@ -1,0 +1,119 @@
+"""The actor-critic network and actor component that the on-policy algorithms (PPO, A2C, IMPALA)
+share: ordinary torch modules with autograd, for a researcher to read and edit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from msrl.core import Actor, Batched, Box, ConfigError, Discrete, NoValue, Space
+from msrl.rl._heads import CategoricalHead, GaussianHead, orthogonal_
+from msrl.rl._normalize import RunningMeanStd
+
+
+def action_head(features: int, action_space: Space, generator: torch.Generator | None = None,
+                log_std_init: float = 0.0) -> CategoricalHead | GaussianHead:
+    """A categorical head for ``Discrete`` actions, a diagonal Gaussian one for ``Box`` actions."""
+    if isinstance(action_space, Discrete):
+        return CategoricalHead(features, action_space.n, 0.01, generator)
+    if isinstance(action_space, Box):
+        dim = 1
+        for size in action_space.shape:
+            dim *= size
+        return GaussianHead(features, dim, 0.01, log_std_init, generator)
+    raise ConfigError(f"no action head for {type(action_space).__name__} actions; supported: Discrete, Box")
+
+
+class ActorCritic(nn.Module):
+    """Separate policy and value MLPs with ``tanh`` hidden layers, initialised as in the PPO
+    paper's code (orthogonal, gain sqrt(2) in hidden layers, 1 for the value output, 0.01 for the
+    policy output, zero biases).  The value tower is drawn first, then the policy tower, in the
+    same order as ``msrl.rl.TwinMLP``: a seed gives the same network either way.
+
+    ``forward(obs)`` returns ``(dist_params, value)``; ``self.head`` samples from and scores
+    ``dist_params`` (logits, or Gaussian mean and log-std).
+    """
+
+    def __init__(self, obs_dim: int, action_space: Space, hidden: int = 64, seed: int = 0,
+                 log_std_init: float = 0.0) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        sqrt2 = 2 ** 0.5
+        self.critic = nn.Sequential(
+            orthogonal_(nn.Linear(obs_dim, hidden), sqrt2, generator), nn.Tanh(),
+            orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator), nn.Tanh(),
+            orthogonal_(nn.Linear(hidden, 1), 1.0, generator),
+        )
+        self.torso = nn.Sequential(
+            orthogonal_(nn.Linear(obs_dim, hidden), sqrt2, generator), nn.Tanh(),
+            orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator), nn.Tanh(),
+        )
+        self.head = action_head(hidden, action_space, generator, log_std_init)
+
+    def forward(self, obs: torch.Tensor) -> tuple[Any, torch.Tensor]:
+        return self.head(self.torso(obs)), self.critic(obs).squeeze(-1)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)
+
+
+class ActorCriticActor(Actor):
+    """Acts with its own copy of an actor-critic network: ``act(obs) -> (action, logprob, value)``.
+
+    With ``normalize_obs``, ``normalize(obs)`` keeps running statistics of every observation it
+    sees (``msrl.rl.RunningMeanStd``) and returns the observation standardised by them; ``act``
+    and ``value`` take normalised observations (the ones the buffer stores and the learner learns
+    from), while ``greedy`` takes raw ones, as evaluation passes them, and normalises them with
+    the statistics as they are.  Without it, ``normalize`` returns its input.
+    """
+
+    def __init__(self, net: nn.Module, seed: int, device: str = "cpu", normalize_obs: bool = False,
+                 obs_shape: tuple[int, ...] = ()) -> None:
+        self.device = torch.device(device)
+        self.net = net.to(self.device)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.obs_stats = RunningMeanStd(obs_shape, device=self.device) if normalize_obs else None
+
+    def _obs(self, obs: Any) -> torch.Tensor:
+        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+
+    def normalize(self, obs: Any) -> Batched:
+        if self.obs_stats is None:
+            return obs
+        obs = self._obs(obs)
+        self.obs_stats.update(obs)
+        return self.obs_stats.normalize(obs)
+
+    @torch.inference_mode()
+    def act(self, obs: Any) -> tuple[Batched, Batched, Batched]:
+        params, value = self.net(self._obs(obs))
+        action, logprob = self.net.head.sample(params, self.generator)
+        return action, logprob, value
+
+    @torch.inference_mode()
+    def value(self, obs: Any) -> Batched:
+        return self.net(self._obs(obs))[1]
+
+    @torch.inference_mode()
+    def greedy(self, obs: Any) -> Batched:
+        obs = self._obs(obs)
+        if self.obs_stats is not None:
+            obs = self.obs_stats.normalize(obs)
+        return self.net.head.mode(self.net(obs)[0])
+
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
+        self.net.load_state_dict(weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {"net": self.net.state_dict(), "generator": self.generator.get_state()}
+        if self.obs_stats is not None:
+            state["obs_stats"] = self.obs_stats.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["net"])
+        self.generator.set_state(state["generator"])
+        if self.obs_stats is not None:
+            self.obs_stats.load_state_dict(state["obs_stats"])

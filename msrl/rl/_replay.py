@@ -1,0 +1,104 @@
+"""A uniform replay buffer component for off-policy algorithms (DQN, SAC)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+
+from msrl.core import Batched, Buffer, NoValue
+
+
+class ReplayBatch(NamedTuple):
+    """Sampled transitions, shaped ``(batch_size, num_batches, ...)``: row-major, so that when
+    several buffer copies each sample their share of a batch, the learner's ``k``-th gradient step
+    (``field[:, k]``) draws from all of them."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    next_obs: torch.Tensor
+    terminated: torch.Tensor
+
+    @property
+    def num_batches(self) -> int:
+        return self.rewards.shape[1]
+
+    def minibatch(self, k: int) -> "ReplayBatch":
+        """The transitions of gradient step ``k``."""
+        return ReplayBatch(*(field[:, k] for field in self))
+
+
+class ReplayBuffer(Buffer):
+    """The last ``capacity`` transitions, sampled uniformly with replacement.
+
+    ``insert`` takes one step of every environment.  With same-step autoreset the observation after
+    an episode's end is the next episode's first, so a transition cut by a time limit (truncated and
+    not terminated) has no true next observation: it is not stored, rather than bootstrapped from
+    the wrong state.  A terminated transition is stored; its target does not use ``next_obs``.
+
+    ``sample()`` returns ``num_batches`` batches of ``batch_size`` transitions at once (one per
+    gradient step of the learner's update), or zero rows while fewer than ``learning_starts``
+    transitions have been inserted (the warm-up; counted before dropping time-limit transitions, so
+    copies of a buffer that insert alike warm up on the same iteration and replicated learners
+    keep stepping together).  Storage lives on ``device``, so sampling on a GPU
+    learner's fragment never leaves the device.
+    """
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...] = (),
+                 action_dtype: torch.dtype = torch.int64, batch_size: int = 256, num_batches: int = 1,
+                 learning_starts: int = 0, seed: int = 0, device: str = "cpu") -> None:
+        if capacity < 1 or batch_size < 1 or num_batches < 1:
+            raise ValueError(f"capacity, batch_size and num_batches must be >= 1, got {capacity}, {batch_size}, {num_batches}")
+        self.capacity, self.batch_size, self.num_batches = capacity, batch_size, num_batches
+        self.learning_starts = max(learning_starts, 1)
+        self.device = torch.device(device)
+        self.obs = torch.zeros((capacity,) + tuple(obs_shape), device=self.device)
+        self.next_obs = torch.zeros_like(self.obs)
+        self.actions = torch.zeros((capacity,) + tuple(action_shape), dtype=action_dtype, device=self.device)
+        self.rewards = torch.zeros(capacity, device=self.device)
+        self.terminated = torch.zeros(capacity, device=self.device)
+        self.position = 0  # next row written
+        self.size = 0
+        self.inserted = 0  # transitions offered to insert, stored or not
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def insert(self, obs: Any, action: Any, reward: Any, next_obs: Any, terminated: Any, truncated: Any) -> NoValue:
+        as_tensor = lambda x, dtype=None: torch.as_tensor(x, device=self.device, dtype=dtype)  # noqa: E731
+        terminated = as_tensor(terminated, torch.float32)
+        keep = ~((as_tensor(truncated, torch.float32) > 0) & (terminated == 0))
+        self.inserted += keep.numel()
+        rows = (torch.arange(int(keep.sum()), device=self.device) + self.position) % self.capacity
+        if rows.numel() == 0:
+            return
+        self.obs[rows] = as_tensor(obs, torch.float32)[keep]
+        self.next_obs[rows] = as_tensor(next_obs, torch.float32)[keep]
+        self.actions[rows] = as_tensor(action, self.actions.dtype)[keep]
+        self.rewards[rows] = as_tensor(reward, torch.float32)[keep]
+        self.terminated[rows] = terminated[keep]
+        self.position = int(rows[-1] + 1) % self.capacity
+        self.size = min(self.size + rows.numel(), self.capacity)
+
+    def sample(self) -> Batched:
+        rows = self.batch_size if self.inserted >= self.learning_starts and self.size else 0
+        index = torch.randint(self.size or 1, (rows, self.num_batches), generator=self.generator, device=self.device)
+        return ReplayBatch(self.obs[index], self.actions[index], self.rewards[index], self.next_obs[index],
+                           self.terminated[index])
+
+    def state_dict(self) -> dict[str, Any]:
+        n = self.size
+        return {"obs": self.obs[:n].clone(), "next_obs": self.next_obs[:n].clone(), "actions": self.actions[:n].clone(),
+                "rewards": self.rewards[:n].clone(), "terminated": self.terminated[:n].clone(),
+                "position": self.position, "size": n, "inserted": self.inserted, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        n = int(state["size"])
+        if n > self.capacity:
+            raise ValueError(f"checkpoint holds {n} transitions, more than this buffer's capacity {self.capacity}")
+        for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
+            getattr(self, name)[:n] = state[name].to(self.device)
+        self.position, self.size, self.inserted = int(state["position"]), n, int(state["inserted"])
+        self.generator.set_state(state["generator"])
