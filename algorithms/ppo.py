@@ -1,8 +1,18 @@
-"""Proximal Policy Optimization (Schulman et al., 2017) for discrete actions.
+"""Proximal Policy Optimization (Schulman et al., 2017), for discrete and continuous actions.
 
-Read top to bottom: config, network, components (actor, learner), then the
-algorithm whose ``train_step`` only orchestrates component calls.  Written
-against msrl's public API alone, so every distribution policy runs it as is.
+Read top to bottom: config, learner (the actor, network and buffer come from ``msrl.rl``), then
+the algorithm whose ``train_step`` only orchestrates component calls.  Written against msrl's
+public API alone, so every distribution policy runs it as is.
+
+Discrete actions sample from a categorical policy; ``Box`` actions from a diagonal Gaussian with a
+state-independent log standard deviation, the environment clipping them to its bounds (as CleanRL's
+``ppo_continuous_action`` does).  Observation and reward normalisation (SB3's ``VecNormalize``)
+live in the actor and the buffer, whose checkpoints hold their statistics.
+
+The default learner is plain torch modules and autograd.  ``fused: true`` swaps in
+``FusedPPOLearner`` (discrete actions only): the same update with ``msrl.rl.TwinMLP`` and
+``msrl.rl.ppo_losses``' closed-form gradients, about twice as fast on small CPU models;
+``tests/unit/test_ppo_fused.py`` checks the two give the same update.
 """
 
 from __future__ import annotations
@@ -12,18 +22,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 import msrl.envs
-from msrl.core import (Actor, Algorithm, Batched, ConfigError, Discrete, Global, Learner, NoValue, RunInfo, deferred,
-                       split, steps)
-from msrl.rl import (RolloutBatch, RolloutBuffer, TwinMLP, categorical_entropy, categorical_log_prob, clip_grad_norm_,
-                     ppo_losses, sample_categorical)
+from msrl.core import Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, deferred, split, steps
+from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, TwinMLP, clip_grad_norm_,
+                     ppo_losses)
 
 
 @dataclass
 class PPOConfig:
     env_id: str = "CartPole-v1"
-    """Environment id from msrl.envs."""
+    """Environment id from msrl.envs (Discrete or Box actions)."""
     num_envs: int = split(64)
     """Environments stepped together in the whole run (a per-run quantity: msrl shares them out among the
     copies of the fragments that hold the environment and the buffer)."""
@@ -57,14 +67,18 @@ class PPOConfig:
     """Normalise advantages per minibatch."""
     hidden_size: int = 64
     """Width of the two hidden layers of the policy and value networks."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (Box actions)."""
+    normalize_obs: bool = False
+    """Standardise observations by their running mean and variance (kept by the actor)."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted return (kept by the buffer)."""
+    fused: bool = False
+    """Use the fused fast path (TwinMLP and closed-form loss gradients; Discrete actions only)."""
 
     @property
     def batch_size(self) -> int:
         return self.num_envs * self.num_steps
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.num_minibatches
 
     def validate(self) -> None:
         for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size"):
@@ -78,116 +92,91 @@ class PPOConfig:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
 
 
-# -- network ---------------------------------------------------------------------------------------
-def actor_critic(obs_dim: int, num_actions: int, hidden: int, seed: int) -> TwinMLP:
-    """Separate policy and value MLPs (tanh), orthogonal init as in the PPO paper's code, evaluated
-    together (see msrl.rl.TwinMLP for why)."""
-    return TwinMLP(obs_dim, num_actions, hidden, torch.Generator().manual_seed(seed))
+def supported_action_space(env_id: str, algorithm: str, space: Space, kinds: tuple[type, ...]) -> None:
+    """One line naming what ``algorithm`` supports when ``env_id``'s actions are something else."""
+    if not isinstance(space, kinds):
+        names = " or ".join(kind.__name__ for kind in kinds)
+        raise ConfigError(f"{algorithm} supports {names} actions; {env_id} has {type(space).__name__} actions")
 
 
-# -- components ------------------------------------------------------------------------------------
-class PPOActor(Actor):
-    """Samples actions from the current policy; keeps its own copy of the weights."""
-
-    def __init__(self, obs_dim: int, num_actions: int, config: PPOConfig, seed: int, device: str = "cpu") -> None:
-        self.device = torch.device(device)
-        self.net = actor_critic(obs_dim, num_actions, config.hidden_size, seed).to(self.device)
-        self.generator = torch.Generator(device=self.device).manual_seed(seed + 1)
-
-    def _obs(self, obs: Any) -> torch.Tensor:
-        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-
-    @torch.inference_mode()
-    def act(self, obs: Any) -> tuple[Batched, Batched, Batched]:
-        logits, value = self.net(self._obs(obs))
-        action, logprob = sample_categorical(logits, self.generator)
-        return action, logprob, value
-
-    @torch.inference_mode()
-    def value(self, obs: Any) -> Batched:
-        return self.net(self._obs(obs))[1]
-
-    @torch.inference_mode()
-    def greedy(self, obs: Any) -> Batched:
-        return torch.argmax(self.net(self._obs(obs))[0], dim=-1)
-
-    def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
-        self.net.load_state_dict(weights)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"net": self.net.state_dict(), "generator": self.generator.get_state()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.net.load_state_dict(state["net"])
-        self.generator.set_state(state["generator"])
-
-
+# -- learner -----------------------------------------------------------------------------------------
 class PPOLearner(Learner):
-    """Clipped-surrogate PPO update over minibatch epochs."""
+    """Clipped-surrogate PPO update over minibatch epochs, with plain autograd."""
 
-    def __init__(self, obs_dim: int, num_actions: int, config: PPOConfig, seed: int, num_updates: int, device: str = "cpu") -> None:
+    def __init__(self, obs_dim: int, action_space: Space, config: PPOConfig, seed: int, num_updates: int,
+                 device: str = "cpu") -> None:
         if config.batch_size % config.num_minibatches:  # this learner's share of the batch, under every policy
             raise ConfigError(f"algo.num_minibatches ({config.num_minibatches}) must divide the batch each learner "
                               f"learns from ({config.batch_size} = its num_envs x num_steps)")
         self.config = config
         self.device = torch.device(device)
-        self.net = actor_critic(obs_dim, num_actions, config.hidden_size, seed).to(self.device)
-        # One parameter tensor and the fused kernel: the step is a single kernel call.
-        self.optimizer = torch.optim.Adam([self.net.params], lr=config.learning_rate, eps=1e-5, fused=True)
+        self.net = self.network(obs_dim, action_space, config, seed).to(self.device)
+        self.params = list(self.net.parameters())
+        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed + 2)
         self.num_updates = max(1, num_updates)
         self.updates = 0
 
+    @staticmethod
+    def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> nn.Module:
+        return ActorCritic(obs_dim, action_space, config.hidden_size, seed, config.log_std_init)
+
     def learn(self, batch: RolloutBatch) -> Global:
         cfg = self.config
-        obs, actions, old_logprobs, old_values, advantages, returns = (t.to(self.device) for t in batch)
+        data = tuple(t.to(self.device) for t in batch)
         if cfg.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
         self.updates += 1
-        n = obs.shape[0]
+        n = data[0].shape[0]
         minibatch = n // cfg.num_minibatches
-        data = (obs, actions, old_logprobs, old_values, advantages, returns)
-        params = self.net.params
         for _ in range(cfg.update_epochs):
             order = torch.randperm(n, generator=self.generator).to(self.device)
             shuffled = [t[order] for t in data]  # one gather per epoch; minibatches are then slices
             for start in range(0, n, minibatch):
-                pg_loss, v_loss, logits = self._losses(*(t[start:start + minibatch] for t in shuffled))
+                pg_loss, v_loss, entropy, _ = self.losses(*(t[start:start + minibatch] for t in shuffled))
                 loss = pg_loss + cfg.vf_coef * v_loss
                 if cfg.ent_coef:
-                    loss = loss - cfg.ent_coef * categorical_entropy(logits).mean()
-                params.grad = None
+                    loss = loss - cfg.ent_coef * entropy.mean()
+                self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                self.sync_grads([params])
-                clip_grad_norm_(params, cfg.max_grad_norm)
+                self.sync_grads(self.params)
+                self.clip_gradients()
                 self.optimizer.step()
         # Computed once the new weights are on their way to the actors: nothing waits for them.
-        return deferred(self._diagnostics, *data)
+        return deferred(self.diagnostics, *data)
 
-    def _losses(self, obs: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor, old_values: torch.Tensor,
-                advantages: torch.Tensor, returns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Clipped surrogate and (clipped) value loss, with the policy's logits for the entropy bonus."""
+    def losses(self, obs: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor, old_values: torch.Tensor,
+               advantages: torch.Tensor, returns: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Clipped surrogate loss, value loss, entropy and new log-probabilities of a minibatch."""
         cfg = self.config
-        logits, new_values = self.net(obs)
-        pg_loss, v_loss = ppo_losses(logits, new_values, actions, old_logprobs, old_values, advantages, returns,
-                                     clip=cfg.clip_coef, clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv)
-        return pg_loss, v_loss, logits
+        dist, values = self.net(obs)
+        logprobs = self.net.head.log_prob(dist, actions)
+        ratio = (logprobs - old_logprobs).exp()
+        if cfg.norm_adv:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+        v_loss = (values - returns).square()
+        if cfg.clip_vloss:
+            clipped = old_values + (values - old_values).clamp(-cfg.clip_coef, cfg.clip_coef)
+            v_loss = torch.max(v_loss, (clipped - returns).square())
+        return pg_loss, 0.5 * v_loss.mean(), self.net.head.entropy(dist), logprobs
+
+    def clip_gradients(self) -> None:
+        nn.utils.clip_grad_norm_(self.params, self.config.max_grad_norm)
 
     @torch.no_grad()
-    def _diagnostics(self, obs: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor, old_values: torch.Tensor,
-                     advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, float]:
+    def diagnostics(self, *data: torch.Tensor) -> dict[str, float]:
         """Losses, entropy, KL and clip fraction of the updated policy on the whole batch, once per
         update: computing them per minibatch would cost a fifth of the update's time."""
-        cfg = self.config
-        pg_loss, v_loss, logits = self._losses(obs, actions, old_logprobs, old_values, advantages, returns)
-        log_ratio = categorical_log_prob(logits, actions) - old_logprobs
+        pg_loss, v_loss, entropy, logprobs = self.losses(*data)
+        log_ratio = logprobs - data[2]
         ratio = log_ratio.exp()
         return {
             "policy_loss": float(pg_loss),
             "value_loss": float(v_loss),
-            "entropy": float(categorical_entropy(logits).mean()),
+            "entropy": float(entropy.mean()),
             "approx_kl": float(((ratio - 1) - log_ratio).mean()),
-            "clipfrac": float(((ratio - 1.0).abs() > cfg.clip_coef).float().mean()),
+            "clipfrac": float(((ratio - 1.0).abs() > self.config.clip_coef).float().mean()),
             "learning_rate": float(self.optimizer.param_groups[0]["lr"]),
         }
 
@@ -205,10 +194,40 @@ class PPOLearner(Learner):
         self.updates = int(state["updates"])
 
 
+class FusedPPOLearner(PPOLearner):
+    """The same update on ``msrl.rl.TwinMLP`` (one flat parameter tensor, hand-written backward)
+    with ``msrl.rl.ppo_losses`` (closed-form loss gradients) and Adam's fused kernel: the fast path
+    for small discrete-action models on the CPU.  Same seed, same initial weights as ``PPOLearner``."""
+
+    def __init__(self, obs_dim: int, action_space: Space, config: PPOConfig, seed: int, num_updates: int,
+                 device: str = "cpu") -> None:
+        super().__init__(obs_dim, action_space, config, seed, num_updates, device)
+        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
+
+    @staticmethod
+    def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> nn.Module:
+        return fused_network(obs_dim, action_space, config, seed)
+
+    def losses(self, obs: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor, old_values: torch.Tensor,
+               advantages: torch.Tensor, returns: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        cfg = self.config
+        logits, values = self.net(obs)
+        pg_loss, v_loss = ppo_losses(logits, values, actions, old_logprobs, old_values, advantages, returns,
+                                     clip=cfg.clip_coef, clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv)
+        return pg_loss, v_loss, self.net.head.entropy(logits), self.net.head.log_prob(logits, actions)
+
+    def clip_gradients(self) -> None:
+        clip_grad_norm_(self.net.params, self.config.max_grad_norm)
+
+
+def fused_network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> TwinMLP:
+    return TwinMLP(obs_dim, action_space.n, config.hidden_size, torch.Generator().manual_seed(seed))
+
+
 # -- algorithm ---------------------------------------------------------------------------------------
 class PPO(Algorithm):
-    """PPO with GAE, clipped surrogate and value losses, entropy bonus, minibatch
-    epochs, advantage normalisation and gradient clipping."""
+    """PPO with GAE, clipped surrogate and value losses, entropy bonus, minibatch epochs, advantage
+    normalisation, gradient clipping, and optional observation and reward normalisation."""
 
     name = "ppo"
     Config = PPOConfig
@@ -217,25 +236,32 @@ class PPO(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        if not isinstance(spec.action_space, Discrete):
-            raise ConfigError(f"ppo supports discrete actions; {config.env_id} has {type(spec.action_space).__name__}")
-        obs_dim = int(np.prod(spec.observation_space.shape))
-        num_actions = spec.action_space.n
+        supported_action_space(config.env_id, "ppo", spec.action_space, (Discrete, Box))
+        if config.fused:
+            supported_action_space(config.env_id, "ppo with fused: true", spec.action_space, (Discrete,))
+        obs_shape = tuple(spec.observation_space.shape)
+        obs_dim = int(np.prod(obs_shape))
+        continuous = isinstance(spec.action_space, Box)
+        Learner = FusedPPOLearner if config.fused else PPOLearner
         num_updates = -(-run.total_env_steps // config.batch_size)
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
-        self.actor = PPOActor(obs_dim, num_actions, config, run.seed, run.device)
-        self.buffer = RolloutBuffer(config.num_steps, config.num_envs, (obs_dim,), gamma=config.gamma,
-                                    gae_lambda=config.gae_lambda, device=run.device)
-        self.learner = PPOLearner(obs_dim, num_actions, config, run.seed, num_updates, run.device)
+        self.actor = ActorCriticActor(Learner.network(obs_dim, spec.action_space, config, run.seed), run.seed + 1,
+                                      run.device, config.normalize_obs, obs_shape)
+        self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
+                                    tuple(spec.action_space.shape) if continuous else (),
+                                    torch.float32 if continuous else torch.int64, gamma=config.gamma,
+                                    gae_lambda=config.gae_lambda, device=run.device,
+                                    normalize_reward=config.normalize_reward)
+        self.learner = Learner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)
 
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the current policy.
-        obs = self.env.observe()
+        obs = self.actor.normalize(self.env.observe())
         for _ in steps(self.config.num_steps):
             action, logprob, value = self.actor.act(obs)
             next_obs, reward, terminated, truncated = self.env.step(action)
             self.buffer.insert(obs, action, logprob, value, reward, terminated, truncated)
-            obs = next_obs
+            obs = self.actor.normalize(next_obs)
         # Advantages: bootstrap from the value of the last observation, then GAE.
         last_value = self.actor.value(obs)
         batch = self.buffer.drain(last_value)
