@@ -7,7 +7,13 @@ import importlib
 
 from msrl.core import Algorithm, ConfigError
 
-BUILTIN = {"ppo": "algorithms.ppo:PPO"}
+BUILTIN = {
+    "a2c": "algorithms.a2c:A2C",
+    "dqn": "algorithms.dqn:DQN",
+    "impala": "algorithms.impala:IMPALA",
+    "ppo": "algorithms.ppo:PPO",
+    "sac": "algorithms.sac:SAC",
+}
 """Built-in algorithm name -> ``module:Class``, imported on first use."""
 
 

@@ -1,0 +1,153 @@
+"""Advantage Actor-Critic, synchronous (A2C; Mnih et al., 2016, as OpenAI Baselines and SB3 run it).
+
+Every iteration steps all environments ``num_steps`` times, then takes one gradient step on the
+whole rollout: policy gradient with advantages from GAE (``gae_lambda=1`` gives A2C's n-step
+returns, bootstrapped from the value of the last observation), value regression and an entropy
+bonus.  Config, learner, algorithm; the actor, network and buffer come from ``msrl.rl``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import msrl.envs
+from msrl.core import Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, split, steps
+from msrl.rl import ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, load_state, save_state
+
+from algorithms.ppo import supported_action_space
+
+
+@dataclass
+class A2CConfig:
+    env_id: str = "CartPole-v1"
+    """Environment id from msrl.envs (Discrete or Box actions)."""
+    num_envs: int = split(8)
+    """Environments stepped together in the whole run (a per-run quantity)."""
+    num_steps: int = 5
+    """Steps per environment per iteration: the n of the n-step return."""
+    learning_rate: float = 7e-4
+    """Optimiser step size."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over the run."""
+    optimizer: str = "rmsprop"
+    """``rmsprop`` (alpha 0.99, eps 1e-5, as in the paper and SB3) or ``adam``."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 1.0
+    """GAE lambda; 1.0 is the classic n-step return."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    norm_adv: bool = False
+    """Normalise advantages over the batch."""
+    hidden_size: int = 64
+    """Width of the two hidden layers of the policy and value networks."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (Box actions)."""
+
+    def validate(self) -> None:
+        for name in ("num_envs", "num_steps", "hidden_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
+        if self.learning_rate <= 0:
+            raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        if self.optimizer not in ("rmsprop", "adam"):
+            raise ConfigError(f"algo.optimizer must be one of: rmsprop, adam; got {self.optimizer!r}")
+
+
+# -- learner -----------------------------------------------------------------------------------------
+class A2CLearner(Learner):
+    """One gradient step per rollout on policy-gradient, value and entropy losses."""
+
+    def __init__(self, obs_dim: int, action_space: Space, config: A2CConfig, seed: int, num_updates: int,
+                 device: str = "cpu") -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.net = ActorCritic(obs_dim, action_space, config.hidden_size, seed, config.log_std_init).to(self.device)
+        self.params = list(self.net.parameters())
+        if config.optimizer == "rmsprop":
+            self.optimizer = torch.optim.RMSprop(self.params, lr=config.learning_rate, alpha=0.99, eps=1e-5)
+        else:
+            self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
+        self.num_updates = max(1, num_updates)
+        self.updates = 0
+
+    def learn(self, batch: RolloutBatch) -> Global:
+        cfg = self.config
+        obs, actions, _, _, advantages, returns = (t.to(self.device) for t in batch)
+        if cfg.anneal_lr:
+            self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
+        self.updates += 1
+        if cfg.norm_adv:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        dist, values = self.net(obs)
+        policy_loss = -(self.net.head.log_prob(dist, actions) * advantages).mean()
+        value_loss = 0.5 * (returns - values).square().mean()
+        entropy = self.net.head.entropy(dist).mean()
+        loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.sync_grads(self.params)
+        nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+        self.optimizer.step()
+        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
+                "learning_rate": float(self.optimizer.param_groups[0]["lr"])}
+
+    def get_weights(self) -> Global:
+        return {key: value.detach().clone() for key, value in self.net.state_dict().items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return save_state(self, "net", "optimizer", "updates")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        load_state(self, state, "net", "optimizer", "updates")
+
+
+# -- algorithm ---------------------------------------------------------------------------------------
+class A2C(Algorithm):
+    """A2C: n-step (or GAE) advantages, one synchronous update per rollout."""
+
+    name = "a2c"
+    Config = A2CConfig
+
+    def __init__(self, config: A2CConfig, run: RunInfo | None = None) -> None:
+        super().__init__(config, run)
+        run = self.run
+        spec = msrl.envs.spec(config.env_id)
+        supported_action_space(config.env_id, "a2c", spec.action_space, (Discrete, Box))
+        obs_shape = tuple(spec.observation_space.shape)
+        obs_dim = int(np.prod(obs_shape))
+        continuous = isinstance(spec.action_space, Box)
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
+        self.actor = ActorCriticActor(ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed,
+                                                  config.log_std_init), run.seed + 1, run.device)
+        self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
+                                    tuple(spec.action_space.shape) if continuous else (),
+                                    torch.float32 if continuous else torch.int64, gamma=config.gamma,
+                                    gae_lambda=config.gae_lambda, device=run.device)
+        num_updates = -(-run.total_env_steps // (config.num_envs * config.num_steps))
+        self.learner = A2CLearner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)
+
+    def train_step(self) -> dict:
+        # Rollout: step every environment num_steps times with the current policy.
+        obs = self.env.observe()
+        for _ in steps(self.config.num_steps):
+            action, logprob, value = self.actor.act(obs)
+            next_obs, reward, terminated, truncated = self.env.step(action)
+            self.buffer.insert(obs, action, logprob, value, reward, terminated, truncated)
+            obs = next_obs
+        # Returns: n-step (GAE) targets bootstrapped from the value of the last observation.
+        batch = self.buffer.drain(self.actor.value(obs))
+        # Update: one gradient step on the whole rollout.
+        metrics = self.learner.learn(batch)
+        # Sync: the actor acts with the new weights from the next iteration on.
+        self.actor.set_weights(self.learner.get_weights())
+        return metrics

@@ -1,0 +1,217 @@
+"""Deep Q-Network (Mnih et al., 2015), with the double-DQN target (van Hasselt et al., 2016) as an option.
+
+The off-policy loop: every iteration steps the environments ``train_frequency`` times with an
+epsilon-greedy actor, inserting every transition into a replay buffer; then the learner takes
+``gradient_steps`` steps on batches the buffer samples (none until ``learning_starts`` transitions
+are in: the warm-up), and the actor receives the new weights.  The epsilon schedule is the
+actor's state, so it resumes exactly from a checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import msrl.envs
+from msrl.core import Actor, Algorithm, Batched, ConfigError, Discrete, Global, Learner, NoValue, RunInfo, split, steps
+from msrl.rl import ReplayBatch, ReplayBuffer, clip_grad_norm_, load_state, mlp, polyak_update_, save_state
+
+from algorithms.ppo import supported_action_space
+
+
+@dataclass
+class DQNConfig:
+    env_id: str = "CartPole-v1"
+    """Environment id from msrl.envs (Discrete actions)."""
+    num_envs: int = split(8)
+    """Environments stepped together in the whole run (a per-run quantity)."""
+    train_frequency: int = 32
+    """Steps per environment between updates (an iteration)."""
+    gradient_steps: int = 128
+    """Gradient steps per update."""
+    batch_size: int = split(64)
+    """Transitions per gradient step, over the whole run (each buffer copy samples its share)."""
+    buffer_size: int = split(100_000)
+    """Replay capacity in transitions, over the whole run."""
+    learning_starts: int = split(1_000)
+    """Transitions to collect before the first update (per run)."""
+    learning_rate: float = 2.3e-3
+    """Adam step size."""
+    gamma: float = 0.99
+    """Discount factor."""
+    target_update_interval: int = 128
+    """Gradient steps between target-network updates."""
+    tau: float = 1.0
+    """Target update rate (1 copies the online network; below 1 is Polyak averaging)."""
+    exploration_fraction: float = 0.16
+    """Fraction of the run over which epsilon decays linearly."""
+    start_epsilon: float = 1.0
+    """Epsilon at the start."""
+    end_epsilon: float = 0.04
+    """Epsilon after the decay."""
+    double_dqn: bool = False
+    """Pick the next action with the online network and value it with the target network."""
+    max_grad_norm: float = 10.0
+    """Global gradient-norm clip."""
+    hidden_sizes: tuple = (256, 256)
+    """Widths of the Q-network's hidden layers (ReLU)."""
+
+    def validate(self) -> None:
+        for name in ("num_envs", "train_frequency", "gradient_steps", "batch_size", "buffer_size",
+                     "target_update_interval"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
+        if self.learning_rate <= 0:
+            raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"algo.tau must be in (0, 1], got {self.tau}")
+        if not 0.0 <= self.end_epsilon <= self.start_epsilon <= 1.0:
+            raise ConfigError("algo.end_epsilon and algo.start_epsilon must satisfy 0 <= end <= start <= 1")
+
+
+# -- network -----------------------------------------------------------------------------------------
+def q_network(obs_dim: int, num_actions: int, config: DQNConfig, seed: int) -> nn.Sequential:
+    """Observation -> one Q-value per action."""
+    return mlp([obs_dim, *config.hidden_sizes, num_actions], nn.ReLU, torch.Generator().manual_seed(seed))
+
+
+# -- components ------------------------------------------------------------------------------------
+class DQNActor(Actor):
+    """Epsilon-greedy on its copy of the Q-network; epsilon decays linearly with the env steps it took."""
+
+    def __init__(self, obs_dim: int, num_actions: int, config: DQNConfig, seed: int, total_env_steps: int,
+                 device: str = "cpu") -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.q = q_network(obs_dim, num_actions, config, seed).to(self.device)
+        self.num_actions = num_actions
+        self.generator = torch.Generator(device=self.device).manual_seed(seed + 1)
+        self.decay_steps = max(1, int(config.exploration_fraction * total_env_steps))
+        self.env_steps = 0
+
+    @property
+    def epsilon(self) -> float:
+        cfg = self.config
+        progress = min(1.0, self.env_steps / self.decay_steps)
+        return cfg.start_epsilon + progress * (cfg.end_epsilon - cfg.start_epsilon)
+
+    @torch.inference_mode()
+    def act(self, obs: Any) -> Batched:
+        obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        n = obs.shape[0]
+        greedy = self.q(obs).argmax(-1)
+        explore = torch.rand(n, generator=self.generator, device=self.device) < self.epsilon
+        random = torch.randint(self.num_actions, (n,), generator=self.generator, device=self.device)
+        self.env_steps += n
+        return torch.where(explore, random, greedy)
+
+    @torch.inference_mode()
+    def greedy(self, obs: Any) -> Batched:
+        return self.q(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).argmax(-1)
+
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
+        self.q.load_state_dict(weights)
+
+    def metrics(self) -> dict[str, float]:
+        return {"epsilon": self.epsilon}
+
+    def state_dict(self) -> dict[str, Any]:
+        return save_state(self, "q", "generator", "env_steps")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        load_state(self, state, "q", "generator", "env_steps")
+
+
+class DQNLearner(Learner):
+    """Huber-loss TD regression on replayed batches against a target network (as SB3)."""
+
+    def __init__(self, obs_dim: int, num_actions: int, config: DQNConfig, seed: int, device: str = "cpu") -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.q = q_network(obs_dim, num_actions, config, seed).to(self.device)
+        self.q_target = copy.deepcopy(self.q).requires_grad_(False)
+        self.params = list(self.q.parameters())
+        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, fused=True)
+        self.gradient_steps_taken = 0
+
+    def learn(self, batch: ReplayBatch) -> Global:
+        cfg = self.config
+        if batch.rewards.shape[0] == 0:
+            return {}  # warm-up: the buffer holds too few transitions yet
+        batch = ReplayBatch(*(field.to(self.device) for field in batch))
+        losses, q_values = [], []
+        for k in range(batch.num_batches):
+            if self.gradient_steps_taken % cfg.target_update_interval == 0:
+                polyak_update_(self.q_target, self.q, cfg.tau)
+            obs, actions, rewards, next_obs, terminated = batch.minibatch(k)
+            with torch.no_grad():
+                next_q = self.q_target(next_obs)
+                if cfg.double_dqn:
+                    next_value = next_q.gather(-1, self.q(next_obs).argmax(-1, keepdim=True)).squeeze(-1)
+                else:
+                    next_value = next_q.max(-1).values
+                target = rewards + cfg.gamma * (1.0 - terminated) * next_value
+            q = self.q(obs).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+            loss = nn.functional.smooth_l1_loss(q, target)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.sync_grads(self.params)
+            clip_grad_norm_(self.params, cfg.max_grad_norm)
+            self.optimizer.step()
+            self.gradient_steps_taken += 1
+            losses.append(loss.detach())
+            q_values.append(q.detach().mean())
+        return {"td_loss": float(torch.stack(losses).mean()), "q_value": float(torch.stack(q_values).mean())}
+
+    def get_weights(self) -> Global:
+        return {key: value.detach().clone() for key, value in self.q.state_dict().items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return save_state(self, "q", "q_target", "optimizer", "gradient_steps_taken")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        load_state(self, state, "q", "q_target", "optimizer", "gradient_steps_taken")
+
+
+# -- algorithm ---------------------------------------------------------------------------------------
+class DQN(Algorithm):
+    """DQN: epsilon-greedy collection into a replay buffer, TD updates against a target network."""
+
+    name = "dqn"
+    Config = DQNConfig
+
+    def __init__(self, config: DQNConfig, run: RunInfo | None = None) -> None:
+        super().__init__(config, run)
+        run = self.run
+        spec = msrl.envs.spec(config.env_id)
+        supported_action_space(config.env_id, "dqn", spec.action_space, (Discrete,))
+        obs_shape = tuple(spec.observation_space.shape)
+        obs_dim = int(np.prod(obs_shape))
+        num_actions = spec.action_space.n
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
+        self.actor = DQNActor(obs_dim, num_actions, config, run.seed, run.total_env_steps, run.device)
+        self.buffer = ReplayBuffer(config.buffer_size, obs_shape, batch_size=config.batch_size,
+                                   num_batches=config.gradient_steps, learning_starts=config.learning_starts,
+                                   seed=run.data_seed + 2, device=run.device)
+        self.learner = DQNLearner(obs_dim, num_actions, config, run.seed, run.device)
+
+    def train_step(self) -> dict:
+        # Collect: train_frequency epsilon-greedy steps of every environment, each into the replay buffer.
+        obs = self.env.observe()
+        for _ in steps(self.config.train_frequency):
+            action = self.actor.act(obs)
+            next_obs, reward, terminated, truncated = self.env.step(action)
+            self.buffer.insert(obs, action, reward, next_obs, terminated, truncated)
+            obs = next_obs
+        # Replay: gradient_steps batches sampled uniformly (none during the warm-up).
+        batch = self.buffer.sample()
+        # Update: TD steps against the target network.
+        metrics = self.learner.learn(batch)
+        # Sync: the actor acts with the new weights from the next iteration on.
+        self.actor.set_weights(self.learner.get_weights())
+        return metrics

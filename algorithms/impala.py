@@ -1,0 +1,184 @@
+"""IMPALA (Espeholt et al., 2018): actor-critic with V-trace off-policy correction.
+
+Actors collect rollouts with the policy they hold, which under ``async_single_learner`` lags
+the learner's by up to one update.  The learner recomputes the log-probabilities and values of
+every trajectory with its current network and corrects the targets with V-trace (truncated
+importance weights ``rho_bar``, ``c_bar``), so the lag biases nothing; the mean and clipped
+fraction of the importance ratios it reports measure how far behind the actors were.
+
+Config, learner, algorithm; the actor, network and buffer come from ``msrl.rl``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+import msrl.envs
+from msrl.core import Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, split, steps
+from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBuffer, TrajectoryBatch, clip_grad_norm_, load_state,
+                     save_state, vtrace)
+
+from algorithms.ppo import supported_action_space
+
+
+@dataclass
+class IMPALAConfig:
+    env_id: str = "CartPole-v1"
+    """Environment id from msrl.envs (Discrete or Box actions)."""
+    num_envs: int = split(32)
+    """Environments stepped together in the whole run (a per-run quantity)."""
+    num_steps: int = 20
+    """Steps per environment per rollout (the unroll length)."""
+    learning_rate: float = 1e-3
+    """Adam step size."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over the run."""
+    gamma: float = 0.99
+    """Discount factor."""
+    rho_bar: float = 1.0
+    """Truncation of the importance weights in the V-trace targets and policy gradient."""
+    c_bar: float = 1.0
+    """Truncation of the trace-cutting coefficients."""
+    update_epochs: int = 1
+    """Passes over each batch of trajectories (V-trace is recomputed each pass)."""
+    num_minibatches: int = 1
+    """Minibatches of whole trajectories per pass."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 40.0
+    """Global gradient-norm clip (the paper's 40)."""
+    hidden_size: int = 64
+    """Width of the two hidden layers of the policy and value networks."""
+
+    def validate(self) -> None:
+        for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_envs % self.num_minibatches:
+            raise ConfigError(f"algo.num_minibatches ({self.num_minibatches}) must divide num_envs ({self.num_envs})")
+        if self.learning_rate <= 0:
+            raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+
+
+# -- learner -----------------------------------------------------------------------------------------
+class IMPALALearner(Learner):
+    """V-trace actor-critic update on whole trajectories."""
+
+    def __init__(self, obs_dim: int, action_space: Space, config: IMPALAConfig, seed: int, num_updates: int,
+                 device: str = "cpu") -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.net = ActorCritic(obs_dim, action_space, config.hidden_size, seed).to(self.device)
+        self.params = list(self.net.parameters())
+        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
+        self.generator = torch.Generator().manual_seed(seed + 2)
+        self.num_updates = max(1, num_updates)
+        self.updates = 0
+
+    def learn(self, batch: TrajectoryBatch) -> Global:
+        cfg = self.config
+        batch = TrajectoryBatch(*(t.to(self.device) for t in batch))
+        if batch.obs.shape[0] % cfg.num_minibatches:  # this learner's trajectories, under every policy
+            raise ConfigError(f"algo.num_minibatches ({cfg.num_minibatches}) must divide the trajectories each "
+                              f"learner receives ({batch.obs.shape[0]})")
+        if cfg.anneal_lr:
+            self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
+        self.updates += 1
+        n = batch.obs.shape[0]
+        size = n // cfg.num_minibatches
+        sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "rho_mean": 0.0, "rho_clipped": 0.0}
+        for _ in range(cfg.update_epochs):
+            order = torch.randperm(n, generator=self.generator).to(self.device)
+            for start in range(0, n, size):
+                part = TrajectoryBatch(*(t[order[start:start + size]] for t in batch))
+                losses = self.losses(part)
+                loss = losses["policy_loss"] + cfg.vf_coef * losses["value_loss"] - cfg.ent_coef * losses["entropy"]
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.sync_grads(self.params)
+                clip_grad_norm_(self.params, cfg.max_grad_norm)
+                self.optimizer.step()
+                for key in sums:
+                    sums[key] += losses[key].item()
+        passes = cfg.update_epochs * cfg.num_minibatches
+        metrics = {key: value / passes for key, value in sums.items()}
+        metrics["learning_rate"] = self.optimizer.param_groups[0]["lr"]
+        return metrics
+
+    def losses(self, part: TrajectoryBatch) -> dict[str, torch.Tensor]:
+        """V-trace policy-gradient, value and entropy terms of a minibatch of trajectories."""
+        cfg = self.config
+        envs, steps_ = part.rewards.shape
+        dist, values = self.net(part.obs.reshape(envs * steps_, -1))
+        logprobs = self.net.head.log_prob(dist, part.actions.reshape((envs * steps_,) + part.actions.shape[2:]))
+        with torch.no_grad():
+            last_value = self.net.value(part.last_obs)
+        time_major = lambda x: x.reshape(envs, steps_).t()  # noqa: E731
+        values_t, logprobs_t = time_major(values), time_major(logprobs)
+        vs, advantages = vtrace(time_major(part.logprobs), logprobs_t.detach(), time_major(part.rewards),
+                                values_t.detach(), time_major(part.terminated), time_major(part.truncated), last_value,
+                                cfg.gamma, cfg.rho_bar, cfg.c_bar)
+        ratios = (logprobs_t.detach() - time_major(part.logprobs)).exp()
+        return {
+            "policy_loss": -(logprobs_t * advantages).mean(),
+            "value_loss": 0.5 * (vs - values_t).square().mean(),
+            "entropy": self.net.head.entropy(dist).mean(),
+            "rho_mean": ratios.mean(),
+            "rho_clipped": (ratios > cfg.rho_bar).float().mean(),
+        }
+
+    def get_weights(self) -> Global:
+        return {key: value.detach().clone() for key, value in self.net.state_dict().items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return save_state(self, "net", "optimizer", "generator", "updates")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        load_state(self, state, "net", "optimizer", "generator", "updates")
+
+
+# -- algorithm ---------------------------------------------------------------------------------------
+class IMPALA(Algorithm):
+    """IMPALA: rollouts with the actors' (possibly stale) policy, V-trace-corrected learning."""
+
+    name = "impala"
+    Config = IMPALAConfig
+
+    def __init__(self, config: IMPALAConfig, run: RunInfo | None = None) -> None:
+        super().__init__(config, run)
+        run = self.run
+        spec = msrl.envs.spec(config.env_id)
+        supported_action_space(config.env_id, "impala", spec.action_space, (Discrete, Box))
+        obs_shape = tuple(spec.observation_space.shape)
+        obs_dim = int(np.prod(obs_shape))
+        continuous = isinstance(spec.action_space, Box)
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
+        self.actor = ActorCriticActor(ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed),
+                                      run.seed + 1, run.device)
+        self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
+                                    tuple(spec.action_space.shape) if continuous else (),
+                                    torch.float32 if continuous else torch.int64, device=run.device)
+        num_updates = -(-run.total_env_steps // (config.num_envs * config.num_steps))
+        self.learner = IMPALALearner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)
+
+    def train_step(self) -> dict:
+        # Rollout: step every environment num_steps times with the policy the actor holds.
+        obs = self.env.observe()
+        for _ in steps(self.config.num_steps):
+            action, logprob, value = self.actor.act(obs)
+            next_obs, reward, terminated, truncated = self.env.step(action)
+            self.buffer.insert(obs, action, logprob, value, reward, terminated, truncated)
+            obs = next_obs
+        # Trajectories: as collected, with the behaviour policy's log-probabilities.
+        batch = self.buffer.drain_trajectories(obs)
+        # Update: V-trace targets from the learner's current network.
+        metrics = self.learner.learn(batch)
+        # Sync: the actors act with the new weights when they next receive them.
+        self.actor.set_weights(self.learner.get_weights())
+        return metrics

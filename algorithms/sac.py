@@ -1,0 +1,269 @@
+"""Soft Actor-Critic (Haarnoja et al., 2018) for continuous actions: twin Q-networks with clipped
+double-Q targets, a tanh-squashed Gaussian policy, automatic entropy tuning towards a target
+entropy of ``-dim(A)``, and Polyak-averaged target critics.
+
+The loop is DQN's: every iteration steps the environments ``train_frequency`` times (uniformly
+random actions until ``learning_starts`` transitions are in, then the policy's samples) into a
+replay buffer, and the learner takes ``gradient_steps`` steps on sampled batches.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import msrl.envs
+from msrl.core import Actor, Algorithm, Batched, Box, ConfigError, Global, Learner, NoValue, RunInfo, split, steps
+from msrl.rl import (ReplayBatch, ReplayBuffer, clip_grad_norm_, load_state, mlp, polyak_update_, sample_tanh_gaussian,
+                     save_state)
+
+from algorithms.ppo import supported_action_space
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+@dataclass
+class SACConfig:
+    env_id: str = "Pendulum-v1"
+    """Environment id from msrl.envs (Box actions)."""
+    num_envs: int = split(1)
+    """Environments stepped together in the whole run (a per-run quantity)."""
+    train_frequency: int = 1
+    """Steps per environment between updates (an iteration)."""
+    gradient_steps: int = 1
+    """Gradient steps per update."""
+    batch_size: int = split(256)
+    """Transitions per gradient step, over the whole run (each buffer copy samples its share)."""
+    buffer_size: int = split(1_000_000)
+    """Replay capacity in transitions, over the whole run."""
+    learning_starts: int = split(100)
+    """Transitions collected with uniformly random actions before the first update (per run)."""
+    policy_lr: float = 1e-3
+    """Adam step size of the policy (and of the entropy temperature)."""
+    q_lr: float = 1e-3
+    """Adam step size of the Q-networks."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Polyak rate of the target Q-networks."""
+    policy_frequency: int = 1
+    """Q-network steps per policy step (TD3-style delayed policy updates above 1)."""
+    autotune: bool = True
+    """Tune the entropy temperature alpha towards a target entropy of -dim(A)."""
+    alpha: float = 1.0
+    """The temperature (its initial value when autotuned)."""
+    max_grad_norm: float = 0.0
+    """Global gradient-norm clip of each network (0 = none, as in the paper)."""
+    hidden_sizes: tuple = (256, 256)
+    """Widths of the hidden layers (ReLU) of the policy and Q-networks."""
+
+    def validate(self) -> None:
+        for name in ("num_envs", "train_frequency", "gradient_steps", "batch_size", "buffer_size", "policy_frequency"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("policy_lr", "q_lr", "alpha"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"algo.{name} must be > 0, got {getattr(self, name)}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"algo.tau must be in (0, 1], got {self.tau}")
+
+
+# -- networks ----------------------------------------------------------------------------------------
+class SquashedGaussianPolicy(nn.Module):
+    """Observation -> tanh-squashed Gaussian over actions, rescaled to the action bounds."""
+
+    def __init__(self, obs_dim: int, action_space: Box, hidden: tuple, generator: torch.Generator) -> None:
+        super().__init__()
+        dim = int(np.prod(action_space.shape))
+        self.torso = mlp([obs_dim, *hidden], nn.ReLU, generator)
+        self.torso.append(nn.ReLU())
+        self.mean = mlp([hidden[-1], dim], generator=generator)
+        self.log_std = mlp([hidden[-1], dim], generator=generator)
+        low = np.broadcast_to(np.asarray(action_space.low, dtype=np.float32), (dim,))
+        high = np.broadcast_to(np.asarray(action_space.high, dtype=np.float32), (dim,))
+        self.register_buffer("scale", torch.as_tensor((high - low) / 2.0))
+        self.register_buffer("bias", torch.as_tensor((high + low) / 2.0))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.torso(obs)
+        log_std = torch.tanh(self.log_std(features))  # squashed into [LOG_STD_MIN, LOG_STD_MAX], as CleanRL
+        return self.mean(features), LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1)
+
+    def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised action in the env's bounds and its log density."""
+        squashed, logprob = sample_tanh_gaussian(*self(obs), generator)
+        return squashed * self.scale + self.bias, logprob - torch.log(self.scale).sum()
+
+    def mode(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self(obs)[0]) * self.scale + self.bias
+
+
+class TwinQ(nn.Module):
+    """Two independent Q(s, a) networks."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple, generator: torch.Generator) -> None:
+        super().__init__()
+        self.q1 = mlp([obs_dim + action_dim, *hidden, 1], nn.ReLU, generator)
+        self.q2 = mlp([obs_dim + action_dim, *hidden, 1], nn.ReLU, generator)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.cat((obs, action.reshape(obs.shape[0], -1)), -1)
+        return self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)
+
+
+# -- components ------------------------------------------------------------------------------------
+class SACActor(Actor):
+    """Uniformly random actions for the first ``learning_starts`` transitions, then policy samples."""
+
+    def __init__(self, obs_dim: int, action_space: Box, config: SACConfig, seed: int, device: str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.policy = SquashedGaussianPolicy(obs_dim, action_space, config.hidden_sizes,
+                                             torch.Generator().manual_seed(seed)).to(self.device)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed + 1)
+        self.learning_starts = config.learning_starts
+        self.env_steps = 0
+
+    def _obs(self, obs: Any) -> torch.Tensor:
+        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+
+    @torch.inference_mode()
+    def act(self, obs: Any) -> Batched:
+        obs = self._obs(obs)
+        self.env_steps += obs.shape[0]
+        if self.env_steps <= self.learning_starts:
+            shape = (obs.shape[0], self.policy.scale.numel())
+            uniform = torch.rand(shape, generator=self.generator, device=self.device) * 2 - 1
+            return uniform * self.policy.scale + self.policy.bias
+        return self.policy.sample(obs, self.generator)[0]
+
+    @torch.inference_mode()
+    def greedy(self, obs: Any) -> Batched:
+        return self.policy.mode(self._obs(obs))
+
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
+        self.policy.load_state_dict(weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        return save_state(self, "policy", "generator", "env_steps")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        load_state(self, state, "policy", "generator", "env_steps")
+
+
+class SACLearner(Learner):
+    """Soft Q-learning for the twin critics, the reparameterised policy loss, and the temperature."""
+
+    def __init__(self, obs_dim: int, action_space: Box, config: SACConfig, seed: int, device: str = "cpu") -> None:
+        self.config = config
+        self.device = torch.device(device)
+        generator = torch.Generator().manual_seed(seed)
+        action_dim = int(np.prod(action_space.shape))
+        self.policy = SquashedGaussianPolicy(obs_dim, action_space, config.hidden_sizes, generator).to(self.device)
+        self.critic = TwinQ(obs_dim, action_dim, config.hidden_sizes, generator).to(self.device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = torch.tensor(float(np.log(config.alpha)), device=self.device, requires_grad=config.autotune)
+        self.target_entropy = -float(action_dim)
+        self.critic_params, self.policy_params = list(self.critic.parameters()), list(self.policy.parameters())
+        self.critic_optimizer = torch.optim.Adam(self.critic_params, lr=config.q_lr, fused=True)
+        self.policy_optimizer = torch.optim.Adam(self.policy_params, lr=config.policy_lr, fused=True)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.policy_lr)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed + 2)
+        self.gradient_steps_taken = 0
+
+    def _step(self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor], loss: torch.Tensor) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.sync_grads(params)
+        if self.config.max_grad_norm:
+            clip_grad_norm_(params, self.config.max_grad_norm)
+        optimizer.step()
+
+    def learn(self, batch: ReplayBatch) -> Global:
+        cfg = self.config
+        if batch.rewards.shape[0] == 0:
+            return {}  # warm-up: the buffer holds too few transitions yet
+        batch = ReplayBatch(*(field.to(self.device) for field in batch))
+        totals = {"q_loss": 0.0, "policy_loss": 0.0, "alpha": 0.0}
+        policy_steps = 0
+        for k in range(batch.num_batches):
+            obs, actions, rewards, next_obs, terminated = batch.minibatch(k)
+            alpha = self.log_alpha.detach().exp()
+            # Critics: regress both Q's on the soft clipped double-Q target.
+            with torch.no_grad():
+                next_actions, next_logprobs = self.policy.sample(next_obs, self.generator)
+                next_q = torch.min(*self.critic_target(next_obs, next_actions)) - alpha * next_logprobs
+                target = rewards + cfg.gamma * (1.0 - terminated) * next_q
+            q1, q2 = self.critic(obs, actions)
+            q_loss = nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
+            self._step(self.critic_optimizer, self.critic_params, q_loss)
+            totals["q_loss"] += q_loss.item()
+            # Policy and temperature, every policy_frequency critic steps.
+            if self.gradient_steps_taken % cfg.policy_frequency == 0:
+                sampled, logprobs = self.policy.sample(obs, self.generator)
+                policy_loss = (alpha * logprobs - torch.min(*self.critic(obs, sampled))).mean()
+                self._step(self.policy_optimizer, self.policy_params, policy_loss)
+                if cfg.autotune:
+                    alpha_loss = -(self.log_alpha * (logprobs.detach() + self.target_entropy)).mean()
+                    self._step(self.alpha_optimizer, [self.log_alpha], alpha_loss)
+                totals["policy_loss"] += policy_loss.item()
+                policy_steps += 1
+            # Targets: Polyak averaging towards the critics.
+            polyak_update_(self.critic_target, self.critic, cfg.tau)
+            self.gradient_steps_taken += 1
+        return {"q_loss": totals["q_loss"] / batch.num_batches,
+                "policy_loss": totals["policy_loss"] / max(1, policy_steps), "alpha": self.log_alpha.exp().item()}
+
+    def get_weights(self) -> Global:
+        return {key: value.detach().clone() for key, value in self.policy.state_dict().items()}
+
+    _STATE = ("policy", "critic", "critic_target", "log_alpha", "critic_optimizer", "policy_optimizer",
+              "alpha_optimizer", "generator", "gradient_steps_taken")
+
+    def state_dict(self) -> dict[str, Any]:
+        return save_state(self, *self._STATE)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        load_state(self, state, *self._STATE)
+
+
+# -- algorithm ---------------------------------------------------------------------------------------
+class SAC(Algorithm):
+    """SAC: random warm-up, replayed soft Q-learning, reparameterised policy, tuned temperature."""
+
+    name = "sac"
+    Config = SACConfig
+
+    def __init__(self, config: SACConfig, run: RunInfo | None = None) -> None:
+        super().__init__(config, run)
+        run = self.run
+        spec = msrl.envs.spec(config.env_id)
+        supported_action_space(config.env_id, "sac", spec.action_space, (Box,))
+        obs_shape = tuple(spec.observation_space.shape)
+        obs_dim = int(np.prod(obs_shape))
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
+        self.actor = SACActor(obs_dim, spec.action_space, config, run.seed, run.device)
+        self.buffer = ReplayBuffer(config.buffer_size, obs_shape, tuple(spec.action_space.shape), torch.float32,
+                                   batch_size=config.batch_size, num_batches=config.gradient_steps,
+                                   learning_starts=config.learning_starts, seed=run.data_seed + 2, device=run.device)
+        self.learner = SACLearner(obs_dim, spec.action_space, config, run.seed, run.device)
+
+    def train_step(self) -> dict:
+        # Collect: train_frequency steps of every environment, each into the replay buffer.
+        obs = self.env.observe()
+        for _ in steps(self.config.train_frequency):
+            action = self.actor.act(obs)
+            next_obs, reward, terminated, truncated = self.env.step(action)
+            self.buffer.insert(obs, action, reward, next_obs, terminated, truncated)
+            obs = next_obs
+        # Replay: gradient_steps batches sampled uniformly (none during the warm-up).
+        batch = self.buffer.sample()
+        # Update: critics, policy and temperature.
+        metrics = self.learner.learn(batch)
+        # Sync: the actor acts with the new policy from the next iteration on.
+        self.actor.set_weights(self.learner.get_weights())
+        return metrics

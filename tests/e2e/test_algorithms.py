@@ -1,0 +1,91 @@
+"""Every built-in algorithm learns with its shipped config (fixed seed, greedy return threshold, small
+budgets), resumes exactly from a mid-run checkpoint, and refuses an action space it does not support
+in one line."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import msrl
+from msrl.app import Trainer, read_metrics
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "configs"
+
+# config -> greedy-return threshold (the issue's: CartPole >= 475, Pendulum >= -250)
+LEARNING = {
+    "a2c_cartpole": 475.0,
+    "dqn_cartpole": 475.0,
+    "ppo_pendulum": -250.0,
+    "sac_pendulum": -250.0,
+    "impala_cartpole": 475.0,  # under its default policy, async_single_learner
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEARNING))
+def test_algorithm_learns_with_its_config(name: str, tmp_path: Path) -> None:
+    run = msrl.train(str(CONFIGS / f"{name}.yaml"), [f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0"])
+    assert run.evaluation.episodes == 20
+    assert run.evaluation.mean >= LEARNING[name], f"{name}: greedy return {run.evaluation.mean}"
+
+
+def test_impala_config_runs_under_the_async_preset() -> None:
+    assert msrl.app.load_config(str(CONFIGS / "impala_cartpole.yaml")).run.policy == "async_single_learner"
+
+
+# name -> overrides giving a few iterations with updates (past any warm-up)
+RESUME = {
+    "a2c_cartpole": ["total_env_steps=640", "algo.anneal_lr=false"],
+    "dqn_cartpole": ["total_env_steps=1536", "algo.learning_starts=256", "algo.gradient_steps=4"],
+    "ppo_pendulum": ["total_env_steps=8192", "algo.anneal_lr=false", "algo.update_epochs=1"],
+    "sac_pendulum": ["total_env_steps=384", "algo.learning_starts=64", "algo.gradient_steps=2"],
+    "impala_cartpole": ["total_env_steps=5120", "algo.anneal_lr=false", "policy=local"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESUME))
+def test_a_copy_resumed_from_a_mid_run_checkpoint_ends_as_the_run_did(name: str, tmp_path: Path) -> None:
+    """Replay buffers, epsilon schedules, running normalisation statistics and every generator are in
+    the checkpoint: the resumed copy's records equal the uninterrupted run's."""
+    common = [f"runs_dir={tmp_path}", "progress=false", "eval_episodes=0", "checkpoint_every=2", *RESUME[name]]
+    with Trainer(str(CONFIGS / f"{name}.yaml"), common) as trainer:
+        while not trainer.done:
+            trainer.step()
+            if trainer.iteration == 2:
+                shutil.copytree(trainer.run_dir, tmp_path / "copy")
+        straight = read_metrics(trainer.run_dir)
+    resumed = msrl.train(None, [], resume=tmp_path / "copy" / "checkpoint.pt").metrics
+    assert len(straight) >= 4
+    drop = {"wall_time", "steps_per_s"}
+    same = lambda records: [{k: v for k, v in r.items() if k not in drop and not k.startswith("time_")}  # noqa: E731
+                            for r in records]
+    assert same(resumed) == same(straight)
+
+
+@pytest.mark.parametrize("algorithm,env_id,supported", [
+    ("dqn", "Pendulum-v1", "dqn supports Discrete actions; Pendulum-v1 has Box actions"),
+    ("sac", "CartPole-v1", "sac supports Box actions; CartPole-v1 has Discrete actions"),
+])
+def test_an_unsupported_action_space_is_one_line(algorithm: str, env_id: str, supported: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "msrl", "train", str(CONFIGS / f"{algorithm}_{'cartpole' if algorithm == 'dqn' else 'pendulum'}.yaml"),
+         "--set", f"algo.env_id={env_id}", "--set", f"runs_dir={tmp_path}"],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == f"msrl: error: {supported}"
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_unknown_env_names_close_matches(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "msrl", "train", str(CONFIGS / "sac_pendulum.yaml"),
+                             "--set", "algo.env_id=Pendulum-v9", "--set", f"runs_dir={tmp_path}"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    line = result.stderr.strip()
+    assert line.startswith("msrl: error:") and "Pendulum-v1" in line and "\n" not in line
