@@ -80,6 +80,10 @@ class PPOConfig:
     def batch_size(self) -> int:
         return self.num_envs * self.num_steps
 
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
     def validate(self) -> None:
         for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size"):
             if getattr(self, name) < 1:
@@ -254,14 +258,19 @@ class PPO(Algorithm):
                                     normalize_reward=config.normalize_reward)
         self.learner = Learner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)
 
+    def normalized(self, obs: Any) -> Any:
+        """Observations as the policy sees them: through the actor's running normalisation when
+        the config asks for it (a constant condition, so the traced graph has no such call otherwise)."""
+        return self.actor.normalize(obs) if self.config.normalize_obs else obs
+
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the current policy.
-        obs = self.actor.normalize(self.env.observe())
+        obs = self.normalized(self.env.observe())
         for _ in steps(self.config.num_steps):
             action, logprob, value = self.actor.act(obs)
             next_obs, reward, terminated, truncated = self.env.step(action)
             self.buffer.insert(obs, action, logprob, value, reward, terminated, truncated)
-            obs = self.actor.normalize(next_obs)
+            obs = self.normalized(next_obs)
         # Advantages: bootstrap from the value of the last observation, then GAE.
         last_value = self.actor.value(obs)
         batch = self.buffer.drain(last_value)

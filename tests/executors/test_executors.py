@@ -101,12 +101,13 @@ def test_cuda_executor_without_gpu_is_one_line_exit_2(tmp_path: Path) -> None:
 def test_deferred_diagnostics_run_after_the_weights_are_handed_on(tmp_path: Path, monkeypatch) -> None:
     """PPO's learner defers its diagnostics: the executor computes them at the end of
     the iteration, after the actor took the new weights, and returns them resolved."""
-    from algorithms.ppo import PPOActor, PPOLearner
+    from algorithms.ppo import PPOLearner
+    from msrl.rl import ActorCriticActor
 
     events: list[str] = []
-    diagnostics, set_weights = PPOLearner._diagnostics, PPOActor.set_weights
-    monkeypatch.setattr(PPOLearner, "_diagnostics", lambda self, *a: events.append("diagnostics") or diagnostics(self, *a))
-    monkeypatch.setattr(PPOActor, "set_weights", lambda self, w: events.append("set_weights") or set_weights(self, w))
+    diagnostics, set_weights = PPOLearner.diagnostics, ActorCriticActor.set_weights
+    monkeypatch.setattr(PPOLearner, "diagnostics", lambda self, *a: events.append("diagnostics") or diagnostics(self, *a))
+    monkeypatch.setattr(ActorCriticActor, "set_weights", lambda self, w: events.append("set_weights") or set_weights(self, w))
     config = load_config(CONFIG, [f"runs_dir={tmp_path}", "algo.num_envs=4", "algo.num_steps=8"])
     runtime = make_runtime(plan(config))
     try:

@@ -1,0 +1,48 @@
+"""Every algorithm under every preset, three seeds each (``-m slow``: about an hour on two cores).
+
+Each run must finish its budget and its greedy return must clear a bar far above a random
+policy's (CartPole: random ~22, bar 200; Pendulum: random ~-1200, bar -600): the policy learned
+under that preset.  With ``MSRL_MATRIX_OUT=path.jsonl`` every run's result is appended there;
+``python benchmarks/algorithm_matrix.py path.jsonl`` prints the table BENCHMARKS.md holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import msrl
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = ["a2c_cartpole", "dqn_cartpole", "ppo_cartpole", "ppo_pendulum", "sac_pendulum", "impala_cartpole"]
+PRESETS = {
+    "local": ["policy=local"],
+    "single_learner_coarse": ["policy=single_learner_coarse"],
+    "single_learner_fine": ["policy=single_learner_fine"],
+    "multi_learner": ["policy=multi_learner"],
+    "async_single_learner": ["policy=async_single_learner"],
+    "gpu_only": ["policy=gpu_only", "policy.device=cpu"],
+}
+BAR = {"CartPole-v1": 200.0, "Pendulum-v1": -600.0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_algorithm_learns_under_every_preset(name: str, preset: str, seed: int, tmp_path: Path) -> None:
+    config = msrl.app.load_config(str(REPO / "configs" / f"{name}.yaml"))
+    run = msrl.train(str(REPO / "configs" / f"{name}.yaml"),
+                     [f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0", f"seed={seed}", *PRESETS[preset]])
+    lags = [r["policy_lag"] for r in run.metrics if "policy_lag" in r]
+    result = {"config": name, "preset": preset, "seed": seed, "return": run.evaluation.mean,
+              "env_steps": run.env_steps, "wall_time": run.wall_time,
+              "policy_lag": sum(lags) / len(lags) if lags else 0.0}
+    if os.environ.get("MSRL_MATRIX_OUT"):
+        with open(os.environ["MSRL_MATRIX_OUT"], "a", encoding="utf-8") as out:
+            out.write(json.dumps(result) + "\n")
+    assert run.env_steps >= config.run.total_env_steps
+    assert run.evaluation.mean >= BAR[config.algo.env_id], result
