@@ -17,9 +17,8 @@ from torch import nn
 
 import msrl.envs
 from msrl.core import Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, split, steps
-from msrl.rl import ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, load_state, save_state
-
-from algorithms.ppo import supported_action_space
+from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, action_layout, check_action_space,
+                     copy_weights, load_state, save_state)
 
 
 @dataclass
@@ -102,7 +101,7 @@ class A2CLearner(Learner):
                 "learning_rate": float(self.optimizer.param_groups[0]["lr"])}
 
     def get_weights(self) -> Global:
-        return {key: value.detach().clone() for key, value in self.net.state_dict().items()}
+        return copy_weights(self.net)
 
     def state_dict(self) -> dict[str, Any]:
         return save_state(self, "net", "optimizer", "updates")
@@ -122,16 +121,14 @@ class A2C(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        supported_action_space(config.env_id, "a2c", spec.action_space, (Discrete, Box))
+        check_action_space(config.env_id, "a2c", spec.action_space, (Discrete, Box))
         obs_shape = tuple(spec.observation_space.shape)
         obs_dim = int(np.prod(obs_shape))
-        continuous = isinstance(spec.action_space, Box)
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
         self.actor = ActorCriticActor(ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed,
                                                   config.log_std_init), run.seed + 1, run.device)
         self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
-                                    tuple(spec.action_space.shape) if continuous else (),
-                                    torch.float32 if continuous else torch.int64, gamma=config.gamma,
+                                    *action_layout(spec.action_space), gamma=config.gamma,
                                     gae_lambda=config.gae_lambda, device=run.device)
         num_updates = -(-run.total_env_steps // (config.num_envs * config.num_steps))
         self.learner = A2CLearner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)

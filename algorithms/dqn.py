@@ -19,9 +19,8 @@ from torch import nn
 
 import msrl.envs
 from msrl.core import Actor, Algorithm, Batched, ConfigError, Discrete, Global, Learner, NoValue, RunInfo, split, steps
-from msrl.rl import ReplayBatch, ReplayBuffer, clip_grad_norm_, load_state, mlp, polyak_update_, save_state
-
-from algorithms.ppo import supported_action_space
+from msrl.rl import (ReplayBatch, ReplayBuffer, check_action_space, clip_grad_norm_, copy_weights, load_state, mlp,
+                     polyak_update_, save_state)
 
 
 @dataclass
@@ -169,7 +168,7 @@ class DQNLearner(Learner):
         return {"td_loss": float(torch.stack(losses).mean()), "q_value": float(torch.stack(q_values).mean())}
 
     def get_weights(self) -> Global:
-        return {key: value.detach().clone() for key, value in self.q.state_dict().items()}
+        return copy_weights(self.q)
 
     def state_dict(self) -> dict[str, Any]:
         return save_state(self, "q", "q_target", "optimizer", "gradient_steps_taken")
@@ -189,7 +188,7 @@ class DQN(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        supported_action_space(config.env_id, "dqn", spec.action_space, (Discrete,))
+        check_action_space(config.env_id, "dqn", spec.action_space, (Discrete,))
         obs_shape = tuple(spec.observation_space.shape)
         obs_dim = int(np.prod(obs_shape))
         num_actions = spec.action_space.n

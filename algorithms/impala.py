@@ -19,10 +19,8 @@ import torch
 
 import msrl.envs
 from msrl.core import Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, split, steps
-from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBuffer, TrajectoryBatch, clip_grad_norm_, load_state,
-                     save_state, vtrace)
-
-from algorithms.ppo import supported_action_space
+from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBuffer, TrajectoryBatch, action_layout, check_action_space,
+                     clip_grad_norm_, copy_weights, load_state, save_state, vtrace)
 
 
 @dataclass
@@ -134,7 +132,7 @@ class IMPALALearner(Learner):
         }
 
     def get_weights(self) -> Global:
-        return {key: value.detach().clone() for key, value in self.net.state_dict().items()}
+        return copy_weights(self.net)
 
     def state_dict(self) -> dict[str, Any]:
         return save_state(self, "net", "optimizer", "generator", "updates")
@@ -154,16 +152,14 @@ class IMPALA(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        supported_action_space(config.env_id, "impala", spec.action_space, (Discrete, Box))
+        check_action_space(config.env_id, "impala", spec.action_space, (Discrete, Box))
         obs_shape = tuple(spec.observation_space.shape)
         obs_dim = int(np.prod(obs_shape))
-        continuous = isinstance(spec.action_space, Box)
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
         self.actor = ActorCriticActor(ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed),
                                       run.seed + 1, run.device)
         self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
-                                    tuple(spec.action_space.shape) if continuous else (),
-                                    torch.float32 if continuous else torch.int64, device=run.device)
+                                    *action_layout(spec.action_space), device=run.device)
         num_updates = -(-run.total_env_steps // (config.num_envs * config.num_steps))
         self.learner = IMPALALearner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)
 

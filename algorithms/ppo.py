@@ -26,8 +26,8 @@ from torch import nn
 
 import msrl.envs
 from msrl.core import Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, deferred, split, steps
-from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, TwinMLP, clip_grad_norm_,
-                     ppo_losses)
+from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, TwinMLP, action_layout,
+                     check_action_space, clip_grad_norm_, copy_weights, ppo_losses)
 
 
 @dataclass
@@ -94,13 +94,6 @@ class PPOConfig:
             )
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
-
-
-def supported_action_space(env_id: str, algorithm: str, space: Space, kinds: tuple[type, ...]) -> None:
-    """One line naming what ``algorithm`` supports when ``env_id``'s actions are something else."""
-    if not isinstance(space, kinds):
-        names = " or ".join(kind.__name__ for kind in kinds)
-        raise ConfigError(f"{algorithm} supports {names} actions; {env_id} has {type(space).__name__} actions")
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -185,7 +178,7 @@ class PPOLearner(Learner):
         }
 
     def get_weights(self) -> Global:
-        return {key: value.detach().clone() for key, value in self.net.state_dict().items()}
+        return copy_weights(self.net)
 
     def state_dict(self) -> dict[str, Any]:
         return {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -240,20 +233,18 @@ class PPO(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        supported_action_space(config.env_id, "ppo", spec.action_space, (Discrete, Box))
+        check_action_space(config.env_id, "ppo", spec.action_space, (Discrete, Box))
         if config.fused:
-            supported_action_space(config.env_id, "ppo with fused: true", spec.action_space, (Discrete,))
+            check_action_space(config.env_id, "ppo with fused: true", spec.action_space, (Discrete,))
         obs_shape = tuple(spec.observation_space.shape)
         obs_dim = int(np.prod(obs_shape))
-        continuous = isinstance(spec.action_space, Box)
         Learner = FusedPPOLearner if config.fused else PPOLearner
         num_updates = -(-run.total_env_steps // config.batch_size)
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
         self.actor = ActorCriticActor(Learner.network(obs_dim, spec.action_space, config, run.seed), run.seed + 1,
                                       run.device, config.normalize_obs, obs_shape)
         self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
-                                    tuple(spec.action_space.shape) if continuous else (),
-                                    torch.float32 if continuous else torch.int64, gamma=config.gamma,
+                                    *action_layout(spec.action_space), gamma=config.gamma,
                                     gae_lambda=config.gae_lambda, device=run.device,
                                     normalize_reward=config.normalize_reward)
         self.learner = Learner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)

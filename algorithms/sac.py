@@ -19,10 +19,8 @@ from torch import nn
 
 import msrl.envs
 from msrl.core import Actor, Algorithm, Batched, Box, ConfigError, Global, Learner, NoValue, RunInfo, split, steps
-from msrl.rl import (ReplayBatch, ReplayBuffer, clip_grad_norm_, load_state, mlp, polyak_update_, sample_tanh_gaussian,
-                     save_state)
-
-from algorithms.ppo import supported_action_space
+from msrl.rl import (ReplayBatch, ReplayBuffer, action_layout, check_action_space, clip_grad_norm_, copy_weights,
+                     load_state, mlp, polyak_update_, sample_tanh_gaussian, save_state)
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -219,7 +217,7 @@ class SACLearner(Learner):
                 "policy_loss": totals["policy_loss"] / max(1, policy_steps), "alpha": self.log_alpha.exp().item()}
 
     def get_weights(self) -> Global:
-        return {key: value.detach().clone() for key, value in self.policy.state_dict().items()}
+        return copy_weights(self.policy)
 
     _STATE = ("policy", "critic", "critic_target", "log_alpha", "critic_optimizer", "policy_optimizer",
               "alpha_optimizer", "generator", "gradient_steps_taken")
@@ -242,12 +240,12 @@ class SAC(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        supported_action_space(config.env_id, "sac", spec.action_space, (Box,))
+        check_action_space(config.env_id, "sac", spec.action_space, (Box,))
         obs_shape = tuple(spec.observation_space.shape)
         obs_dim = int(np.prod(obs_shape))
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
         self.actor = SACActor(obs_dim, spec.action_space, config, run.seed, run.device)
-        self.buffer = ReplayBuffer(config.buffer_size, obs_shape, tuple(spec.action_space.shape), torch.float32,
+        self.buffer = ReplayBuffer(config.buffer_size, obs_shape, *action_layout(spec.action_space),
                                    batch_size=config.batch_size, num_batches=config.gradient_steps,
                                    learning_starts=config.learning_starts, seed=run.data_seed + 2, device=run.device)
         self.learner = SACLearner(obs_dim, spec.action_space, config, run.seed, run.device)

@@ -40,3 +40,8 @@ def load_state(owner: Any, state: dict[str, Any], *names: str) -> None:
                 value.copy_(state[name])
         else:
             setattr(owner, name, type(value)(state[name]))
+
+
+def copy_weights(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A detached copy of ``module``'s state, what a learner's ``get_weights`` hands to actors."""
+    return {key: value.detach().clone() for key, value in module.state_dict().items()}
