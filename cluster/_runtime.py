@@ -54,6 +54,7 @@ class RayRuntime:
             raise
         self.pending: dict[tuple[str, int], list[Any]] = {}  # per replica, its submitted iterations in order
         self.submitted: dict[tuple[str, int], int] = {}
+        self.taken: dict[tuple[str, int], int] = {}  # per replica, how many of its results were collected
         self.finished: list[dict[str, Any]] = []
         self.leader_iterations = 0
         self.last_lag = 0.0
@@ -112,18 +113,38 @@ class RayRuntime:
                     self._submit(key)
         results: list[dict[str, Any]] = self.finished
         self.finished = []
-        # Sync: one result from every replica.  Async: the leader's, taking the actors' as they come.
+        # Sync: one result from every replica.  Async: the leader's, taking the actors' as they come
+        # (each record reports the actors' iterations up to the leader's, so every record counts steps).
         awaited = set(self._keys()) if sync else {key for key in self._keys() if key[0] == self.output_fragment}
+        leader_in = False
         while awaited:
             by_ref = {refs[0]: key for key, refs in self.pending.items() if refs and (key in awaited or not sync)}
             ready, _ = ray.wait(list(by_ref), num_returns=1)
             key = by_ref[ready[0]]
-            results.append(_get(self.pending[key].pop(0)))
+            index = self.taken.get(key, 0)
+            self.taken[key] = index + 1
+            result = _get(self.pending[key].pop(0))
+            if not sync and key[0] != self.output_fragment and index > done:
+                self.finished.append(result)  # a rollout for the next update: reported with it
+            else:
+                results.append(result)
             awaited.discard(key)
+            if not sync:
+                leader_in = leader_in or key[0] == self.output_fragment
+                if leader_in:
+                    # The update consumed every actor's rollout ``done``; those iterations have sent
+                    # their data and end on older weights, so their reports (env steps) join this
+                    # record rather than a later one that would then count no steps.
+                    awaited = self._actors_behind(done)
             if not sync and key[0] != self.output_fragment and self._may_submit(key, done):
                 self._submit(key)  # actors keep collecting while the learner learns
         self.leader_iterations += 1
         return self._merge(results)
+
+    def _actors_behind(self, iteration: int) -> set[tuple[str, int]]:
+        """Async: the actor replicas whose report of ``iteration`` is still to be collected."""
+        return {key for key in self._keys() if key[0] != self.output_fragment
+                and self.taken.get(key, 0) <= iteration and self.pending.get(key)}
 
     def _keys(self) -> list[tuple[str, int]]:
         return [(name, replica) for name, handles in self.workers.items() for replica in range(len(handles))]
@@ -160,6 +181,8 @@ class RayRuntime:
         refs = [ref for queued in self.pending.values() for ref in queued]
         if refs:
             self.finished.extend(_get(refs))
+        for key, queued in self.pending.items():
+            self.taken[key] = self.taken.get(key, 0) + len(queued)
         self.pending.clear()
 
     # -- state ---------------------------------------------------------------------------------------
