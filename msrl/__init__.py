@@ -19,7 +19,7 @@ Example::
 
 from typing import Any
 
-from msrl.core import (Actor, Algorithm, Batched, Box, Buffer, BuildError, CheckpointError, Component, ConfigError,
+from msrl.core import (Actor, AgentGroup, Algorithm, Batched, Box, Buffer, BuildError, CheckpointError, Component, ConfigError,
                        DataflowGraph, Deferred, Discrete, EnvError, Environment, Global, HiddenStateError, Learner,
                        MsrlError, NoValue, RunInfo, Space, TraceError, deferred, split, steps, trace)
 
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 _APPLICATION = ("Evaluation", "Run", "evaluate", "load", "train")
 
 __all__ = [
-    "Actor", "Algorithm", "Batched", "Box", "Buffer", "BuildError", "CheckpointError", "Component", "ConfigError",
+    "Actor", "AgentGroup", "Algorithm", "Batched", "Box", "Buffer", "BuildError", "CheckpointError", "Component", "ConfigError",
     "DataflowGraph", "Deferred", "Discrete", "EnvError", "Environment", "Evaluation", "Global", "HiddenStateError",
     "Learner", "MsrlError", "NoValue", "Run",
     "RunInfo", "Space", "TraceError", "deferred", "evaluate", "load", "split", "steps", "trace", "train",

@@ -22,11 +22,11 @@ from msrl.core._errors import (BuildError, CheckpointError, ConfigError, Control
                                MsrlError, TraceError, UndeclaredComponentError, UnsupportedOperationError)
 from msrl.core._graph import (BATCHED, GLOBAL, OPS, CarryRef, DataflowGraph, GraphLintError, LoopRegion, Node, ValueRef,
                               iter_leaves, map_leaves)
-from msrl.core._spaces import Box, Discrete, Space
+from msrl.core._spaces import AgentGroup, Box, Discrete, Space
 from msrl.core._tracing import ROLES, role_of, steps, trace
 
 __all__ = [
-    "BATCHED", "GLOBAL", "MAX_CONFIG_BYTES", "OPS", "ROLES", "Actor", "Algorithm", "Batched", "Box", "Buffer",
+    "BATCHED", "GLOBAL", "MAX_CONFIG_BYTES", "OPS", "ROLES", "Actor", "AgentGroup", "Algorithm", "Batched", "Box", "Buffer",
     "BuildError", "CarryRef", "CheckpointError", "Component", "ConfigError", "ControlFlowError", "DataflowGraph",
     "Declared", "Deferred", "Discrete", "EnvDefaults", "EnvError", "Environment", "Global", "GraphLintError",
     "HiddenStateError", "Learner", "LoopRegion", "MsrlError", "NoValue", "Node", "RunInfo", "Space", "TraceError",

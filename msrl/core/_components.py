@@ -144,13 +144,24 @@ class Environment(Component):
       (``torch.load(weights_only=True)`` reads them); ``close()`` frees what
       the environment holds.
 
+    A multi-agent environment also has ``groups`` (group name -> ``AgentGroup``;
+    ``None`` for a single agent), ``num_agents`` is the agents of all groups per
+    environment, and ``observation_space``/``action_space`` are dicts keyed by
+    group.  Observations, actions and rewards are then dicts keyed by group, each
+    ``(num_envs, group's num_agents, ...)``; ``terminated``/``truncated`` stay per
+    environment ``(num_envs,)``.  ``metrics()`` adds ``episode_return/<group>``,
+    the mean over the group's agents of their episode returns (``episode_return``
+    is that mean over all agents).
+
     ``msrl.envs.BatchedEnv`` implements all of it around an environment's
-    physics, and ``msrl.envs.register(env_id, backend, factory)`` makes an
-    environment available to ``msrl.envs.make`` by name.
+    physics (``msrl.envs.MultiAgentEnv`` for several agents), and
+    ``msrl.envs.register(env_id, backend, factory)`` makes an environment
+    available to ``msrl.envs.make`` by name.
     """
 
     num_envs: int
     num_agents: int = 1
+    groups: Any = None
     observation_space: Space
     action_space: Space
 

@@ -69,6 +69,8 @@ class EnvSpec:
     observation_space: Space | None = None
     action_space: Space | None = None
     num_agents: int = 1
+    groups: Any = None
+    """Group name -> ``msrl.AgentGroup`` for a multi-agent environment, else None."""
 
 
 # (env id, backend) -> Backend
@@ -176,15 +178,16 @@ def make(env_id: str, num_envs: int, seed: int = 0, backend: str | None = None, 
             env = factory(num_envs=num_envs, seed=seed, **call_kwargs)
         if not isinstance(env, Declared):
             env.spec = EnvSpec(env_id, backend, dict(kwargs), seed, env.observation_space, env.action_space,
-                               getattr(env, "num_agents", 1))
+                               getattr(env, "num_agents", 1), getattr(env, "groups", None))
         return env
 
     env = build()
     if isinstance(env, Declared):  # building another fragment: describe it, construct nothing
         described = spec(env_id, **kwargs)
         env_spec = EnvSpec(env_id, backend, dict(kwargs), seed, described.observation_space, described.action_space,
-                           described.num_agents)
+                           described.num_agents, described.groups)
         return Declared(component_class(env), build, num_envs=num_envs, num_agents=described.num_agents,
+                        groups=described.groups,
                         observation_space=described.observation_space, action_space=described.action_space,
                         spec=env_spec)
     return env
@@ -201,7 +204,7 @@ def _describe(env_id: str, frozen_kwargs: tuple) -> EnvSpec:
         probe = factory(num_envs=1, seed=0, **dict(frozen_kwargs))
     try:
         return EnvSpec(env_id, host, dict(frozen_kwargs), 0, probe.observation_space, probe.action_space,
-                       getattr(probe, "num_agents", 1))
+                       getattr(probe, "num_agents", 1), getattr(probe, "groups", None))
     finally:
         probe.close()
 
@@ -251,6 +254,7 @@ _LAZY_NAMES = {
     "KernelDynamics": "msrl.envs._kernels",
     "Kernels": "msrl.envs._kernels",
     "Launcher": "msrl.envs._kernels",
+    "MultiAgentEnv": "msrl.envs._multi_agent",
     "NumpyArrays": "msrl.envs._numpy_arrays",
     "Physics": "msrl.envs._base",
     "PhiloxRNG": "msrl.envs._kernels",
@@ -265,5 +269,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["ActionCheck", "ArrayBackend", "Backend", "BatchedEnv", "EnvSpec", "EpisodeTracker", "GymnasiumEnv",
-           "HostDynamics", "KernelDynamics", "Kernels", "Launcher", "MIN_ENVS_PER_SHARD", "NumpyArrays", "PLUGIN_GROUP",
+           "HostDynamics", "KernelDynamics", "Kernels", "Launcher", "MIN_ENVS_PER_SHARD", "MultiAgentEnv", "NumpyArrays", "PLUGIN_GROUP",
            "Physics", "PhiloxRNG", "ShardedEnv", "TorchArrays", "backends", "env_ids", "make", "register", "spec"]

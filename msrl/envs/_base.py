@@ -192,8 +192,7 @@ class BatchedEnv(Environment):
         self.arrays = array_backend(backend, device, dtype, validate)
         self.observation_space, self.action_space = self.spaces()
         self.dynamics = kernels.dynamics(self, seed) if kernels is not None else self._host_dynamics(seed)
-        self._check_action = ActionCheck(self.env_id, self.action_space, self.num_envs, self.arrays,
-                                         exact=self.dynamics.exact_actions)
+        self._check_action = self._action_check()
         self._episodes = EpisodeTracker(self.arrays, self.num_envs)
         self._obs_shape = tuple(getattr(self.observation_space, "shape", ()))
         self._stepping = self.arrays.stepping
@@ -205,6 +204,10 @@ class BatchedEnv(Environment):
             kinds = [*self.physics, *(["kernels (cuda, cuda-emulated)"] if self.kernel else [])]
             raise ConfigError(f"{self.env_id} has no {name} physics; it runs on: {', '.join(kinds) or 'nothing'}")
         return HostDynamics(self, self.physics[name], seed)
+
+    def _action_check(self) -> Callable[[Any], Any]:
+        """What ``step`` checks its actions with (``MultiAgentEnv`` checks one batch per group)."""
+        return ActionCheck(self.env_id, self.action_space, self.num_envs, self.arrays, exact=self.dynamics.exact_actions)
 
     def spaces(self) -> tuple[Space, Space]:
         """``(observation_space, action_space)``; override when they depend on constants."""
