@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import msrl
+import msrl.app
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = ["a2c_cartpole", "dqn_cartpole", "ppo_cartpole", "ppo_pendulum", "sac_pendulum", "impala_cartpole"]
