@@ -7,6 +7,9 @@ environment agree step for step; ``msrl.envs.consistency`` checks it.  An id
 that msrl does not build in is made through gymnasium (backend
 ``gymnasium``), and a user registers an environment of their own with one call
 to ``register``.
+A PettingZoo parallel environment is made by naming its module:
+``"pettingzoo:mpe2.simple_tag_v3"`` imports ``mpe2.simple_tag_v3`` and steps copies
+of its ``parallel_env(**kwargs)`` (backend ``pettingzoo``, ``msrl.envs._pettingzoo``).
 
 Backends are registered by name and imported when first built.  Backends that
 live in other packages (the CUDA ones, in ``fragments``, which ``msrl.envs``
@@ -111,6 +114,8 @@ def backends(env_id: str) -> list[str]:
     own = sorted(backend for eid, backend in _REGISTRY if eid == env_id)
     if own:
         return own
+    if isinstance(env_id, str) and env_id.startswith("pettingzoo:"):
+        return ["pettingzoo"]  # the module is imported, and checked, when the environment is made
     from msrl.envs import _gymnasium
 
     return ["gymnasium"] if _gymnasium.knows(env_id) else []
@@ -141,6 +146,10 @@ def _factory(env_id: str, backend: str) -> tuple[Callable[..., Any], Backend]:
         from msrl.envs._gymnasium import GymnasiumEnv
 
         return functools.partial(GymnasiumEnv, env_id), Backend(GymnasiumEnv)
+    if backend == "pettingzoo" and (env_id, backend) not in _REGISTRY:
+        from msrl.envs._pettingzoo import PettingZooEnv
+
+        return functools.partial(PettingZooEnv, env_id.partition(":")[2]), Backend(PettingZooEnv)
     entry = _REGISTRY[(env_id, backend)]
     factory = entry.factory
     if isinstance(factory, str):
@@ -240,6 +249,13 @@ register("CartPole-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", 
 register("Pendulum-v1", "numpy", "msrl.envs.pendulum:Pendulum", shardable=True)
 register("Pendulum-v1", "torch", _lazy("msrl.envs.pendulum:Pendulum", backend="torch"), on_device=True)
 register("Pendulum-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "Pendulum-v1"))
+register("simple_spread_v3", "numpy", "msrl.envs.simple_spread:SimpleSpread")
+register("simple_spread_v3", "torch", _lazy("msrl.envs.simple_spread:SimpleSpread", backend="torch"), on_device=True)
+register("simple_spread_v3", "pettingzoo", _lazy("msrl.envs._pettingzoo:PettingZooEnv", "mpe2.simple_spread_v3",
+                                                 group_names=(("agent", "agents"),)))  # msrl's group name
+# Tag steps dicts of per-group values, which ShardedEnv does not split: not shardable.
+register("Tag-v0", "numpy", "msrl.envs.tag:Tag")
+register("Tag-v0", "torch", _lazy("msrl.envs.tag:Tag", backend="torch"), on_device=True)
 
 from msrl.envs._sharded import ShardedEnv  # noqa: E402 - after the registry it shards for
 
@@ -257,6 +273,8 @@ _LAZY_NAMES = {
     "MultiAgentEnv": "msrl.envs._multi_agent",
     "NumpyArrays": "msrl.envs._numpy_arrays",
     "Physics": "msrl.envs._base",
+    "PettingZooEnv": "msrl.envs._pettingzoo",
+    "group_of": "msrl.envs._pettingzoo",
     "PhiloxRNG": "msrl.envs._kernels",
     "TorchArrays": "msrl.envs._torch_arrays",
 }
@@ -270,4 +288,5 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["ActionCheck", "ArrayBackend", "Backend", "BatchedEnv", "EnvSpec", "EpisodeTracker", "GymnasiumEnv",
            "HostDynamics", "KernelDynamics", "Kernels", "Launcher", "MIN_ENVS_PER_SHARD", "MultiAgentEnv", "NumpyArrays", "PLUGIN_GROUP",
+           "PettingZooEnv", "group_of",
            "Physics", "PhiloxRNG", "ShardedEnv", "TorchArrays", "backends", "env_ids", "make", "register", "spec"]
