@@ -1,4 +1,5 @@
-"""Greedy evaluation: run the actor's most likely action on fresh environments."""
+"""Greedy evaluation: run the actor's most likely action on fresh environments (for a multi-agent
+environment, every group's; the return is the mean over agents, as in training's metrics)."""
 
 from __future__ import annotations
 
@@ -51,15 +52,26 @@ def evaluate_algorithm(algorithm: Any, episodes: int, seed: int, max_steps: int 
         returns = np.zeros(episodes)
         running = np.ones(episodes, dtype=bool)
         for _ in range(max_steps):
-            action = np.asarray(_to_numpy(actors[0].greedy(obs)))
+            action = actors[0].greedy(obs)
+            action = ({group: _to_numpy(a) for group, a in action.items()} if isinstance(action, dict)
+                      else np.asarray(_to_numpy(action)))
             obs, reward, terminated, truncated = env.step(action)
-            returns += np.where(running, _to_numpy(reward), 0.0)
+            returns += np.where(running, _mean_reward(reward), 0.0)
             running &= ~((_to_numpy(terminated) + _to_numpy(truncated)) > 0)
             if not running.any():
                 break
     finally:
         env.close()
     return Evaluation(returns.tolist())
+
+
+def _mean_reward(reward: Any) -> np.ndarray:
+    """Per environment: the reward, or for a multi-agent environment (a dict of ``(envs, agents)``
+    rewards per group) the mean over all its agents, as its ``episode_return`` metric counts it."""
+    if not isinstance(reward, dict):
+        return _to_numpy(reward)
+    parts = [_to_numpy(r) for r in reward.values()]
+    return sum(p.sum(1) for p in parts) / sum(p.shape[1] for p in parts)
 
 
 def _to_numpy(value: Any) -> np.ndarray:

@@ -11,7 +11,7 @@ import fragments
 from fragments.executors import get_executor
 from msrl.app._config import LoadedConfig
 from msrl.app._registry import get_algorithm
-from msrl.core import trace
+from msrl.core import role_of, trace
 from policies import load_policy
 
 
@@ -20,6 +20,9 @@ class Plan:
     config: LoadedConfig
     recipe: fragments.BuildRecipe
     fdg: fragments.FragmentedGraph
+    agents_per_env: int = 1
+    """Agents in each environment (of the run's one environment component; 1 when single-agent):
+    agent steps are env steps times this."""
 
 
 def recipe_of(config: LoadedConfig) -> fragments.BuildRecipe:
@@ -38,7 +41,9 @@ def plan(config: LoadedConfig) -> Plan:
     whole = fragments.declare(recipe)
     fdg = fragments.partition(trace(whole), policy)
     fragments.check_builds(recipe, fdg, whole)
-    return Plan(config, recipe, fdg)
+    envs = [c for c in whole.components().values() if role_of(c) == "env"]
+    agents = int(getattr(envs[0], "num_agents", 1) or 1) if len(envs) == 1 else 1
+    return Plan(config, recipe, fdg, agents)
 
 
 def make_runtime(plan: Plan, address: str | None = None) -> fragments.Runtime:

@@ -11,6 +11,8 @@ BUILTIN = {
     "a2c": "algorithms.a2c:A2C",
     "dqn": "algorithms.dqn:DQN",
     "impala": "algorithms.impala:IMPALA",
+    "ippo": "algorithms.mappo:IPPO",
+    "mappo": "algorithms.mappo:MAPPO",
     "ppo": "algorithms.ppo:PPO",
     "sac": "algorithms.sac:SAC",
 }

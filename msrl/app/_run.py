@@ -125,7 +125,8 @@ class Trainer:
         self.steps_per_iteration = result.env_steps
         if "episode_return" in result.component_metrics:
             self.last_return = result.component_metrics["episode_return"]
-        record: dict[str, Any] = {"iteration": self.iteration, "env_steps": self.env_steps, "wall_time": elapsed,
+        record: dict[str, Any] = {"iteration": self.iteration, "env_steps": self.env_steps,
+                                  "agent_steps": self.env_steps * self.plan.agents_per_env, "wall_time": elapsed,
                                   "steps_per_s": result.env_steps / elapsed if elapsed > 0 else 0.0}
         record.update({k: _number(v) for k, v in result.component_metrics.items()})
         if isinstance(result.output, dict):
