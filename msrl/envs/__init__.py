@@ -270,7 +270,9 @@ _LAZY_NAMES = {
     "KernelDynamics": "msrl.envs._kernels",
     "Kernels": "msrl.envs._kernels",
     "Launcher": "msrl.envs._kernels",
+    "MAX_KERNEL_AGENTS": "msrl.envs._kernels",
     "MultiAgentEnv": "msrl.envs._multi_agent",
+    "MultiAgentKernelDynamics": "msrl.envs._kernels",
     "NumpyArrays": "msrl.envs._numpy_arrays",
     "Physics": "msrl.envs._base",
     "PettingZooEnv": "msrl.envs._pettingzoo",
@@ -287,6 +289,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["ActionCheck", "ArrayBackend", "Backend", "BatchedEnv", "EnvSpec", "EpisodeTracker", "GymnasiumEnv",
-           "HostDynamics", "KernelDynamics", "Kernels", "Launcher", "MIN_ENVS_PER_SHARD", "MultiAgentEnv", "NumpyArrays", "PLUGIN_GROUP",
+           "HostDynamics", "KernelDynamics", "Kernels", "Launcher", "MAX_KERNEL_AGENTS", "MIN_ENVS_PER_SHARD", "MultiAgentEnv",
+           "MultiAgentKernelDynamics", "NumpyArrays", "PLUGIN_GROUP",
            "PettingZooEnv", "group_of",
            "Physics", "PhiloxRNG", "ShardedEnv", "TorchArrays", "backends", "env_ids", "make", "register", "spec"]

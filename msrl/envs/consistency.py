@@ -44,6 +44,12 @@ every array backend, kernels included; anything else must too): ``num_envs``,
 tensor of shape ``(num_envs, state_dim)`` (any device; converted with
 ``.cpu().numpy()``) and ``set_state(state, mask=None, *, new_episode=True)``
 accepting a NumPy float64 array and a NumPy bool mask.
+
+Multi-agent environments (``msrl.envs.MultiAgentEnv``) are compared the same
+way: their observations, rewards and actions are dicts keyed by group, random
+actions are drawn per group from ``action_space[group]`` with shape
+``(num_envs, groups[group].num_agents)``, and every group's values count
+towards the ``obs`` and ``reward`` fields (the flags are per environment).
 """
 
 from __future__ import annotations
@@ -110,11 +116,31 @@ def _is_float64(env: Any) -> bool:
     return _to_numpy(env.get_state()).dtype.itemsize >= 8
 
 
-def _random_actions(space: Any, num_envs: int, rng: np.random.Generator) -> np.ndarray:
+def _host(value: Any, dtype: Any = None) -> Any:
+    """``value`` (an array, a tensor, or a dict of them per agent group) as NumPy, cast to ``dtype`` if given."""
+    if isinstance(value, dict):
+        return {name: _host(v, dtype) for name, v in value.items()}
+    array = _to_numpy(value)
+    return array if dtype is None else array.astype(dtype)
+
+
+def _copy(action: Any) -> Any:
+    return {name: a.copy() for name, a in action.items()} if isinstance(action, dict) else action.copy()
+
+
+def _random_actions(space: Any, num_envs: int, rng: np.random.Generator, groups: Any = None) -> Any:
+    """A batch of uniform random valid actions; for a multi-agent environment a dict of them per group
+    (``space`` the dict of per-agent action spaces, ``groups`` the ``AgentGroup``s with their sizes)."""
+    if isinstance(space, dict):
+        return {name: _sample(s, (num_envs, groups[name].num_agents), rng) for name, s in space.items()}
+    return _sample(space, (num_envs,), rng)
+
+
+def _sample(space: Any, batch: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     if isinstance(space, Discrete):
-        return rng.integers(0, space.n, size=num_envs)
+        return rng.integers(0, space.n, size=batch)
     if isinstance(space, Box):
-        shape = (num_envs, *space.shape)
+        shape = (*batch, *space.shape)
         low = np.broadcast_to(np.asarray(space.low, np.float64), space.shape)
         high = np.broadcast_to(np.asarray(space.high, np.float64), space.shape)
         low = np.where(np.isfinite(low), low, -1.0)
@@ -159,8 +185,12 @@ def check_consistency(
     violations = dict.fromkeys(_FIELDS, 0)
     first: list[Any] = [None, None]
 
-    def compare(name: str, a: np.ndarray, b: np.ndarray, where: np.ndarray | None, step: int) -> None:
-        if a.shape != b.shape:
+    def compare(name: str, a: Any, b: Any, where: np.ndarray | None, step: int) -> None:
+        if isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b):
+            for group in a:  # ``where`` selects environments, the first axis of every group's values
+                compare(name, a[group], b[group], where, step)
+            return
+        if isinstance(a, dict) or isinstance(b, dict) or a.shape != b.shape:
             max_err[name], bad = float("inf"), 1
         else:
             if where is not None:
@@ -180,20 +210,20 @@ def check_consistency(
     state = _to_numpy(env_a.get_state())
     env_a.set_state(state)
     env_b.set_state(state)
-    obs_a = _to_numpy(env_a.observe())
-    compare("obs", obs_a.astype(np.float64), _to_numpy(env_b.observe()).astype(np.float64), None, 0)
+    obs_a = _host(env_a.observe())
+    compare("obs", _host(obs_a, np.float64), _host(env_b.observe(), np.float64), None, 0)
 
     flag_mismatches = 0
     for t in range(steps):
         if actions is None:
-            act = _random_actions(env_a.action_space, n, rng)
+            act = _random_actions(env_a.action_space, n, rng, getattr(env_a, "groups", None))
         elif callable(actions):
-            act = _to_numpy(actions(t, obs_a))
+            act = _host(actions(t, obs_a))
         else:
-            act = _to_numpy(actions[t])
-        out_a = [_to_numpy(v).astype(np.float64) for v in env_a.step(act.copy())]
-        out_b = [_to_numpy(v).astype(np.float64) for v in env_b.step(act.copy())]
-        obs_a = out_a[0].astype(np.float32)
+            act = _host(actions[t])
+        out_a = [_host(v, np.float64) for v in env_a.step(_copy(act))]
+        out_b = [_host(v, np.float64) for v in env_b.step(_copy(act))]
+        obs_a = _host(out_a[0], np.float32)
 
         term_a, trunc_a, term_b, trunc_b = out_a[2] > 0, out_a[3] > 0, out_b[2] > 0, out_b[3] > 0
         flag_bad = (term_a != term_b) | (trunc_a != trunc_b)
