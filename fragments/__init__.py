@@ -32,6 +32,8 @@ def register_env_backends(register) -> None:
     register("Pendulum-v1", "cuda", "fragments.cuda:pendulum_cuda", on_device=True)
     register("CartPole-v1", "cuda-emulated", "fragments._emulated_envs:cartpole_emulated")
     register("Pendulum-v1", "cuda-emulated", "fragments._emulated_envs:pendulum_emulated")
+    register("Tag-v0", "cuda", "fragments.cuda:tag_cuda", on_device=True)
+    register("Tag-v0", "cuda-emulated", "fragments._emulated_envs:tag_emulated")
 
 
 __all__ = [

@@ -12,11 +12,12 @@ values, like the NumPy backends.
 Example::
 
     env = msrl.envs.make("CartPole-v1", num_envs=8, backend="cuda-emulated", dtype=np.float64)
+    tag = msrl.envs.make("Tag-v0", num_envs=8, backend="cuda-emulated", dtype=np.float64, num_runners=20)
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from fragments._kernel_envs import kernel_env
 from msrl.envs import BatchedEnv, NumpyArrays
 from msrl.envs.cartpole import CartPole
 from msrl.envs.pendulum import Pendulum
+
+if TYPE_CHECKING:
+    from msrl.envs.tag import Tag
 
 
 def emulated_env(env: type[BatchedEnv], num_envs: int, seed: int = 0, dtype: Any = np.float32,
@@ -45,3 +49,14 @@ def pendulum_emulated(num_envs: int, seed: int = 0, **options: Any) -> Pendulum:
     """Pendulum-v1 on the CPU emulation of its kernels (options: ``emulated_env``, and
     ``g``, which is compiled into the kernel)."""
     return emulated_env(Pendulum, num_envs, seed, **options)
+
+
+def tag_emulated(num_envs: int, seed: int = 0, **options: Any) -> "Tag":
+    """Tag-v0 on the CPU emulation of its kernels (options: ``emulated_env``, and Tag's
+    constants, which are compiled into the kernels: one build per configuration).  One
+    block per environment: ``threads_per_block`` threads stride over its agents, and
+    each block runs as an OpenMP team of that many OS threads, so small blocks are
+    the fast ones here."""
+    from msrl.envs.tag import Tag  # imported when first built, like the registry's factories
+
+    return emulated_env(Tag, num_envs, seed, **options)

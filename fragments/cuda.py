@@ -41,12 +41,12 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import torch
 
 from fragments._cuda_emulation import EmulatedModule, emulated_module, find_cxx
-from fragments._emulated_envs import cartpole_emulated, emulated_env, pendulum_emulated
+from fragments._emulated_envs import cartpole_emulated, emulated_env, pendulum_emulated, tag_emulated
 from fragments._kernel_envs import kernel_env
 from fragments._kernel_source import KernelBuildError, load_source, normalise_defines, real_is_double
 from fragments._nvcc import compile_ptx, compile_to_cache, find_nvcc, require_nvcc
@@ -54,6 +54,9 @@ from msrl.core import ConfigError
 from msrl.envs import BatchedEnv, TorchArrays
 from msrl.envs.cartpole import CartPole
 from msrl.envs.pendulum import Pendulum
+
+if TYPE_CHECKING:
+    from msrl.envs.tag import Tag
 
 _POINTER_DTYPES = {
     "float*": torch.float32,
@@ -218,8 +221,19 @@ def pendulum_cuda(num_envs: int, seed: int = 0, **options: Any) -> Pendulum:
     return cuda_env(Pendulum, num_envs, seed, **options)
 
 
+def tag_cuda(num_envs: int, seed: int = 0, **options: Any) -> "Tag":
+    """Tag-v0 as CUDA kernels (options: ``cuda_env``, and Tag's constants, compiled into
+    the kernels: one build per configuration).  One block per environment, with
+    ``threads_per_block`` threads striding over its agents; observations and rewards
+    come per group (``{"taggers": ..., "runners": ...}``), as float32 CUDA tensors.
+    Unvalidated, an out-of-range action is clamped into range (as on torch)."""
+    from msrl.envs.tag import Tag  # imported when first built, like the registry's factories
+
+    return cuda_env(Tag, num_envs, seed, **options)
+
+
 __all__ = [
     "CudaModule", "EmulatedModule", "KernelBuildError", "cartpole_cuda", "cartpole_emulated", "compile_ptx",
     "compile_to_cache", "cuda_env", "cuda_module", "emulated_env", "emulated_module", "find_cxx", "find_nvcc",
-    "load_source", "pendulum_cuda", "pendulum_emulated", "require_cuda",
+    "load_source", "pendulum_cuda", "pendulum_emulated", "require_cuda", "tag_cuda", "tag_emulated",
 ]

@@ -27,6 +27,27 @@ for ``Discrete`` and ``float`` for ``Box`` spaces.
 Random state: kernels draw from Philox, a pure function of ``(seed, counter,
 env)``; every launch that draws gets the counter and advances it, so the two
 integers are the whole random state a checkpoint stores.
+
+Multi-agent environments (``MultiAgentEnv``, e.g. Tag) launch *one block per
+environment* (``grid = (n, 1, 1)``) of ``min(threads_per_block, num_agents)``
+threads, which stride over the agents (``for (i = threadIdx.x; i < N; i +=
+blockDim.x)``), so an environment may have more agents than a block has
+threads.  Every per-agent array comes once per group, in the order of
+``env.groups``::
+
+    name_reset(real* state, long long n, unsigned long long seed, unsigned long long counter)
+    name_observe(const real* state, float* obs_<group>..., long long n)
+    name_step(real* state, const long long* elapsed, <action>* actions_<group>..., float* obs_<group>...,
+              float* reward_<group>..., float* terminated, float* truncated, long long n,
+              unsigned long long seed, unsigned long long counter)
+
+with ``actions_<group>`` ``(n, n_group)`` (``(n, n_group, *shape)`` for ``Box``),
+``obs_<group>`` ``(n, n_group, *obs_shape)`` and ``reward_<group>`` ``(n,
+n_group)``, the flags per environment.  The one limit of this layout is the
+random stream: an agent's reset draws use Philox stream blocks ``2 i`` and ``2 i
++ 1`` of its environment's index, and a stream block is 24 bits, so an
+environment has at most ``MAX_KERNEL_AGENTS`` (2^23) agents; a larger
+configuration is refused before anything is compiled or allocated.
 """
 
 from __future__ import annotations
@@ -81,6 +102,10 @@ class Kernels:
     threads_per_block: int = 256
 
     def dynamics(self, env: "BatchedEnv", seed: int) -> "KernelDynamics":
+        from msrl.envs._multi_agent import MultiAgentEnv  # it imports this module (through _base)
+
+        if isinstance(env, MultiAgentEnv):
+            return MultiAgentKernelDynamics(env, self, seed)
         return KernelDynamics(env, self, seed)
 
 
@@ -101,15 +126,18 @@ class KernelDynamics:
             raise ConfigError("kernels need row-major state: build the TorchArrays with columns=False")
         self.arrays = arrays
         self.num_envs = env.num_envs
-        self.grid = (-(-env.num_envs // tpb), 1, 1)
-        self.block = (tpb, 1, 1)
+        self.grid, self.block = self._layout(env, tpb)
         self.rng = PhiloxRNG(seed)
         real = "double" if arrays.dtype.itemsize == 8 else "float"
         self.launcher = kernels.loader(env.kernel, {"MSRL_REAL": real, **env.kernel_defines()})
         self._reset, self._step, self._observe = (f"{env.kernel}_{k}" for k in ("reset", "step", "observe"))
 
+    def _layout(self, env: "BatchedEnv", tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """``(grid, block)`` of every launch: one thread per environment."""
+        return (-(-env.num_envs // tpb), 1, 1), (tpb, 1, 1)
+
     def launch(self, kernel: str, args: list[Any]) -> None:
-        """``kernel<<<grid, block>>>(*args)``, one thread per environment."""
+        """``kernel<<<grid, block>>>(*args)`` in this dynamics' layout."""
         self.launcher.launch(kernel, self.grid, self.block, args)
 
     def reset(self, state: Array) -> Array:
@@ -126,4 +154,43 @@ class KernelDynamics:
         return state, self.arrays.finished_rows(terminated, truncated)
 
 
-__all__ = ["KernelDynamics", "Kernels", "Launcher", "PhiloxRNG"]
+MAX_KERNEL_AGENTS = 1 << 23
+"""Most agents per environment in a multi-agent kernel: each agent's reset draws use
+two 24-bit Philox stream blocks (``msrl_rng.cuh``)."""
+
+
+class MultiAgentKernelDynamics(KernelDynamics):
+    """The dynamics of a ``MultiAgentEnv`` as kernel launches: one block per
+    environment, threads striding over its agents, the per-group dicts of
+    actions, observations and rewards passed as one array per group (see the
+    module docstring)."""
+
+    def __init__(self, env: "BatchedEnv", kernels: Kernels, seed: int) -> None:
+        super().__init__(env, kernels, seed)
+        self.groups = tuple(env.groups)  # type: ignore[attr-defined]
+
+    def _layout(self, env: "BatchedEnv", tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """One block per environment, checked against the layout's agent limit before the
+        loader compiles anything."""
+        agents = env.num_agents  # type: ignore[attr-defined]
+        if agents > MAX_KERNEL_AGENTS:
+            raise ConfigError(f"{env.env_id} kernels support at most {MAX_KERNEL_AGENTS} agents per environment "
+                              f"(two 24-bit Philox stream blocks per agent), got {agents}")
+        # No more threads than agents: a thread with no agent would only wait at the barriers.
+        return (env.num_envs, 1, 1), (min(tpb, agents), 1, 1)
+
+    def observe(self, state: Array, out: dict[str, Array]) -> None:  # type: ignore[override]
+        self.launch(self._observe, [state, *(out[g] for g in self.groups), self.num_envs])
+
+    def step(  # type: ignore[override]
+        self, state: Array, lengths: Array, action: dict[str, Array], obs: dict[str, Array],
+        reward: dict[str, Array], terminated: Array, truncated: Array,
+    ) -> tuple[Array, Rows]:
+        groups = self.groups
+        self.launch(self._step, [state, lengths, *(action[g] for g in groups), *(obs[g] for g in groups),
+                                 *(reward[g] for g in groups), terminated, truncated, self.num_envs, self.rng.seed,
+                                 self.rng.advance()])
+        return state, self.arrays.finished_rows(terminated, truncated)
+
+
+__all__ = ["KernelDynamics", "Kernels", "Launcher", "MAX_KERNEL_AGENTS", "MultiAgentKernelDynamics", "PhiloxRNG"]
