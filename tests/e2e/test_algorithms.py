@@ -45,6 +45,8 @@ RESUME = {
     "ppo_pendulum": ["total_env_steps=8192", "algo.anneal_lr=false", "algo.update_epochs=1"],
     "sac_pendulum": ["total_env_steps=384", "algo.learning_starts=64", "algo.gradient_steps=2"],
     "impala_cartpole": ["total_env_steps=5120", "algo.anneal_lr=false", "policy=local"],
+    "mappo_simple_spread": ["total_env_steps=4000", "algo.update_epochs=2"],
+    "ippo_tag": ["total_env_steps=8000", "algo.update_epochs=1", "algo.env_kwargs.max_episode_steps=60"],
 }
 
 

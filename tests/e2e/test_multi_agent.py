@@ -1,0 +1,110 @@
+"""Multi-agent training end to end: MAPPO and IPPO on MPE simple_spread and Tag, written once and
+run under the distribution presets unchanged; agent steps and per-group returns in the metrics;
+configuration mistakes are one line before anything starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import msrl
+import msrl.envs
+
+REPO = Path(__file__).resolve().parents[2]
+SPREAD = str(REPO / "configs" / "mappo_simple_spread.yaml")
+MARGIN_SPREAD = 4.0
+"""Per-agent episode return above a uniformly random policy's (-29.3 at seed 7 over 32 episodes)
+that MAPPO must reach in the CI budget: about three standard errors of a 32-episode mean."""
+TAG = str(REPO / "configs" / "ippo_tag.yaml")
+
+
+def random_policy_return(env_id: str, episodes: int, seed: int, **kwargs) -> float:
+    """Mean per-agent return of uniformly random actions, counted as evaluation counts it."""
+    env = msrl.envs.make(env_id, num_envs=episodes, seed=seed, **kwargs)
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    returns, running = np.zeros(episodes), np.ones(episodes, dtype=bool)
+    while running.any():
+        actions = {g: rng.integers(0, group.action_space.n, (episodes, group.num_agents))
+                   for g, group in env.groups.items()}
+        _, rewards, terminated, truncated = env.step(actions)
+        total = sum(np.asarray(r).sum(1) for r in rewards.values()) / env.num_agents
+        returns += np.where(running, total, 0.0)
+        running &= ~((np.asarray(terminated) + np.asarray(truncated)) > 0)
+    return float(returns.mean())
+
+
+def test_mappo_beats_a_random_policy_on_simple_spread(tmp_path: Path) -> None:
+    random_return = random_policy_return("simple_spread_v3", 32, seed=7)
+    run = msrl.train(SPREAD, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=60000"])
+    assert run.metrics[-1]["agent_steps"] == 3 * run.metrics[-1]["env_steps"]
+    assert "episode_return/agents" in run.metrics[-1]
+    assert run.evaluation.mean >= random_return + MARGIN_SPREAD, (run.evaluation.mean, random_return)
+
+
+def test_taggers_learn_to_tag(tmp_path: Path) -> None:
+    """With no step or edge penalties a tagger's return is tag_reward_for_tagger (1) per runner it
+    tags: its rise over training is the tag rate rising.  A 20 x 20 world with runners at 0.4 of the
+    taggers' top speed makes random tags rare and chasing pay; 64 envs per record keep each
+    record's mean within ~0.1 tags."""
+    run = msrl.train(TAG, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=64000",
+                           "algo.env_kwargs.step_penalty_for_tagger=0.0", "algo.env_kwargs.edge_hit_penalty=0.0",
+                           "algo.env_kwargs.world_size=20.0", "algo.env_kwargs.runner_max_speed=0.4",
+                           "algo.num_envs=64", "algo.num_steps=25"])
+    tags = [r["episode_return/taggers"] for r in run.metrics if "episode_return/taggers" in r]
+    early, late = np.mean(tags[:3]), np.mean(tags[-3:])
+    assert late >= early + 0.3, (early, late)  # seed 1: 1.46 -> 1.97 tags per tagger per 100-step episode
+    assert run.metrics[-1]["agent_steps"] == 10 * run.metrics[-1]["env_steps"]
+
+
+def test_mappo_runs_unchanged_when_every_step_crosses_fragments(tmp_path: Path) -> None:
+    """single_learner_fine gathers every group's observations to the one actor and scatters their
+    actions back to the environment replicas every step."""
+    run = msrl.train(SPREAD, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=1600", "eval_episodes=2",
+                              "policy=single_learner_fine"])
+    assert run.env_steps == 1600 and run.metrics[-1]["agent_steps"] == 4800
+    assert {"episode_return", "episode_return/agents", "policy_loss", "time_communication"} <= set(run.metrics[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["single_learner_coarse", "multi_learner", "async_single_learner", "gpu_only"])
+def test_mappo_runs_under_the_other_presets(preset: str, tmp_path: Path) -> None:
+    extra = ["policy.device=cpu"] if preset == "gpu_only" else []
+    run = msrl.train(SPREAD, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=3200", "eval_episodes=2",
+                              f"policy={preset}", *extra])
+    assert run.env_steps >= 3200 and "episode_return/agents" in run.metrics[-1]
+
+
+def _train_error(config: str, tmp_path: Path, *sets: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "msrl", "train", config, "--set", f"runs_dir={tmp_path}",
+                             *[arg for s in sets for arg in ("--set", s)]], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert not any(tmp_path.iterdir())  # nothing started, nothing written
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_a_group_without_a_policy_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "tag.yaml"
+    config.write_text(Path(TAG).read_text().replace("    runners: runner\n", ""))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    line = _train_error(str(config), runs)
+    assert line == ("msrl: error: group 'runners' of Tag-v0 has no policy in algo.policies; "
+                    "give every group one: taggers, runners")
+
+
+def test_a_single_agent_env_is_one_line(tmp_path: Path) -> None:
+    line = _train_error(SPREAD, tmp_path, "algo.env_id=CartPole-v1")
+    assert line == "msrl: error: mappo needs a multi-agent environment (one with agent groups); CartPole-v1 has a single agent: use ppo"
+
+
+def test_a_centralised_critic_too_large_for_the_agents_is_one_line(tmp_path: Path) -> None:
+    line = _train_error(TAG, tmp_path, "algo.critic=centralised", "algo.env_kwargs.num_runners=200")
+    assert line.startswith("msrl: error: a centralised critic would take a global state of ")
+    assert "use algo.critic: decentralised (IPPO) for 202 agents" in line
