@@ -99,7 +99,8 @@ class MultiAgentEnv(BatchedEnv):
 
     # -- Environment API ---------------------------------------------------------
     def _obs_buffers(self) -> dict[str, Array]:
-        return {name: self.arrays.zeros((self.num_envs, self.groups[name].num_agents, *shape), "float32")
+        # empty, not zeros: the physics writes every observation (as BatchedEnv's step_outputs)
+        return {name: self.arrays.empty((self.num_envs, self.groups[name].num_agents, *shape), "float32")
                 for name, shape in self._obs_shapes.items()}
 
     def observe(self) -> Batched:
@@ -117,9 +118,9 @@ class MultiAgentEnv(BatchedEnv):
         """Advance every environment one step; finished ones restart in the same step."""
         checked = self._check_action(action)
         obs = self._obs_buffers()
-        rewards = {name: self.arrays.zeros((self.num_envs, g.num_agents), "float32") for name, g in self.groups.items()}
-        terminated = self.arrays.zeros((self.num_envs,), "float32")
-        truncated = self.arrays.zeros((self.num_envs,), "float32")
+        rewards = {name: self.arrays.empty((self.num_envs, g.num_agents), "float32") for name, g in self.groups.items()}
+        terminated = self.arrays.empty((self.num_envs,), "float32")
+        truncated = self.arrays.empty((self.num_envs,), "float32")
         with self._stepping():
             self._state, rows = self.dynamics.step(self._state, self._episodes.lengths, checked, obs, rewards,
                                                    terminated, truncated)
