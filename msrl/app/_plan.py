@@ -11,7 +11,7 @@ import fragments
 from fragments.executors import get_executor
 from msrl.app._config import LoadedConfig
 from msrl.app._registry import get_algorithm
-from msrl.core import role_of, trace
+from msrl.core import BuildError, component_class, role_of, trace
 from policies import load_policy
 
 
@@ -42,8 +42,16 @@ def plan(config: LoadedConfig) -> Plan:
     fdg = fragments.partition(trace(whole), policy)
     fragments.check_builds(recipe, fdg, whole)
     envs = [c for c in whole.components().values() if role_of(c) == "env"]
-    agents = int(getattr(envs[0], "num_agents", 1) or 1) if len(envs) == 1 else 1
-    return Plan(config, recipe, fdg, agents)
+    return Plan(config, recipe, fdg, _agents_per_env(envs[0]) if len(envs) == 1 else 1)
+
+
+def _agents_per_env(env: object) -> int:
+    """An environment's agents: known for one made by ``msrl.envs.make``; otherwise its class's
+    declared ``num_agents`` (a declared component has no instance to read)."""
+    try:
+        return int(getattr(env, "num_agents", 1) or 1)
+    except BuildError:
+        return int(getattr(component_class(env), "num_agents", 1) or 1)
 
 
 def make_runtime(plan: Plan, address: str | None = None) -> fragments.Runtime:

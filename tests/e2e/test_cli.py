@@ -109,7 +109,7 @@ def assert_identical(a, b, path: str = "") -> None:
 
 # name -> (argv after the runs_dir override, words the error line must contain)
 BAD_CONFIG = {
-    "unknown algorithm": (["train", CONFIG, "--set", "algorithm=sacc"], ["unknown algorithm 'sacc'", "a2c, dqn, impala, ppo, sac"]),
+    "unknown algorithm": (["train", CONFIG, "--set", "algorithm=sacc"], ["unknown algorithm 'sacc'", "a2c, dqn, impala, ippo, mappo, ppo, sac"]),
     "unknown policy": (["train", CONFIG, "--set", "policy=ring"], ["unknown policy 'ring'", "local"]),
     "unknown config key": (["train", CONFIG, "--set", "bogus_key=1"], ["unknown config key 'bogus_key'", "total_env_steps"]),
     "wrong type": (["train", CONFIG, "--set", "seed=abc"], ["seed must be int", "'abc'"]),
