@@ -165,7 +165,3 @@ def test_request_blocked_by_other_work_times_out(ray_cluster):
     finally:
         remove_placement_group(blocker)
 
-
-# One xdist worker runs this whole file: its module-scoped fixtures are built once (pytest -n runs
-# with --dist loadgroup; tests of files without a group are shared out one by one).
-pytestmark = pytest.mark.xdist_group("test_placement_cluster")

@@ -318,7 +318,3 @@ def test_graph_default_prefix_is_the_policy_name(tmp_path, monkeypatch, capsys):
     assert main(["graph", str(config), "--set", policy, "--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]) == 0
     assert "gather, per_iteration" in (tmp_path / "fdg_custom.dot").read_text()
 
-
-# One xdist worker runs this whole file: its module-scoped fixtures are built once (pytest -n runs
-# with --dist loadgroup; tests of files without a group are shared out one by one).
-pytestmark = pytest.mark.xdist_group("test_cli")

@@ -61,6 +61,7 @@ def test_taggers_learn_to_tag(tmp_path: Path) -> None:
     assert run.metrics[-1]["agent_steps"] == 10 * run.metrics[-1]["env_steps"]
 
 
+@pytest.mark.slow
 def test_mappo_runs_unchanged_when_every_step_crosses_fragments(tmp_path: Path) -> None:
     """single_learner_fine gathers every group's observations to the one actor and scatters their
     actions back to the environment replicas every step."""
@@ -99,12 +100,15 @@ def test_a_group_without_a_policy_is_one_line(tmp_path: Path) -> None:
                     "give every group one: taggers, runners")
 
 
-def test_a_single_agent_env_is_one_line(tmp_path: Path) -> None:
-    line = _train_error(SPREAD, tmp_path, "algo.env_id=CartPole-v1")
-    assert line == "msrl: error: mappo needs a multi-agent environment (one with agent groups); CartPole-v1 has a single agent: use ppo"
+def test_a_single_agent_env_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(msrl.ConfigError, match="^mappo needs a multi-agent environment \\(one with agent groups\\); "
+                                               "CartPole-v1 has a single agent: use ppo$"):
+        msrl.train(SPREAD, [f"runs_dir={tmp_path}", "algo.env_id=CartPole-v1"])
+    assert not any(tmp_path.iterdir())
 
 
-def test_a_centralised_critic_too_large_for_the_agents_is_one_line(tmp_path: Path) -> None:
-    line = _train_error(TAG, tmp_path, "algo.critic=centralised", "algo.env_kwargs.num_runners=200")
-    assert line.startswith("msrl: error: a centralised critic would take a global state of ")
-    assert "use algo.critic: decentralised (IPPO) for 202 agents" in line
+def test_a_centralised_critic_too_large_for_the_agents_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(msrl.ConfigError, match="^a centralised critic would take a global state of .* use "
+                                               "algo.critic: decentralised \\(IPPO\\) for 202 agents$"):
+        msrl.train(TAG, [f"runs_dir={tmp_path}", "algo.critic=centralised", "algo.env_kwargs.num_runners=200"])
+    assert not any(tmp_path.iterdir())

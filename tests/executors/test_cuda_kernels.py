@@ -611,7 +611,3 @@ def test_gpu_sampling_and_barriers_match_the_emulation():
     reduce.launch("block_sum", 8, 128, [values, None, 1024, out])
     assert out[:, 0].sum().item() == 1023 * 1024 / 2 and out[:, 1].sum().item() == 1024
 
-
-# One xdist worker runs this whole file: its module-scoped fixtures are built once (pytest -n runs
-# with --dist loadgroup; tests of files without a group are shared out one by one).
-pytestmark = pytest.mark.xdist_group("test_cuda_kernels")

@@ -434,7 +434,3 @@ def test_gpu_draws_the_same_reset_states_as_the_emulation():
     # The same Philox words, whatever the block size; only FMA contraction may move the last bit.
     np.testing.assert_allclose(gpu.get_state().cpu().numpy(), emulated.get_state(), rtol=0, atol=1e-12)
 
-
-# One xdist worker runs this whole file: its module-scoped fixtures are built once (pytest -n runs
-# with --dist loadgroup; tests of files without a group are shared out one by one).
-pytestmark = pytest.mark.xdist_group("test_tag_kernel")

@@ -367,7 +367,3 @@ def test_plan_rejects_num_envs_not_divisible_by_replicas(policy):
     fdg = plan(ppo_config(policy, f"policy.{replicas[preset]}=4")).fdg
     assert max(f.replicas for f in fdg.fragments.values()) == 4
 
-
-# One xdist worker runs this whole file: its module-scoped fixtures are built once (pytest -n runs
-# with --dist loadgroup; tests of files without a group are shared out one by one).
-pytestmark = pytest.mark.xdist_group("test_interfaces")

@@ -263,7 +263,3 @@ def test_partition_under_local_is_one_fragment_without_interfaces(graph):
     assert fdg.interfaces == []
     assert "fragment local: 1 x [env, actor, buffer, learner]" in str(fdg)
 
-
-# One xdist worker runs this whole file: its module-scoped fixtures are built once (pytest -n runs
-# with --dist loadgroup; tests of files without a group are shared out one by one).
-pytestmark = pytest.mark.xdist_group("test_policies")

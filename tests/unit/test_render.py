@@ -230,7 +230,3 @@ def test_png_interface_labels_do_not_cover_each_other():
         for j in range(i + 1, len(boxes)):
             assert not a.overlaps(boxes[j]), f"{labels[i].get_text()!r} covers {labels[j].get_text()!r}"
 
-
-# One xdist worker runs this whole file: its module-scoped fixtures are built once (pytest -n runs
-# with --dist loadgroup; tests of files without a group are shared out one by one).
-pytestmark = pytest.mark.xdist_group("test_render")

@@ -471,7 +471,3 @@ def test_partitioned_local_runtime_built_by_hand_matches_eager():
     assert_identical(traced_algo.learner.state_dict(), eager_algo.learner.state_dict())
     assert_identical(traced_algo.actor.state_dict(), eager_algo.actor.state_dict())
 
-
-# One xdist worker runs this whole file: its module-scoped fixtures are built once (pytest -n runs
-# with --dist loadgroup; tests of files without a group are shared out one by one).
-pytestmark = pytest.mark.xdist_group("test_tracing")

@@ -1,0 +1,34 @@
+"""Every built-in algorithm learns with its shipped config: fixed seed, greedy return threshold,
+small budgets.  (Its own file so that the two test workers share the suite's longest tests out.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import msrl
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "configs"
+
+# config -> greedy-return threshold (the issue's: CartPole >= 475, Pendulum >= -250)
+LEARNING = {
+    "a2c_cartpole": 475.0,
+    "ppo_pendulum": -250.0,
+    "impala_cartpole": 475.0,  # under its default policy, async_single_learner
+}
+"""The on-policy ones; the off-policy ones (DQN, SAC) are in test_off_policy_learning.py."""
+
+
+@pytest.mark.parametrize("name", sorted(LEARNING))
+def test_algorithm_learns_with_its_config(name: str, tmp_path: Path) -> None:
+    learns_with_its_config(name, LEARNING[name], tmp_path)
+
+
+def learns_with_its_config(name: str, threshold: float, tmp_path: Path) -> None:
+    run = msrl.train(str(CONFIGS / f"{name}.yaml"), [f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0"])
+    assert run.evaluation.episodes == 20
+    assert run.evaluation.mean >= threshold, f"{name}: greedy return {run.evaluation.mean}"
+
+

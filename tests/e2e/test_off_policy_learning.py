@@ -1,0 +1,17 @@
+"""DQN and SAC learn with their shipped configs (fixed seed, greedy return threshold): the
+off-policy half of test_algorithm_learning.py, in a file of its own so that the two test workers
+share the suite's longest tests out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_algorithm_learning import learns_with_its_config
+
+LEARNING = {"dqn_cartpole": 475.0, "sac_pendulum": -250.0}
+
+
+@pytest.mark.parametrize("name", sorted(LEARNING))
+def test_off_policy_algorithm_learns_with_its_config(name: str, tmp_path: Path) -> None:
+    learns_with_its_config(name, LEARNING[name], tmp_path)
