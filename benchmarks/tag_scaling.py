@@ -221,7 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-step-seconds", type=float, default=5.0,
                         help="skip a size whose first step takes longer (default 5 s)")
     parser.add_argument("--training-steps", type=int, default=20000,
-                        help="env steps of each end-to-end IPPO row (0: no training rows)")
+                        help="env steps of the end-to-end IPPO row with 10 agents; the others take as many agent "
+                             "steps (0: no training rows)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -259,7 +260,8 @@ def main(argv: list[str] | None = None) -> None:
         print("\n| end to end: IPPO, local policy | envs | agents | env steps/s | agent steps/s | env share of time |")
         print("|---|---:|---:|---:|---:|---:|")
         for envs, agents in TRAINING:
-            rates, env_share = measure_training(envs, agents, max(args.training_steps, 2 * envs * 25))
+            # the same number of agent steps per row (at least two iterations: the first is warm-up)
+            rates, env_share = measure_training(envs, agents, max(args.training_steps * 10 // agents, 2 * envs * 25))
             print(f"| NumPy env, torch CPU policy | {envs} | {agents} | {rates:,.0f} | {rates * agents:,.0f} | "
                   f"{env_share:.0%} |", flush=True)
 
