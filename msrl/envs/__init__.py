@@ -176,7 +176,9 @@ def make(env_id: str, num_envs: int, seed: int = 0, backend: str | None = None, 
     call_kwargs = dict(kwargs)
     if entry.on_device:
         call_kwargs.setdefault("device", defaults.device)
-    shards = min(defaults.threads, num_envs // MIN_ENVS_PER_SHARD) if entry.shardable else 1
+    # A multi-agent environment's cost grows with its agents: count agent slots, not environments.
+    agents = spec(env_id, **kwargs).num_agents if entry.shardable and defaults.threads > 1 else 1
+    shards = min(defaults.threads, num_envs * agents // MIN_ENVS_PER_SHARD) if entry.shardable else 1
 
     def build() -> Any:
         if shards > 1:
@@ -249,12 +251,11 @@ register("CartPole-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", 
 register("Pendulum-v1", "numpy", "msrl.envs.pendulum:Pendulum", shardable=True)
 register("Pendulum-v1", "torch", _lazy("msrl.envs.pendulum:Pendulum", backend="torch"), on_device=True)
 register("Pendulum-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "Pendulum-v1"))
-register("simple_spread_v3", "numpy", "msrl.envs.simple_spread:SimpleSpread")
+register("simple_spread_v3", "numpy", "msrl.envs.simple_spread:SimpleSpread", shardable=True)
 register("simple_spread_v3", "torch", _lazy("msrl.envs.simple_spread:SimpleSpread", backend="torch"), on_device=True)
 register("simple_spread_v3", "pettingzoo", _lazy("msrl.envs._pettingzoo:PettingZooEnv", "mpe2.simple_spread_v3",
                                                  group_names=(("agent", "agents"),)))  # msrl's group name
-# Tag steps dicts of per-group values, which ShardedEnv does not split: not shardable.
-register("Tag-v0", "numpy", "msrl.envs.tag:Tag")
+register("Tag-v0", "numpy", "msrl.envs.tag:Tag", shardable=True)
 register("Tag-v0", "torch", _lazy("msrl.envs.tag:Tag", backend="torch"), on_device=True)
 
 from msrl.envs._sharded import ShardedEnv  # noqa: E402 - after the registry it shards for

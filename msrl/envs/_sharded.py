@@ -7,6 +7,8 @@ than it saves, which is why ``msrl.envs.make`` only shards batches of at least
 offers threads.  Each shard is its own environment seeded from the original
 seed, so a sharded run is reproducible for a given shard count (but is not the
 same run as an unsharded one: the reset draws come from different generators).
+Multi-agent environments shard the same way: their per-group dicts are split
+and joined group by group along the environment axis.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class ShardedEnv(Environment):
         first = self.shards[0]
         self.num_envs = num_envs
         self.num_agents = getattr(first, "num_agents", 1)
+        self.groups = getattr(first, "groups", None)
         self.observation_space = first.observation_space
         self.action_space = first.action_space
 
@@ -42,29 +45,28 @@ class ShardedEnv(Environment):
                    for i, shard in enumerate(self.shards)]
         return [future.result() for future in futures]
 
-    def reset(self, seed: int | None = None) -> np.ndarray:
+    def reset(self, seed: int | None = None) -> Any:
         seeds = [None if seed is None else seed + SHARD_SEED_STRIDE * i for i in range(len(self.shards))]
-        return np.concatenate(self._each("reset", seeds))
+        return _join(self._each("reset", seeds))
 
-    def observe(self) -> np.ndarray:
-        return np.concatenate([shard.observe() for shard in self.shards])
+    def observe(self) -> Any:
+        return _join([shard.observe() for shard in self.shards])
 
-    def step(self, action: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        action = np.asarray(action)
-        slices = [action[lo:hi] for lo, hi in zip(self.bounds[:-1], self.bounds[1:])]
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any]:
+        slices = [_rows(action, lo, hi) for lo, hi in zip(self.bounds[:-1], self.bounds[1:])]
         results = self._each("step", slices)
-        return tuple(np.concatenate([result[i] for result in results]) for i in range(4))
+        return tuple(_join([result[i] for result in results]) for i in range(4))
 
     def metrics(self) -> dict[str, float]:
+        """The shards' episode means weighted by their episode counts (every ``episode_*`` key,
+        the per-group returns of a multi-agent environment included)."""
         parts = [m for m in (shard.metrics() for shard in self.shards) if m.get("episodes")]
         if not parts:
             return {}
         count = sum(m["episodes"] for m in parts)
-        return {
-            "episode_return": sum(m["episode_return"] * m["episodes"] for m in parts) / count,
-            "episode_length": sum(m["episode_length"] * m["episodes"] for m in parts) / count,
-            "episodes": count,
-        }
+        means = {key: sum(m[key] * m["episodes"] for m in parts) / count
+                 for key in parts[0] if key != "episodes" and all(key in m for m in parts)}
+        return {**means, "episodes": count}
 
     def state_dict(self) -> dict[str, Any]:
         return {"shards": [shard.state_dict() for shard in self.shards]}
@@ -80,3 +82,17 @@ class ShardedEnv(Environment):
         self.pool.shutdown(wait=True)
         for shard in self.shards:
             shard.close()
+
+
+def _rows(value: Any, lo: int, hi: int) -> Any:
+    """Environments ``lo:hi`` of a batch, or of each group's batch in a dict."""
+    if isinstance(value, dict):
+        return {key: np.asarray(item)[lo:hi] for key, item in value.items()}
+    return np.asarray(value)[lo:hi]
+
+
+def _join(parts: list[Any]) -> Any:
+    """The shards' batches concatenated along environments (group by group for dicts)."""
+    if isinstance(parts[0], dict):
+        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    return np.concatenate(parts)

@@ -48,6 +48,37 @@ def test_sharded_env_equals_its_shards_concatenated() -> None:
         sharded.close()
 
 
+def test_a_sharded_multi_agent_env_equals_its_shards_concatenated() -> None:
+    """Per-group dicts are split and joined group by group; per-group returns are weighted means."""
+    kwargs = {"num_taggers": 2, "num_runners": 3, "world_size": 4.0, "max_episode_steps": 20}
+    shard = lambda n, seed: msrl.envs.make("Tag-v0", n, seed=seed, **kwargs)  # noqa: E731
+    sharded = ShardedEnv(shard, 6, 5, 2)
+    try:
+        assert sharded.groups is not None and sharded.num_agents == 5
+        first, second = (msrl.envs.make("Tag-v0", 3, seed=seed, **kwargs) for seed in (5, 5 + 7919))
+        rng = np.random.default_rng(0)
+        n = first.groups["taggers"].action_space.n
+        for _ in range(60):
+            action = {"taggers": rng.integers(0, n, (6, 2)), "runners": rng.integers(0, n, (6, 3))}
+            got = sharded.step(action)
+            halves = [first.step({g: a[:3] for g, a in action.items()}), second.step({g: a[3:] for g, a in action.items()})]
+            for index in range(4):
+                want, value = [half[index] for half in halves], got[index]
+                if isinstance(value, dict):
+                    assert set(value) == {"taggers", "runners"}
+                    for group in value:
+                        np.testing.assert_array_equal(value[group], np.concatenate([w[group] for w in want]))
+                else:
+                    np.testing.assert_array_equal(value, np.concatenate(want))
+        metrics, parts = sharded.metrics(), [first.metrics(), second.metrics()]
+        count = sum(p["episodes"] for p in parts)
+        assert metrics["episodes"] == count > 0
+        for key in ("episode_return", "episode_return/taggers", "episode_return/runners", "episode_length"):
+            assert metrics[key] == pytest.approx(sum(p[key] * p["episodes"] for p in parts) / count)
+    finally:
+        sharded.close()
+
+
 def test_cpu_executor_builds_sharded_envs_for_large_batches_only(tmp_path: Path) -> None:
     small = load_config(CONFIG, [f"runs_dir={tmp_path}", "policy.cpus=2"])
     runtime = make_runtime(plan(small))
