@@ -30,7 +30,7 @@ from torch import nn
 import msrl.envs
 from msrl.core import (AgentGroup, Algorithm, Batched, Box, Buffer, ConfigError, Discrete, Global, Learner, NoValue,
                        RunInfo, Actor, deferred, split, steps)
-from msrl.rl import action_head, action_layout, check_action_space, copy_weights, gae, orthogonal_
+from msrl.rl import ActorCritic, action_layout, check_action_space, copy_weights, gae
 
 CENTRAL_INPUT_LIMIT = 4096
 """Largest global state (numbers per environment) the centralised critic takes: beyond it the
@@ -124,33 +124,6 @@ def policy_map(env_id: str, groups: dict[str, AgentGroup] | None, policies: dict
 
 
 # -- network -------------------------------------------------------------------------------------------
-class AgentNet(nn.Module):
-    """One policy: an MLP actor on the agent's observation and an MLP critic on ``critic_dim``
-    inputs (the observation, or the global state and the observation), initialised like
-    ``msrl.rl.ActorCritic`` (orthogonal; gain sqrt(2) hidden, 1 value, 0.01 policy)."""
-
-    def __init__(self, obs_dim: int, critic_dim: int, action_space: Any, hidden: int, seed: int) -> None:
-        super().__init__()
-        generator = torch.Generator().manual_seed(seed)
-        sqrt2 = 2 ** 0.5
-        self.critic = nn.Sequential(
-            orthogonal_(nn.Linear(critic_dim, hidden), sqrt2, generator), nn.Tanh(),
-            orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator), nn.Tanh(),
-            orthogonal_(nn.Linear(hidden, 1), 1.0, generator),
-        )
-        self.torso = nn.Sequential(
-            orthogonal_(nn.Linear(obs_dim, hidden), sqrt2, generator), nn.Tanh(),
-            orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator), nn.Tanh(),
-        )
-        self.head = action_head(hidden, action_space, generator)
-
-    def policy(self, obs: torch.Tensor) -> Any:
-        return self.head(self.torso(obs))
-
-    def value(self, critic_in: torch.Tensor) -> torch.Tensor:
-        return self.critic(critic_in).squeeze(-1)
-
-
 class Agents(nn.Module):
     """Every policy of the run, and how each group's observations reach its actor and critic."""
 
@@ -163,10 +136,11 @@ class Agents(nn.Module):
         self.nets = nn.ModuleDict()
         for index, name in enumerate(dict.fromkeys(mapping.values())):
             g = next(g for g in groups if mapping[g] == name)
-            self.nets[name] = AgentNet(obs_dims[g], self.global_dim + obs_dims[g], groups[g].action_space, hidden,
-                                       seed + 7919 * index)
+            # one policy: actor on the agent's observation, critic on global state + observation
+            self.nets[name] = ActorCritic(obs_dims[g], groups[g].action_space, hidden, seed + 7919 * index,
+                                          critic_dim=self.global_dim + obs_dims[g])
 
-    def net(self, group: str) -> AgentNet:
+    def net(self, group: str) -> ActorCritic:
         return self.nets[self.mapping[group]]
 
     def critic_inputs(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -37,12 +37,12 @@ class ActorCritic(nn.Module):
     """
 
     def __init__(self, obs_dim: int, action_space: Space, hidden: int = 64, seed: int = 0,
-                 log_std_init: float = 0.0) -> None:
+                 log_std_init: float = 0.0, critic_dim: int | None = None) -> None:
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
         sqrt2 = 2 ** 0.5
         self.critic = nn.Sequential(
-            orthogonal_(nn.Linear(obs_dim, hidden), sqrt2, generator), nn.Tanh(),
+            orthogonal_(nn.Linear(obs_dim if critic_dim is None else critic_dim, hidden), sqrt2, generator), nn.Tanh(),
             orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator), nn.Tanh(),
             orthogonal_(nn.Linear(hidden, 1), 1.0, generator),
         )
@@ -55,8 +55,14 @@ class ActorCritic(nn.Module):
     def forward(self, obs: torch.Tensor) -> tuple[Any, torch.Tensor]:
         return self.head(self.torso(obs)), self.critic(obs).squeeze(-1)
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs).squeeze(-1)
+    def policy(self, obs: torch.Tensor) -> Any:
+        """The action distribution's parameters alone."""
+        return self.head(self.torso(obs))
+
+    def value(self, critic_in: torch.Tensor) -> torch.Tensor:
+        """The critic on its input: the observation, or with ``critic_dim`` whatever the caller
+        gives it (MAPPO's global state and observation); ``forward`` needs ``critic_dim`` unset."""
+        return self.critic(critic_in).squeeze(-1)
 
 
 class ActorCriticActor(Actor):
