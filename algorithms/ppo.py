@@ -6,8 +6,10 @@ public API alone, so every distribution policy runs it as is.
 
 Discrete actions sample from a categorical policy; ``Box`` actions from a diagonal Gaussian with a
 state-independent log standard deviation, the environment clipping them to its bounds (as CleanRL's
-``ppo_continuous_action`` does).  Observation and reward normalisation (SB3's ``VecNormalize``)
-live in the actor and the buffer, whose checkpoints hold their statistics.
+``ppo_continuous_action`` does).  Observation and reward normalisation (SB3's ``VecNormalize``):
+the learner keeps the observation statistics, folds in each batch (averaged over learner copies,
+so every policy normalises alike) and sends them to the actors with the weights; the buffer
+scales rewards.  Checkpoints hold both.
 
 The default learner is plain torch modules and autograd.  ``fused: true`` swaps in
 ``FusedPPOLearner`` (discrete actions only): the same update with ``msrl.rl.TwinMLP`` and
@@ -26,8 +28,8 @@ from torch import nn
 
 import msrl.envs
 from msrl.core import Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, deferred, split, steps
-from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, TwinMLP, action_layout,
-                     check_action_space, clip_grad_norm_, copy_weights, ppo_losses)
+from msrl.rl import (OBS_STATS, ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, RunningMeanStd, TwinMLP,
+                     action_layout, check_action_space, clip_grad_norm_, copy_weights, ppo_losses)
 
 
 @dataclass
@@ -70,7 +72,8 @@ class PPOConfig:
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
     normalize_obs: bool = False
-    """Standardise observations by their running mean and variance (kept by the actor)."""
+    """Standardise observations by their running mean and variance: the learner folds in every
+    batch after learning from it and sends the statistics to the actors with the weights."""
     normalize_reward: bool = False
     """Divide rewards by the running std of the discounted return (kept by the buffer)."""
     fused: bool = False
@@ -101,7 +104,7 @@ class PPOLearner(Learner):
     """Clipped-surrogate PPO update over minibatch epochs, with plain autograd."""
 
     def __init__(self, obs_dim: int, action_space: Space, config: PPOConfig, seed: int, num_updates: int,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", obs_shape: tuple[int, ...] | None = None) -> None:
         if config.batch_size % config.num_minibatches:  # this learner's share of the batch, under every policy
             raise ConfigError(f"algo.num_minibatches ({config.num_minibatches}) must divide the batch each learner "
                               f"learns from ({config.batch_size} = its num_envs x num_steps)")
@@ -113,6 +116,8 @@ class PPOLearner(Learner):
         self.generator = torch.Generator().manual_seed(seed + 2)
         self.num_updates = max(1, num_updates)
         self.updates = 0
+        self.obs_stats = (RunningMeanStd(obs_shape or (obs_dim,), device=self.device) if config.normalize_obs
+                          else None)
 
     @staticmethod
     def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> nn.Module:
@@ -121,6 +126,9 @@ class PPOLearner(Learner):
     def learn(self, batch: RolloutBatch) -> Global:
         cfg = self.config
         data = tuple(t.to(self.device) for t in batch)
+        raw_obs = data[0]
+        if self.obs_stats is not None:  # the statistics the actors normalised this batch with
+            data = (self.obs_stats.normalize(raw_obs),) + data[1:]
         if cfg.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
         self.updates += 1
@@ -139,6 +147,10 @@ class PPOLearner(Learner):
                 self.sync_grads(self.params)
                 self.clip_gradients()
                 self.optimizer.step()
+        if self.obs_stats is not None:  # fold in the batch's moments, averaged over learner copies
+            sums = self.obs_stats.batch_sums(raw_obs)
+            self.sync_mean([sums])
+            self.obs_stats.update_from_sums(sums)
         # Computed once the new weights are on their way to the actors: nothing waits for them.
         return deferred(self.diagnostics, *data)
 
@@ -178,17 +190,25 @@ class PPOLearner(Learner):
         }
 
     def get_weights(self) -> Global:
-        return copy_weights(self.net)
+        weights: dict[str, Any] = copy_weights(self.net)
+        if self.obs_stats is not None:
+            weights[OBS_STATS] = self.obs_stats.state_dict()
+        return weights
 
     def state_dict(self) -> dict[str, Any]:
-        return {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state(), "updates": self.updates}
+        state = {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "generator": self.generator.get_state(), "updates": self.updates}
+        if self.obs_stats is not None:
+            state[OBS_STATS] = self.obs_stats.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         self.updates = int(state["updates"])
+        if self.obs_stats is not None:
+            self.obs_stats.load_state_dict(state[OBS_STATS])
 
 
 class FusedPPOLearner(PPOLearner):
@@ -197,8 +217,8 @@ class FusedPPOLearner(PPOLearner):
     for small discrete-action models on the CPU.  Same seed, same initial weights as ``PPOLearner``."""
 
     def __init__(self, obs_dim: int, action_space: Space, config: PPOConfig, seed: int, num_updates: int,
-                 device: str = "cpu") -> None:
-        super().__init__(obs_dim, action_space, config, seed, num_updates, device)
+                 device: str = "cpu", obs_shape: tuple[int, ...] | None = None) -> None:
+        super().__init__(obs_dim, action_space, config, seed, num_updates, device, obs_shape)
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
 
     @staticmethod
@@ -247,21 +267,16 @@ class PPO(Algorithm):
                                     *action_layout(spec.action_space), gamma=config.gamma,
                                     gae_lambda=config.gae_lambda, device=run.device,
                                     normalize_reward=config.normalize_reward)
-        self.learner = Learner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)
-
-    def normalized(self, obs: Any) -> Any:
-        """Observations as the policy sees them: through the actor's running normalisation when
-        the config asks for it (a constant condition, so the traced graph has no such call otherwise)."""
-        return self.actor.normalize(obs) if self.config.normalize_obs else obs
+        self.learner = Learner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device, obs_shape)
 
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the current policy.
-        obs = self.normalized(self.env.observe())
+        obs = self.env.observe()
         for _ in steps(self.config.num_steps):
             action, logprob, value = self.actor.act(obs)
             next_obs, reward, terminated, truncated = self.env.step(action)
             self.buffer.insert(obs, action, logprob, value, reward, terminated, truncated)
-            obs = self.normalized(next_obs)
+            obs = next_obs
         # Advantages: bootstrap from the value of the last observation, then GAE.
         last_value = self.actor.value(obs)
         batch = self.buffer.drain(last_value)

@@ -113,17 +113,28 @@ class GradientAllReduce:
         finally:
             self.seconds += time.perf_counter() - start
 
+    def mean_(self, tensors: list[torch.Tensor]) -> None:
+        """``Learner.sync_mean``: average plain tensors (statistics, not gradients) in place."""
+        start = time.perf_counter()
+        try:
+            for dtype in dict.fromkeys(t.dtype for t in tensors):  # one all-reduce per dtype, no precision lost
+                self._average([t for t in tensors if t.dtype == dtype])
+        finally:
+            self.seconds += time.perf_counter() - start
+
     def _allreduce(self, parameters: Iterable[torch.Tensor]) -> None:
-        grads = [p.grad for p in parameters if p.grad is not None]
-        if not grads:
+        self._average([p.grad for p in parameters if p.grad is not None])
+
+    def _average(self, tensors: list[torch.Tensor]) -> None:
+        if not tensors:
             return
-        flat = torch.cat([g.reshape(-1) for g in grads])
+        flat = torch.cat([g.reshape(-1) for g in tensors])
         self.group.allreduce([flat]).wait()
         flat /= self.world_size
         offset = 0
-        for grad in grads:
-            grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))
-            offset += grad.numel()
+        for tensor in tensors:
+            tensor.copy_(flat[offset:offset + tensor.numel()].view_as(tensor))
+            offset += tensor.numel()
 
 
 def backend_for(device: str) -> str:

@@ -224,8 +224,15 @@ class Learner(Component):
         if self.grad_sync is not None:
             self.grad_sync(parameters)
 
+    def sync_mean(self, tensors: Any) -> None:
+        """Average ``tensors`` in place over the learner replicas, like gradients: for statistics
+        the replicas must agree on, each computed from the replica's share of the batch (the
+        moments behind observation normalisation).  With one replica it does nothing."""
+        if self.grad_sync is not None:
+            self.grad_sync.mean_(list(tensors))
 
-_UNGUARDED.add("sync_grads")
+
+_UNGUARDED.update(("sync_grads", "sync_mean"))
 
 __all__ = [
     "Actor",

@@ -4,7 +4,7 @@ tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, 
 running mean/std normalisation, and PPO's fused fast path (``TwinMLP``, ``ppo_losses``,
 ``clip_grad_norm_``).  Algorithms import them instead of copying them."""
 
-from msrl.rl._actor_critic import ActorCritic, ActorCriticActor, action_head
+from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, action_head
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, sample_categorical
 from msrl.rl._clip import clip_grad_norm_
 from msrl.rl._gae import gae
@@ -22,7 +22,7 @@ from msrl.rl._state import copy_weights, load_state, save_state
 from msrl.rl._twin_mlp import TwinMLP
 
 __all__ = [
-    "ActorCritic", "ActorCriticActor", "CategoricalHead", "GaussianHead", "ReplayBatch", "ReplayBuffer",
+    "OBS_STATS", "ActorCritic", "ActorCriticActor", "CategoricalHead", "GaussianHead", "ReplayBatch", "ReplayBuffer",
     "RewardScaler", "RolloutBatch", "RolloutBuffer", "RunningMeanStd", "TrajectoryBatch", "TwinMLP", "action_head", "action_layout",
     "categorical_entropy", "categorical_log_prob", "check_action_space", "clip_grad_norm_", "copy_weights", "gae", "gaussian_entropy", "gaussian_log_prob",
     "load_state", "mlp", "nstep_returns", "orthogonal_", "polyak_update_", "ppo_losses", "sample_categorical", "sample_tanh_gaussian",

@@ -65,14 +65,20 @@ class ActorCritic(nn.Module):
         return self.critic(critic_in).squeeze(-1)
 
 
+OBS_STATS = "obs_stats"
+"""The key under which a learner's weights carry its observation statistics to the actors."""
+
+
 class ActorCriticActor(Actor):
     """Acts with its own copy of an actor-critic network: ``act(obs) -> (action, logprob, value)``.
 
-    With ``normalize_obs``, ``normalize(obs)`` keeps running statistics of every observation it
-    sees (``msrl.rl.RunningMeanStd``) and returns the observation standardised by them; ``act``
-    and ``value`` take normalised observations (the ones the buffer stores and the learner learns
-    from), while ``greedy`` takes raw ones, as evaluation passes them, and normalises them with
-    the statistics as they are.  Without it, ``normalize`` returns its input.
+    With ``normalize_obs`` the actor standardises every observation it is given (``act``,
+    ``value``, ``greedy``: all take raw observations) by running statistics it does not update
+    itself: they come from the learner with the weights (``set_weights`` takes the learner's
+    weights plus ``{OBS_STATS: RunningMeanStd.state_dict()}``), the learner folding in each batch
+    after learning from it.  So the network and the statistics it was trained with travel
+    together, and every actor copy of every distribution policy normalises alike (per-copy
+    statistics drift apart: BENCHMARKS.md, "Matrix").  The buffer stores raw observations.
     """
 
     def __init__(self, net: nn.Module, seed: int, device: str = "cpu", normalize_obs: bool = False,
@@ -83,14 +89,8 @@ class ActorCriticActor(Actor):
         self.obs_stats = RunningMeanStd(obs_shape, device=self.device) if normalize_obs else None
 
     def _obs(self, obs: Any) -> torch.Tensor:
-        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-
-    def normalize(self, obs: Any) -> Batched:
-        if self.obs_stats is None:
-            return obs
-        obs = self._obs(obs)
-        self.obs_stats.update(obs)
-        return self.obs_stats.normalize(obs)
+        obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return obs if self.obs_stats is None else self.obs_stats.normalize(obs)
 
     @torch.inference_mode()
     def act(self, obs: Any) -> tuple[Batched, Batched, Batched]:
@@ -104,13 +104,14 @@ class ActorCriticActor(Actor):
 
     @torch.inference_mode()
     def greedy(self, obs: Any) -> Batched:
-        obs = self._obs(obs)
-        if self.obs_stats is not None:
-            obs = self.obs_stats.normalize(obs)
-        return self.net.head.mode(self.net(obs)[0])
+        return self.net.head.mode(self.net(self._obs(obs))[0])
 
-    def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
+    def set_weights(self, weights: dict[str, Any]) -> NoValue:
+        weights = dict(weights)
+        stats = weights.pop(OBS_STATS, None)
         self.net.load_state_dict(weights)
+        if stats is not None and self.obs_stats is not None:
+            self.obs_stats.load_state_dict(stats)
 
     def state_dict(self) -> dict[str, Any]:
         state = {"net": self.net.state_dict(), "generator": self.generator.get_state()}

@@ -44,6 +44,37 @@ class RunningMeanStd:
         self.var = (self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)) / total
         self.count = total
 
+    def batch_sums(self, x: torch.Tensor) -> torch.Tensor:
+        """``[n, sum(x - mean), sum((x - mean)^2)]`` of a batch (float64, flattened), centred on the
+        current mean.  Sums add up across the parts of a batch, so copies that share statistics can
+        average theirs (``Learner.sync_mean``) and fold in the moments of the whole batch:
+        ``update_from_sums`` gives the same mean and variance from the average of the parts' sums
+        as from the sums of the whole (the count grows by the average, which keeps every batch's
+        weight relative to the history the same)."""
+        x = torch.as_tensor(x, device=self.mean.device).to(torch.float64).reshape((-1,) + tuple(self.mean.shape))
+        centred = x - self.mean
+        count = torch.full((1,), float(x.shape[0]), dtype=torch.float64, device=self.mean.device)
+        return torch.cat([count, centred.sum(0).reshape(-1), centred.square().sum(0).reshape(-1)])
+
+    def update_from_sums(self, sums: torch.Tensor) -> None:
+        """Fold in the batch whose ``batch_sums`` (or their average over copies) are ``sums``."""
+        size = self.mean.numel()
+        n = float(sums[0])
+        n = int(n) if n.is_integer() else n  # copies' equal shares average to a whole count
+        if n <= 0:
+            return
+        shift = (sums[1:1 + size] / n).reshape(self.mean.shape)
+        batch_mean = self.mean + shift
+        batch_var = ((sums[1 + size:] / n).reshape(self.mean.shape) - shift.square()).clamp_(min=0.0)
+        if self.count == 0:
+            self.mean, self.var, self.count = batch_mean, batch_var, n
+            return
+        total = self.count + n
+        delta = batch_mean - self.mean
+        self.mean = self.mean + delta * (n / total)
+        self.var = (self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)) / total
+        self.count = total
+
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.as_tensor(x)
         mean, std = self.mean.to(x.device, torch.float32), (self.var + self.epsilon).sqrt().to(x.device, torch.float32)
@@ -57,7 +88,8 @@ class RunningMeanStd:
             raise ValueError(f"running statistics of shape {tuple(state['mean'].shape)}, expected {tuple(self.mean.shape)}")
         self.mean = state["mean"].to(self.mean.device, torch.float64).clone()
         self.var = state["var"].to(self.var.device, torch.float64).clone()
-        self.count = int(state["count"])
+        count = float(state["count"])
+        self.count = int(count) if count.is_integer() else count
 
 
 class RewardScaler:

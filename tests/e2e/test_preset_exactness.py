@@ -39,3 +39,21 @@ def test_resume_under_a_distributed_policy_continues_exactly(tmp_path: Path) -> 
     resumed = msrl.train(None, [], resume=tmp_path / "copy" / "checkpoint.pt").metrics
     keys = ["iteration", "env_steps", "policy_loss", "value_loss", "episode_return"]
     assert len(straight) == 4 and [[r[k] for k in keys] for r in resumed] == [[r[k] for k in keys] for r in straight]
+
+
+def test_learner_copies_share_observation_statistics(tmp_path: Path) -> None:
+    """multi_learner: each copy sees half the observations, yet every actor copy normalises with the
+    statistics of all of them (the learners average their batch moments), as local's one actor does.
+    Per-copy statistics drifted apart and cost PPO-Pendulum up to 500 return (BENCHMARKS.md, Matrix)."""
+    import torch
+
+    run = msrl.train(str(REPO / "configs" / "ppo_pendulum.yaml"),
+                     [f"runs_dir={tmp_path}", "progress=false", "eval_episodes=0", "policy=multi_learner",
+                      "total_env_steps=512", "algo.num_steps=16"])
+    state = torch.load(run.checkpoint, weights_only=True)["components"]
+    copies = [replica["actor"]["obs_stats"] for replica in state["_replicas"]["worker"]]
+    learners = [replica["learner"]["obs_stats"] for replica in state["_replicas"]["worker"]]
+    assert len(copies) == 2 and copies[0]["count"] == 2 * 8 * 16  # two updates, each of a copy's 8 envs x 16 steps
+    for stats in copies[1:] + learners:
+        assert torch.equal(stats["mean"], copies[0]["mean"]) and torch.equal(stats["var"], copies[0]["var"])
+    assert (copies[0]["var"] > 0.01).all() and not torch.equal(copies[0]["var"], torch.ones(3, dtype=torch.float64))

@@ -13,7 +13,7 @@ from torch import nn
 from torch.distributions import Categorical, Normal, TanhTransform, TransformedDistribution
 
 from msrl.core import Box, Discrete
-from msrl.rl import (ActorCritic, ActorCriticActor, CategoricalHead, GaussianHead, ReplayBatch, ReplayBuffer,
+from msrl.rl import (OBS_STATS, ActorCritic, ActorCriticActor, CategoricalHead, GaussianHead, ReplayBatch, ReplayBuffer,
                      RewardScaler, RunningMeanStd, TwinMLP, gae, gaussian_entropy, gaussian_log_prob, nstep_returns,
                      polyak_update_, sample_tanh_gaussian, vtrace)
 
@@ -502,26 +502,44 @@ def test_actor_critic_matches_twin_mlp_with_the_same_seed() -> None:
     torch.testing.assert_close(value, twin_value, atol=1e-5, rtol=0)
 
 
-def test_actor_critic_actor_normalizes_and_acts_greedily() -> None:
-    """normalize standardises by all observations seen (numpy); greedy is the head's mode on normalised raw obs."""
+def test_actor_critic_actor_normalizes_with_the_statistics_it_is_sent() -> None:
+    """act, value and greedy take raw observations and standardise them by the statistics that came
+    with the weights (numpy's mean/var of the data behind them); the actor never updates them."""
     actor = ActorCriticActor(ActorCritic(3, BOX, hidden=16, seed=0), seed=1, normalize_obs=True, obs_shape=(3,))
     rng = np.random.default_rng(0)
-    seen = []
-    for n in (4, 4, 4):
-        obs = rng.normal([1.0, -5.0, 20.0], [0.5, 2.0, 10.0], size=(n, 3))
-        seen.append(obs)
-        data = np.concatenate(seen)
-        out = actor.normalize(torch.as_tensor(obs, dtype=torch.float32))
-        expected = np.clip((obs - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), -10, 10)
-        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-5)
-    data = np.concatenate(seen)
+    data = rng.normal([1.0, -5.0, 20.0], [0.5, 2.0, 10.0], size=(40, 3))
+    stats = RunningMeanStd((3,))
+    stats.update(torch.as_tensor(data))
+    actor.set_weights({**actor.net.state_dict(), OBS_STATS: stats.state_dict()})
     raw = rng.normal([1.0, -5.0, 20.0], [0.5, 2.0, 10.0], size=(6, 3))
-    normalised = torch.as_tensor((raw - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), dtype=torch.float32)
+    normalised = torch.as_tensor(np.clip((raw - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), -10, 10),
+                                 dtype=torch.float32)
     with torch.no_grad():
-        expected = actor.net.head.mode(actor.net(normalised)[0])
-    greedy = actor.greedy(torch.as_tensor(raw, dtype=torch.float32))
-    torch.testing.assert_close(greedy, expected, atol=1e-5, rtol=1e-5)
-    assert actor.obs_stats.count == len(data)
+        params, value = actor.net(normalised)
+    raw_t = torch.as_tensor(raw, dtype=torch.float32)
+    torch.testing.assert_close(actor.greedy(raw_t), actor.net.head.mode(params), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(actor.value(raw_t), value, atol=1e-5, rtol=1e-5)
+    actor.act(raw_t)
+    assert actor.obs_stats.count == len(data)  # acting does not move the statistics
+
+
+def test_batch_sums_averaged_over_copies_give_the_whole_batch_statistics() -> None:
+    """Two copies each take half of every batch; averaging their batch_sums and folding them in gives
+    numpy's mean/var of everything, as one copy folding in whole batches does."""
+    rng = np.random.default_rng(1)
+    batches = [rng.normal([3.0, -1.0], [2.0, 0.1], size=(n, 2)) for n in (8, 64, 16)]
+    whole, copies = RunningMeanStd((2,)), [RunningMeanStd((2,)) for _ in range(2)]
+    for b in batches:
+        whole.update_from_sums(whole.batch_sums(torch.as_tensor(b)))
+        halves = [c.batch_sums(torch.as_tensor(h)) for c, h in zip(copies, np.split(b, 2))]
+        average = (halves[0] + halves[1]) / 2
+        for c in copies:
+            c.update_from_sums(average.clone())
+    data = np.concatenate(batches)
+    for stats in [whole] + copies:
+        np.testing.assert_allclose(stats.mean.numpy(), data.mean(0), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(stats.var.numpy(), data.var(0), rtol=1e-10, atol=1e-12)
+    assert whole.count == len(data) and copies[0].count == len(data) // 2
 
 
 def test_actor_critic_actor_state_dict_round_trip() -> None:
@@ -529,12 +547,14 @@ def test_actor_critic_actor_state_dict_round_trip() -> None:
     space = Discrete(3)
     a = ActorCriticActor(ActorCritic(3, space, hidden=16, seed=0), seed=1, normalize_obs=True, obs_shape=(3,))
     g = _gen(5)
-    a.act(a.normalize(torch.randn(8, 3, generator=g) * 3 + 1))
+    stats = RunningMeanStd((3,))
+    stats.update(torch.randn(8, 3, generator=g) * 3 + 1)
+    a.set_weights({**a.net.state_dict(), OBS_STATS: stats.state_dict()})
+    a.act(torch.randn(8, 3, generator=g) * 3 + 1)
     b = ActorCriticActor(ActorCritic(3, space, hidden=16, seed=9), seed=2, normalize_obs=True, obs_shape=(3,))
     b.load_state_dict(copy.deepcopy(a.state_dict()))
+    assert torch.equal(a.obs_stats.mean, b.obs_stats.mean) and torch.equal(a.obs_stats.var, b.obs_stats.var)
     for _ in range(3):
         obs = torch.randn(64, 3, generator=g) * 3 + 1
-        na, nb = a.normalize(obs), b.normalize(obs)
-        assert torch.equal(na, nb)
-        assert all(torch.equal(x, y) for x, y in zip(a.act(na), b.act(nb)))
+        assert all(torch.equal(x, y) for x, y in zip(a.act(obs), b.act(obs)))
     assert torch.equal(a.greedy(obs), b.greedy(obs))
