@@ -6,13 +6,15 @@ package below this one imports Ray; the application reaches it only through
 from cluster._collective import backend_for
 from cluster._connect import CLUSTER_SWITCH, connect, loopback_only
 from cluster._direct import DirectListener, DirectSender
-from cluster._placement import PLACEMENT_TIMEOUT_S, bundles_of, check_feasible, create_placement_group, demand_of
-from cluster._runtime import RayRuntime, merge_replica_metrics
+from cluster._placement import (
+    PLACEMENT_TIMEOUT_S, bundles_of, check_feasible, create_placement_group, demand_of, describe_placement,
+)
+from cluster._runtime import RayRuntime, actor_resources, merge_replica_metrics
 from cluster._transport import Mailbox
 from cluster._worker import ComputeThread
 
 __all__ = [
     "CLUSTER_SWITCH", "PLACEMENT_TIMEOUT_S", "ComputeThread", "DirectListener", "DirectSender", "Mailbox", "RayRuntime",
-    "backend_for", "bundles_of", "check_feasible", "connect", "create_placement_group", "demand_of", "loopback_only",
-    "merge_replica_metrics",
+    "actor_resources", "backend_for", "bundles_of", "check_feasible", "connect", "create_placement_group", "demand_of",
+    "describe_placement", "loopback_only", "merge_replica_metrics",
 ]

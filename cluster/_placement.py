@@ -6,6 +6,7 @@ forever for resources that will never appear."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from msrl.core import ConfigError
@@ -22,13 +23,13 @@ def bundles_of(policy: Any) -> list[tuple[str, int, dict[str, float]]]:
 def check_feasible(policy: Any, nodes: list[dict[str, float]]) -> None:
     """Reject at once what no wait can satisfy, given each alive node's total resources."""
     bundles = [resources for _, _, resources in bundles_of(policy)]
-    offered = _describe_cluster(nodes)
     demand = demand_of(policy)
-    for key, value in sorted(demand.items()):
+    offered = _describe_cluster(nodes, asked=set(demand))
+    for key, value in sorted(demand.items(), key=lambda item: _order(item[0])):
         total = sum(node.get(key, 0.0) for node in nodes)
         if value > total + 1e-9:
-            raise ConfigError(f"policy {policy.name!r} asks for {_fmt(value)} {key} in all but the cluster has {_fmt(total)}; "
-                              f"cluster offers {offered}")
+            raise ConfigError(f"policy {policy.name!r} asks for {_fmt_amount(key, value)} in all but the cluster has "
+                              f"{_fmt_quantity(key, total)}; cluster offers {offered}")
     for (fragment, replica, resources) in bundles_of(policy):
         if not any(_fits(resources, node) for node in nodes):
             raise ConfigError(f"fragment {fragment!r} asks for {_fmt_resources(resources)} per replica but no node has that much; "
@@ -49,14 +50,16 @@ def create_placement_group(policy: Any, timeout_s: float = PLACEMENT_TIMEOUT_S) 
 
     nodes = alive_node_resources()
     check_feasible(policy, nodes)
+    asked = set(demand_of(policy))
     bundles = [resources or {"CPU": 0.001} for _, _, resources in bundles_of(policy)]
     group = placement_group(bundles, strategy=policy.placement, name="")
     ready, _ = ray.wait([group.ready()], timeout=timeout_s)
     if not ready:
         remove_placement_group(group)
+        available = _fmt_resources(_offered(ray.available_resources(), asked))
         raise ConfigError(f"policy {policy.name!r} could not be placed within {timeout_s:g} s ({len(bundles)} bundles, "
                           f"{policy.placement}); the resources are held by other work. Cluster offers "
-                          f"{_describe_cluster(nodes)}, available now {_fmt_resources(ray.available_resources())}")
+                          f"{_describe_cluster(nodes, asked)}, available now {available}")
     return group
 
 
@@ -90,17 +93,68 @@ def _fits(resources: dict[str, float], node: dict[str, float]) -> bool:
     return all(node.get(key, 0.0) + 1e-9 >= value for key, value in resources.items())
 
 
-def _describe_cluster(nodes: list[dict[str, float]]) -> str:
-    per_node = "; ".join(_fmt_resources({k: v for k, v in node.items() if k in ("CPU", "GPU")}) for node in nodes)
+def _describe_cluster(nodes: list[dict[str, float]], asked: set[str] = frozenset()) -> str:
+    per_node = "; ".join(_fmt_resources(_offered(node, asked)) for node in nodes)
     return f"{len(nodes)} node(s): {per_node}"
 
 
+def _offered(resources: dict[str, float], asked: set[str]) -> dict[str, float]:
+    """What a node (or the cluster) offers, as the user would name it: CPU, GPU and custom
+    resources, without Ray's bookkeeping (node addresses, memory, accelerator types,
+    placement-group shares) unless the policy asks for that kind of resource (asking
+    for ``accelerator_type:A100`` shows every node's accelerator type)."""
+    kinds = {_kind(key) for key in asked}
+    return {key: value for key, value in resources.items()
+            if _kind(key) in kinds or not (key in _BYTES or key.startswith(_HIDDEN_PREFIXES) or _GROUP_SHARE.search(key))}
+
+
+def _kind(key: str) -> str:
+    return next((prefix for prefix in _HIDDEN_PREFIXES if key.startswith(prefix)), key)
+
+
+def describe_placement(policy: Any, placement: dict[str, list[str]], addresses: dict[str, str]) -> list[str]:
+    """One line per fragment replica, in policy order: the node it runs on (address and short
+    id) and the resources it holds, e.g.
+    ``fragment learner[0] on node 10.0.0.5 (a1b2c3d4) with 1 CPU, 1 learner_node``.
+
+    ``placement`` maps each fragment to its replicas' Ray node ids, ``addresses`` a node id to
+    the node's IP address."""
+    lines = []
+    for spec in policy.fragments:
+        held = {key: value for key, value in spec.resources.items() if value > 0}
+        with_ = _fmt_resources(held) if held else "no reserved resources"
+        for replica, node in enumerate(placement.get(spec.name, [])):
+            lines.append(f"fragment {spec.name}[{replica}] on node {addresses.get(node, '?')} "
+                         f"({node[:8]}) with {with_}")
+    return lines
+
+
 def _fmt_resources(resources: dict[str, float]) -> str:
-    shown = {k: v for k, v in resources.items() if not k.startswith(_HIDDEN_PREFIXES)}
-    return ", ".join(f"{_fmt(v)} {k}" for k, v in sorted(shown.items())) or "nothing"
+    return ", ".join(_fmt_amount(k, v) for k, v in sorted(resources.items(), key=lambda item: _order(item[0]))) or "nothing"
 
 
-_HIDDEN_PREFIXES = ("node:", "memory", "object_store_memory", "accelerator_type:")
+def _order(key: str) -> tuple[int, str]:
+    """CPU, GPU and memory first, then the other resources by name."""
+    return ({"CPU": 0, "GPU": 1, "memory": 2}.get(key, 3), key)
+
+
+_HIDDEN_PREFIXES = ("node:", "accelerator_type:")
+_GROUP_SHARE = re.compile(r"_group_(\d+_)?[0-9a-f]{32,}$")
+"""How Ray names a placement group's share of a resource (``CPU_group_0_<id>``, ``bundle_group_<id>``)."""
+_BYTES = ("memory", "object_store_memory")
+
+
+def _fmt_amount(key: str, value: float) -> str:
+    return f"{_fmt_quantity(key, value)} {key}"
+
+
+def _fmt_quantity(key: str, value: float) -> str:
+    if key in _BYTES:
+        for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+            if value >= size:
+                return f"{value / size:.4g} {unit}"
+        return f"{_fmt(value)} bytes"
+    return _fmt(value)
 
 
 def _fmt(value: float) -> str:

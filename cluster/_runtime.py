@@ -18,7 +18,7 @@ from typing import Any
 from msrl.core import GLOBAL, MsrlError
 from fragments import BuildRecipe, FragmentedGraph, IterationResult
 from cluster._connect import connect
-from cluster._placement import create_placement_group, demand_of
+from cluster._placement import create_placement_group, demand_of, describe_placement
 
 MAX_CONCURRENCY = 8  # queued iterations waiting on the compute thread, deliveries, close
 
@@ -44,8 +44,7 @@ class RayRuntime:
                 for replica in range(spec.replicas):
                     strategy = PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=bundle)
                     self.workers[name].append(worker_cls.options(
-                        num_cpus=spec.resources.get("CPU", 0.0), num_gpus=spec.resources.get("GPU", 0.0),
-                        scheduling_strategy=strategy, name=None,
+                        **actor_resources(spec.resources), scheduling_strategy=strategy, name=None,
                     ).remote(recipe, fdg, name, replica))
                     bundle += 1
             self._connect()
@@ -89,6 +88,16 @@ class RayRuntime:
     def placement(self) -> dict[str, list[str]]:
         """Fragment -> the Ray node id of each replica (for tests and ``msrl graph``)."""
         return {name: _get([h.node_id.remote() for h in handles]) for name, handles in self.workers.items()}
+
+    def placement_report(self) -> list[str]:
+        """One line per fragment replica, in policy order, naming the node it runs on (IP
+        address and the first 8 hex digits of its Ray node id) and the resources it holds:
+        ``fragment learner[0] on node 10.0.0.5 (a1b2c3d4) with 1 CPU, 1 learner_node``.
+        Nothing is printed here; the caller shows the lines."""
+        import ray
+
+        addresses = {node["NodeID"]: node["NodeManagerAddress"] for node in ray.nodes()}
+        return describe_placement(self.policy, self.placement(), addresses)
 
     # -- iterations ----------------------------------------------------------------------------------
     def run_iteration(self, more: bool = False) -> IterationResult:
@@ -224,6 +233,19 @@ class RayRuntime:
             remove_placement_group(self.group)
             self.group = None
         self.workers = {}
+
+
+def actor_resources(resources: dict[str, float]) -> dict[str, Any]:
+    """The options that make a fragment replica's actor hold what its bundle reserved:
+    ``num_cpus``, ``num_gpus``, ``memory`` (whole bytes) and every custom resource (a node
+    label such as ``learner_node``, or ``accelerator_type:H100``) under ``resources``."""
+    options: dict[str, Any] = {"num_cpus": resources.get("CPU", 0.0), "num_gpus": resources.get("GPU", 0.0)}
+    if resources.get("memory", 0.0) > 0:
+        options["memory"] = int(resources["memory"])
+    custom = {key: value for key, value in resources.items() if key not in ("CPU", "GPU", "memory") and value > 0}
+    if custom:
+        options["resources"] = custom
+    return options
 
 
 PER_EPISODE = ("episode_return", "episode_length")

@@ -109,6 +109,12 @@ class FragmentWorker:
 
         return ray.get_runtime_context().get_node_id()
 
+    def assigned_resources(self) -> dict[str, float]:
+        """What Ray assigned this replica's actor (CPU, memory, custom resources...), as named in its policy."""
+        import ray
+
+        return dict(ray.get_runtime_context().get_assigned_resources())
+
     def address(self) -> str:
         import ray
 

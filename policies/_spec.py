@@ -4,6 +4,7 @@ asks for, and how the replicas are placed on the cluster."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,11 +37,30 @@ class FragmentSpec:
             raise ConfigError(f"fragment {self.name!r}: replicas must be a positive integer, got {self.replicas!r}")
         if not isinstance(self.executor, str) or not self.executor:
             raise ConfigError(f"fragment {self.name!r}: executor must be a name, got {self.executor!r}")
-        if not isinstance(self.resources, dict) or not all(
-            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for k, v in self.resources.items()
-        ):
-            raise ConfigError(f"fragment {self.name!r}: resources must map names to non-negative numbers, got {self.resources!r}")
+        self._check_resources()
         self.resources = {k: float(v) for k, v in self.resources.items()}
+
+    def _check_resources(self) -> None:
+        """``resources`` maps resource names to amounts: ``CPU``, ``GPU``, ``memory`` (bytes)
+        or any custom resource the cluster's nodes declare (``learner_node``,
+        ``accelerator_type:H100``)."""
+        example = "e.g. {CPU: 1, learner_node: 1}"
+        if not isinstance(self.resources, dict):
+            raise ConfigError(f"fragment {self.name!r}: resources must map names to non-negative numbers, {example}; "
+                              f"got {self.resources!r}")
+        for key, value in self.resources.items():
+            if not isinstance(key, str) or not key.strip():
+                raise ConfigError(f"fragment {self.name!r}: resource names must be non-empty strings, {example}; got {key!r}")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"fragment {self.name!r}: resources must map names to non-negative numbers, {example}; "
+                                  f"got {key}: {value!r}")
+        if "object_store_memory" in self.resources:  # Ray refuses it in an actor's request: nothing would hold it
+            raise ConfigError(f"fragment {self.name!r}: resources cannot reserve object_store_memory (no replica can hold it); "
+                              "use memory: BYTES for a replica's memory")
+        memory = self.resources.get("memory", 0)
+        if not float(memory).is_integer():
+            raise ConfigError(f"fragment {self.name!r}: resources.memory must be a whole number of bytes, "
+                              f"e.g. memory: 2147483648 for 2 GiB; got {memory!r}")
 
     @property
     def cpus(self) -> int:

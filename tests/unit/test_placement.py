@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster import bundles_of, check_feasible, demand_of
+from cluster import actor_resources, bundles_of, check_feasible, demand_of, describe_placement
 from msrl import ConfigError
 from policies import load_policy
 
@@ -107,3 +107,67 @@ def test_fractional_requests_are_shown_as_asked():
     policy = coarse(actors=3, actor_cpus=1.5)  # 5.5 CPUs
     with pytest.raises(ConfigError, match=r"asks for 5.5 CPU in all but the cluster has 4"):
         check_feasible(policy, TWO_CPU_NODES)
+
+
+LABELLED_NODES = [
+    {"CPU": 2.0, "memory": 2.0 * 2 ** 30, "node:10.0.0.1": 1.0, "object_store_memory": 1e8},
+    {"CPU": 1.0, "GPU": 1.0, "memory": 8.0 * 2 ** 30, "learner_node": 1.0, "accelerator_type:H100": 1.0},
+    {"CPU": 4.0, "memory": 4.0 * 2 ** 30, "env_node": 4.0, "CPU_group_0_" + "ab" * 18: 1.0},
+]
+
+
+def labelled(learner: dict, rollout: dict | None = None):
+    return load_policy({"fragments": [
+        {"name": "rollout", "components": ["env", "actor", "buffer"], "replicas": 2,
+         "resources": rollout or {"CPU": 1, "env_node": 1}},
+        {"name": "learner", "components": ["learner"], "resources": learner},
+    ]})
+
+
+def test_custom_resources_and_memory_are_bundled_and_feasible():
+    policy = labelled({"CPU": 1, "GPU": 1, "learner_node": 1, "accelerator_type:H100": 0.001, "memory": 4 * 2 ** 30})
+    assert bundles_of(policy)[-1] == ("learner", 0, {"CPU": 1.0, "GPU": 1.0, "learner_node": 1.0, "accelerator_type:H100": 0.001,
+                                                     "memory": 4.0 * 2 ** 30})
+    assert check_feasible(policy, LABELLED_NODES) is None
+
+
+@pytest.mark.parametrize("learner, asked, offer", [
+    ({"CPU": 1, "gpu_node": 1}, "asks for 1 gpu_node in all but the cluster has 0",
+     "cluster offers 3 node(s): 2 CPU; 1 CPU, 1 GPU, 1 learner_node; 4 CPU, 4 env_node"),
+    ({"CPU": 2, "learner_node": 1}, "fragment 'learner' asks for 2 CPU, 1 learner_node per replica but no node has that much",
+     "cluster offers 3 node(s): 2 CPU; 1 CPU, 1 GPU, 1 learner_node; 4 CPU, 4 env_node"),
+    # Ray's bookkeeping resources are shown only when the policy asks for them.
+    ({"CPU": 1, "accelerator_type:A100": 0.001}, "asks for 0.001 accelerator_type:A100 in all but the cluster has 0",
+     "cluster offers 3 node(s): 2 CPU; 1 CPU, 1 GPU, 1 accelerator_type:H100, 1 learner_node; 4 CPU, 4 env_node"),
+    ({"CPU": 1, "memory": 9 * 2 ** 30}, "fragment 'learner' asks for 1 CPU, 9 GiB memory per replica but no node has that much",
+     "cluster offers 3 node(s): 2 CPU, 2 GiB memory; 1 CPU, 1 GPU, 8 GiB memory, 1 learner_node; "
+     "4 CPU, 4 GiB memory, 4 env_node"),
+    ({"CPU": 1, "memory": 15 * 2 ** 30}, "asks for 15 GiB memory in all but the cluster has 14 GiB", "2 CPU, 2 GiB memory;"),
+], ids=["unknown-label", "label-without-cpus", "accelerator-type", "memory-per-node", "memory-in-all"])
+def test_custom_resources_the_cluster_lacks(learner, asked, offer):
+    with pytest.raises(ConfigError) as info:
+        check_feasible(labelled(learner), LABELLED_NODES)
+    message = str(info.value)
+    assert asked in message and offer in message
+    assert "node:" not in message and "_group_" not in message and "object_store_memory" not in message
+
+
+def test_actor_resources_hold_the_bundle():
+    assert actor_resources({"CPU": 1.0, "GPU": 0.5, "memory": 2.0 * 2 ** 30, "learner_node": 1.0, "accelerator_type:H100": 0.001,
+                            "env_node": 0.0}) == {
+        "num_cpus": 1.0, "num_gpus": 0.5, "memory": 2 * 2 ** 30,
+        "resources": {"learner_node": 1.0, "accelerator_type:H100": 0.001},
+    }
+    assert actor_resources({"CPU": 2.0}) == {"num_cpus": 2.0, "num_gpus": 0.0}
+    assert isinstance(actor_resources({"memory": 1e9})["memory"], int)
+
+
+def test_placement_report_lines():
+    policy = labelled({"CPU": 1, "learner_node": 1, "memory": 2 ** 31})
+    a, b = "a1b2c3d4" + "0" * 48, "e5f6a7b8" + "1" * 48
+    lines = describe_placement(policy, {"rollout": [b, b], "learner": [a]}, {a: "10.0.0.5", b: "10.0.0.6"})
+    assert lines == [
+        "fragment rollout[0] on node 10.0.0.6 (e5f6a7b8) with 1 CPU, 1 env_node",
+        "fragment rollout[1] on node 10.0.0.6 (e5f6a7b8) with 1 CPU, 1 env_node",
+        "fragment learner[0] on node 10.0.0.5 (a1b2c3d4) with 1 CPU, 2 GiB memory, 1 learner_node",
+    ]

@@ -95,6 +95,22 @@ def test_custom_policy_from_yaml():
     assert again == policy
 
 
+def test_custom_resources_and_memory_from_yaml():
+    policy = load_policy(yaml.safe_load("""
+fragments:
+  - {name: rollout, components: [env, actor, buffer], replicas: 2, resources: {CPU: 1, env_node: 1}}
+  - name: learn
+    components: [learner]
+    resources: {CPU: 1, GPU: 1, learner_node: 1, accelerator_type:H100: 0.001, memory: 8589934592}
+"""))
+    rollout, learn = policy.fragments
+    assert rollout.resources == {"CPU": 1.0, "env_node": 1.0}
+    assert learn.resources == {"CPU": 1.0, "GPU": 1.0, "learner_node": 1.0, "accelerator_type:H100": 0.001,
+                               "memory": 8 * 2.0 ** 30}
+    # A float with no fractional part is a whole number of bytes too (a YAML 8.0e9, say).
+    assert custom([{"name": "a", "components": ["*"], "resources": {"memory": 8.0e9}}]).fragments[0].resources["memory"] == 8e9
+
+
 def test_roles_and_wildcard_place_the_rest():
     policy = custom([{"name": "learn", "components": ["learner"]}, {"name": "rest", "components": ["*"]}])
     assert policy.assign(PPO_ROLES) == {"env": "rest", "actor": "rest", "buffer": "rest", "learner": "learn"}
@@ -154,6 +170,11 @@ def test_unknown_executor_is_refused_when_the_graph_is_cut(graph):
     ({"replicas": "2"}, {}, ["replicas must be a positive integer, got '2'"]),
     ({"replicas": True}, {}, ["replicas must be a positive integer, got True"]),
     ({"resources": {"CPU": -1}}, {}, ["resources must map names to non-negative numbers"]),
+    ({"resources": {"CPU": float("inf")}}, {}, ["resources must map names to non-negative numbers", "got CPU: inf"]),
+    ({"resources": {"": 1}}, {}, ["resource names must be non-empty strings", "e.g. {CPU: 1, learner_node: 1}; got ''"]),
+    ({"resources": {1: 1}}, {}, ["resource names must be non-empty strings", "got 1"]),
+    ({"resources": {"memory": 1.5e9 + 0.5}}, {}, ["resources.memory must be a whole number of bytes", "got 1500000000.5"]),
+    ({"resources": {"object_store_memory": 1e9}}, {}, ["cannot reserve object_store_memory", "use memory: BYTES"]),
     ({"gpus": 1}, {}, ["unknown key 'gpus' in policy.fragments[0]", "components, device, executor, name, replicas, resources"]),
     ({"components": []}, {}, ["components must be a non-empty list"]),
     ({}, {"extra": 1}, ["unknown policy key 'extra'", "fragments, mode, name, placement"]),
