@@ -23,11 +23,14 @@ from msrl.app._config import LoadedConfig, load_config
 from msrl.app._evaluate import Evaluation, evaluate_algorithm
 from msrl.app._load import load_components
 from msrl.app._plan import make_runtime, plan
+from msrl.app._tensorboard import ScalarLog
 from msrl.core import CheckpointError, ConfigError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 METRICS_NAME = "metrics.jsonl"
 EVAL_NAME = "eval.json"
+PLACEMENT_NAME = "placement.txt"
+"""Which node runs each fragment replica (runs on Ray), as printed at the start."""
 EVAL_SEED_OFFSET = 7919
 """The final evaluation's environments are seeded ``seed + EVAL_SEED_OFFSET``, apart from training's."""
 
@@ -96,6 +99,8 @@ class Trainer:
                 self.run_dir = _new_run_dir(self.config.run.runs_dir, self.config.run.name)
                 with open(os.path.join(self.run_dir, "config.yaml"), "w", encoding="utf-8") as handle:
                     yaml.safe_dump(self.config.raw, handle, sort_keys=False)
+            # resumed: TensorBoard hides what the interrupted run logged after the checkpoint
+            self.scalars = ScalarLog(self.run_dir, purge_step=self.env_steps + 1 if checkpoint is not None else None)
         except BaseException:
             self.runtime.close()
             raise
@@ -136,6 +141,7 @@ class Trainer:
         record.update({f"time_{phase}": seconds for phase, seconds in sorted(phases.items())})
         self.metrics_file.write(json.dumps(record) + "\n")
         self.metrics_file.flush()
+        self.scalars.write(record)
         every = self.config.run.checkpoint_every
         if every and self.iteration % every == 0:
             self.save()
@@ -184,6 +190,7 @@ class Trainer:
     def close(self) -> None:
         if not self.metrics_file.closed:
             self.metrics_file.close()
+            self.scalars.close()
         self.runtime.close()
 
 
@@ -201,6 +208,13 @@ def train(config: str | os.PathLike | Mapping[str, Any] | None, overrides: Seque
     """
     with Trainer(config, overrides, resume=resume, address=address, stream=stream) as trainer:
         print(f"msrl: run directory {trainer.run_dir} (policy {trainer.plan.fdg.policy.name})", file=stream)
+        report = getattr(trainer.runtime, "placement_report", None)  # Ray runtimes: which node runs what
+        if report is not None:
+            lines = report()
+            for line in lines:
+                print(f"msrl: {line}", file=stream)
+            with open(os.path.join(trainer.run_dir, PLACEMENT_NAME), "w", encoding="utf-8") as handle:
+                handle.write("\n".join(lines) + "\n")
         trainer.run()
         evaluation = None
         if trainer.config.run.eval_episodes:

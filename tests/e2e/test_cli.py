@@ -176,7 +176,10 @@ def runs(tmp_path_factory):
 def test_train_writes_the_run_directory(runs):
     result, run_dir = runs["short"], runs["runs_dir"] / "short"
     assert result.returncode == 0, explain(result)
-    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoint.pt", "config.yaml", "eval.json", "metrics.jsonl"]
+    names = sorted(p.name for p in run_dir.iterdir())
+    events = [n for n in names if n.startswith("events.out.tfevents.")]  # TensorBoard's (test_tensorboard.py)
+    assert len(events) == 1
+    assert [n for n in names if n not in events] == ["checkpoint.pt", "config.yaml", "eval.json", "metrics.jsonl"]
 
     rows = records(run_dir)
     assert [r["iteration"] for r in rows] == list(range(1, SHORT_ITERATIONS + 1))
