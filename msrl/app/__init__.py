@@ -3,19 +3,22 @@ evaluation and the command line, on everything below (``msrl.core``,
 ``algorithms``, ``policies``, ``fragments``, ``cluster``).
 
 Its public names are also ``msrl``'s: ``msrl.train``, ``msrl.evaluate``,
-``msrl.load``.  ``Trainer`` drives a run one iteration at a time.
+``msrl.load``.  ``Trainer`` drives a run one iteration at a time; ``compare`` runs a
+config under several policies (``msrl compare``), ``plot_curves`` draws learning curves.
 """
 
 from msrl.app._cli import main
+from msrl.app._compare import Comparison, compare
 from msrl.app._config import LoadedConfig, RunConfig, load_config
 from msrl.app._evaluate import Evaluation
 from msrl.app._load import evaluate, load
 from msrl.app._plan import Plan, make_runtime, plan
+from msrl.app._plots import plot_curves, plot_time_split
 from msrl.app._registry import algorithm_names, get_algorithm
 from msrl.app._run import CHECKPOINT_NAME, EVAL_NAME, METRICS_NAME, Run, Trainer, read_metrics, train
 
 __all__ = [
-    "CHECKPOINT_NAME", "EVAL_NAME", "METRICS_NAME", "Evaluation", "LoadedConfig", "Plan", "Run", "RunConfig", "Trainer",
-    "algorithm_names", "evaluate", "get_algorithm", "load", "load_config", "main", "make_runtime", "plan",
-    "read_metrics", "train",
+    "CHECKPOINT_NAME", "EVAL_NAME", "METRICS_NAME", "Comparison", "Evaluation", "LoadedConfig", "Plan", "Run",
+    "RunConfig", "Trainer", "algorithm_names", "compare", "evaluate", "get_algorithm", "load", "load_config", "main",
+    "make_runtime", "plan", "plot_curves", "plot_time_split", "read_metrics", "train",
 ]

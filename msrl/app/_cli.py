@@ -1,5 +1,5 @@
-"""``msrl`` command line: train, eval, graph, a thin layer over ``msrl.train``,
-``msrl.evaluate`` and the run plan.
+"""``msrl`` command line: train, eval, graph, compare, plot, a thin layer over
+``msrl.train``, ``msrl.evaluate``, ``msrl.app.compare`` and the run plan.
 
 Bad input of any kind ends with one line ``msrl: error: ...`` on stderr and
 exit status 2, before anything is written.
@@ -14,10 +14,12 @@ import sys
 from typing import NoReturn, Sequence
 
 import fragments
+from msrl.app._compare import compare
 from msrl.app._config import load_config
 from msrl.app._load import evaluate
 from msrl.app._plan import plan
-from msrl.app._run import train
+from msrl.app._plots import plot_curves
+from msrl.app._run import METRICS_NAME, read_metrics, train
 from msrl.core import ConfigError, MsrlError
 
 EXIT_BAD_INPUT = 2
@@ -50,13 +52,39 @@ def _parser() -> argparse.ArgumentParser:
     graph.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     graph.add_argument("--out", metavar="PREFIX",
                        help="write PREFIX.dot and PREFIX.png (default: fdg_<policy name> in the current directory)")
+
+    compare = commands.add_parser(
+        "compare", help="run one config under several policies, placements and --set grids; table and plots",
+        description="Runs CONFIG once per policy x placement x --set grid point x seed, one run directory each, "
+                    "and writes a table (printed, CSV, Markdown) and PNG plots to <runs_dir>/compare-<name>/. "
+                    "Interrupt it at any time: finished runs are kept and the same command continues.")
+    compare.add_argument("config")
+    compare.add_argument("--policies", required=True, metavar="A,B,...",
+                         help="preset names (or custom policy YAML files), comma-separated")
+    compare.add_argument("--placements", default="", metavar="PACK,SPREAD,...",
+                         help="placement strategies to try for every policy that has one")
+    compare.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE[,VALUE...]",
+                         help="override a config value; several comma-separated values make a sweep axis")
+    compare.add_argument("--budget", type=int, metavar="STEPS", help="env steps per run (total_env_steps)")
+    compare.add_argument("--seeds", type=int, default=1, metavar="N", help="seeds per combination (config seed, +1, ...)")
+    compare.add_argument("--target", type=float, metavar="RETURN",
+                         help="return whose time to reach is measured (default: the env's threshold, if known)")
+    compare.add_argument("--name", help="comparison name (default: the config's name)")
+    compare.add_argument("--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)")
+
+    plot = commands.add_parser("plot", help="draw learning curves of finished runs into a PNG")
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("--x", choices=["steps", "time"], default="steps",
+                      help="x axis: env steps or training wall-clock seconds (default: steps)")
+    plot.add_argument("--metric", default="episode_return", help="the metrics.jsonl key to draw (default: episode_return)")
+    plot.add_argument("--out", default="learning_curves.png", metavar="PNG", help="output file (default: %(default)s)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"train": _train, "eval": _eval, "graph": _graph}[args.command](args)
+        return {"train": _train, "eval": _eval, "graph": _graph, "compare": _compare, "plot": _plot}[args.command](args)
     except MsrlError as exc:
         print(f"msrl: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -94,6 +122,35 @@ def _graph(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ConfigError(f"cannot write {prefix + suffix}: {exc.strerror or exc}") from exc
     print(f"wrote {prefix}.dot and {prefix}.png")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    placements = [p.strip() for p in args.placements.split(",") if p.strip()]
+    result = compare(args.config, policies, placements=placements, overrides=args.overrides, budget=args.budget,
+                     seeds=args.seeds, address=args.address, target=args.target, name=args.name)
+    print(f"results in {result.out_dir}: " + ", ".join(os.path.basename(f) for f in result.files.values()))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    groups = {}
+    for run_dir in args.run_dirs:
+        if not os.path.isfile(os.path.join(run_dir, METRICS_NAME)):
+            raise ConfigError(f"{run_dir!r} is not a run directory (no {METRICS_NAME})")
+        records = read_metrics(run_dir)
+        if records and args.metric not in {key for record in records for key in record}:
+            keys = sorted({key for record in records for key in record if not key.startswith("time_")})
+            raise ConfigError(f"metric {args.metric!r} is not in {run_dir!r}; valid choices: {', '.join(keys)}")
+        label = os.path.basename(os.path.normpath(run_dir))
+        while label in groups:
+            label += "'"
+        groups[label] = [records]
+    directory = os.path.dirname(args.out)
+    if not args.out.endswith(".png") or not os.path.isdir(directory or "."):
+        raise ConfigError(f"--out {args.out!r} must be a .png file in an existing directory")
+    print(f"wrote {plot_curves(groups, args.out, x=args.x, metric=args.metric)}")
     return 0
 
 
