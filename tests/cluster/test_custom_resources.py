@@ -158,3 +158,24 @@ def test_memory_is_checked_per_node(ray_cluster):
         "2 CPU, 1 GiB memory", "1 CPU, 4 GiB memory, 1 learner_node", "2 CPU, 2 GiB memory, 2 env_node"}
     message = fails_fast(policy({"CPU": 1}, rollout={"CPU": 1, "memory": 4 * GiB}))
     assert re.search(r"asks for 8 GiB memory in all but the cluster has 7 GiB; cluster offers", message), message
+
+
+def test_compare_places_pack_and_spread_differently(ray_cluster, tmp_path: Path) -> None:
+    """``msrl compare --placements PACK,SPREAD`` on the joined cluster: SPREAD puts the three replicas
+    of single_learner_coarse on the three nodes, PACK on fewer; each row says how many it used."""
+    import io
+
+    from msrl.app import compare
+
+    raw = yaml.safe_load(CONFIG.read_text())
+    raw["algo"] = {**raw["algo"], "num_envs": NUM_ENVS, "num_steps": NUM_STEPS}
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(raw))
+    wait_until_idle()
+    result = compare(tmp_path / "small.yaml", ["single_learner_coarse"], placements=["PACK", "SPREAD"],
+                     overrides=[f"runs_dir={tmp_path}", "eval_episodes=0", "checkpoint_every=0"],
+                     budget=4 * NUM_ENVS * NUM_STEPS, stream=io.StringIO(), table_stream=io.StringIO())
+    nodes = {row["combination"]: row["nodes"] for row in result.table}
+    assert nodes["single_learner_coarse SPREAD"] == 3 and nodes["single_learner_coarse PACK"] < 3, nodes
+    for row in result.rows:
+        placement = (Path(result.out_dir) / row["run_dir"] / "placement.txt").read_text().splitlines()
+        assert len(placement) == 3 and all(line.startswith("fragment ") for line in placement)
