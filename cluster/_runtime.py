@@ -133,6 +133,7 @@ class RayRuntime:
             index = self.taken.get(key, 0)
             self.taken[key] = index + 1
             result = _get(self.pending[key].pop(0))
+            result["fragment"] = key[0]
             if not sync and key[0] != self.output_fragment and index > done:
                 self.finished.append(result)  # a rollout for the next update: reported with it
             else:
@@ -173,9 +174,12 @@ class RayRuntime:
     def _merge(self, results: list[dict[str, Any]]) -> IterationResult:
         output = next((r["output"] for r in results if r["output"] is not None), None)
         timings: dict[str, float] = {}
+        per_fragment: dict[str, dict[str, float]] = {}
         for result in results:
+            mine = per_fragment.setdefault(result["fragment"], {})
             for phase, seconds in result["timings"].items():
                 timings[phase] = max(timings.get(phase, 0.0), seconds)
+                mine[phase] = max(mine.get(phase, 0.0), seconds)
         merged = merge_replica_metrics([r["metrics"] for r in results])
         if self.policy.mode == "async":
             lags = [r["policy_lag"] for r in results if r["output"] is None]
@@ -183,6 +187,7 @@ class RayRuntime:
                 self.last_lag = sum(lags) / len(lags)
             merged["policy_lag"] = self.last_lag
         return IterationResult(output=output, component_metrics=merged, timings=timings,
+                               fragment_timings=per_fragment if len(self.workers) > 1 else {},
                                env_steps=sum(r["env_steps"] for r in results))
 
     def _drain(self) -> None:

@@ -15,12 +15,15 @@ class IterationResult:
     fragment that holds the output node), ``component_metrics`` what the components'
     ``metrics()`` reported (merged over replicas), ``timings`` seconds per phase (env,
     inference, learn, buffer, communication; the slowest replica's) and ``env_steps``
-    the environment steps taken by every replica together."""
+    the environment steps taken by every replica together.  ``fragment_timings`` splits
+    ``timings`` by fragment (fragment -> phase -> seconds, the slowest replica's) when
+    the run has more than one fragment."""
 
     output: Any
     component_metrics: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     env_steps: int = 0
+    fragment_timings: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class Runtime(Protocol):

@@ -8,6 +8,7 @@ Layout of ``<runs_dir>/compare-<name>/``::
     results.jsonl                 one row per finished run, appended as each run ends (its
                                   ``run_dir`` relative to the comparison's directory)
     summary.csv, summary.md       the table, one row per combination (seeds aggregated)
+    summary_fragments.csv         the time split of each fragment, for policies with several
     return_vs_time.png, return_vs_steps.png, time_split.png
 
 A run counts as done once its row is in ``results.jsonl``.  Interrupting a compare keeps the
@@ -243,6 +244,9 @@ def run_row(combo: Combination, run: Run, target: float | None, policy: Any) -> 
     steady_time = sum(float(r["wall_time"]) for r in steady)
     steady_steps = sum(_steps_of(records, i) for i in range(len(records) - len(steady), len(records)))
     split = {phase: statistics.fmean(float(r.get(f"time_{phase}", 0.0)) for r in steady) for phase in PHASES}
+    fragments = sorted({key.split("/", 1)[1] for r in steady for key in r if key.startswith("time_") and "/" in key})
+    fragment_split = {fragment: {phase: statistics.fmean(float(r.get(f"time_{phase}/{fragment}", 0.0)) for r in steady)
+                                 for phase in PHASES} for fragment in fragments}
     reached = _time_to(records, target)
     placement_file = Path(run.run_dir) / PLACEMENT_NAME
     placement = placement_file.read_text(encoding="utf-8").splitlines() if placement_file.exists() else []
@@ -257,7 +261,7 @@ def run_row(combo: Combination, run: Run, target: float | None, policy: Any) -> 
         "train_seconds": train_time,
         "env_steps_per_s": steady_steps / steady_time if steady_time > 0 else 0.0,
         "seconds_per_iteration": steady_time / len(steady) if steady else 0.0,
-        "split": split,
+        "split": split, "fragment_split": fragment_split,
         "target": target, "seconds_to_target": reached[0], "steps_to_target": reached[1],
         "final_return": run.evaluation.mean if run.evaluation is not None else _last_return(records),
         "final_return_kind": "greedy" if run.evaluation is not None else "training",
@@ -335,6 +339,8 @@ def aggregate(combos: Sequence[Combination], rows: Sequence[Mapping[str, Any]]) 
             "final_return_kind": mine[0]["final_return_kind"],
             "resources": ", ".join(f"{k} {v:g}" for k, v in sorted(mine[0]["resources"].items())),
             "replicas": mine[0]["replicas"], "nodes": max(r.get("nodes", 1) for r in mine),
+            "fragment_split": {fragment: {phase: statistics.fmean(r["fragment_split"][fragment][phase] for r in mine)
+                                          for phase in PHASES} for fragment in mine[0].get("fragment_split", {})},
         })
     return table
 
@@ -364,6 +370,13 @@ def markdown_table(table: Sequence[Mapping[str, Any]], target: float | None) -> 
                  f"{row['final_return_mean']:.1f} ± {row['final_return_std']:.1f} ({row['final_return_kind']})")
         cells += [final, f"{row['resources']} ({row['replicas']}, {row['nodes']})"]
         lines.append("| " + " | ".join(cells) + " |")
+    split_rows = [(row["combination"], fragment, split) for row in table
+                  for fragment, split in row.get("fragment_split", {}).items()]
+    if split_rows:  # where fragments differ, the split of each (the table above takes the slowest of all)
+        lines += ["", "Time split per fragment (mean seconds per iteration, slowest replica of the fragment):", "",
+                  "| combination | fragment | " + " | ".join(PHASES) + " |", "|" + "---|" * (len(PHASES) + 2)]
+        lines += [f"| {label} | {fragment} | " + " | ".join(f"{split[p]:.3f}" for p in PHASES) + " |"
+                  for label, fragment, split in split_rows]
     note = (f"Target return {target:g}: seconds of training until an iteration's mean training return first "
             f"reached it (mean over the seeds that did)." if target is not None else "No target return.")
     return "\n".join(lines) + "\n\n" + note + (
@@ -378,10 +391,19 @@ def _summarise(out: Path, combos: Sequence[Combination], rows: list[dict[str, An
     if table:
         files["csv"] = str(out / "summary.csv")
         with open(out / "summary.csv.tmp", "w", encoding="utf-8", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+            writer = csv.DictWriter(handle, fieldnames=[k for k in table[0] if k != "fragment_split"], extrasaction="ignore")
             writer.writeheader()
             writer.writerows(table)
         os.replace(out / "summary.csv.tmp", out / "summary.csv")
+        per_fragment = [{"combination": row["combination"], "fragment": fragment, **{f"{p}_s": v for p, v in split.items()}}
+                        for row in table for fragment, split in row["fragment_split"].items()]
+        if per_fragment:
+            files["fragments_csv"] = str(out / "summary_fragments.csv")
+            with open(out / "summary_fragments.csv.tmp", "w", encoding="utf-8", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=list(per_fragment[0]))
+                writer.writeheader()
+                writer.writerows(per_fragment)
+            os.replace(out / "summary_fragments.csv.tmp", out / "summary_fragments.csv")
         text = markdown_table(table, target)
         files["markdown"] = str(out / "summary.md")
         (out / "summary.md").write_text(f"# msrl compare: {config_name}\n\n" + text, encoding="utf-8")

@@ -139,6 +139,8 @@ class Trainer:
         phases = dict(result.timings)
         phases.setdefault("communication", 0.0)
         record.update({f"time_{phase}": seconds for phase, seconds in sorted(phases.items())})
+        for fragment, split in sorted(result.fragment_timings.items()):  # several fragments: each one's split
+            record.update({f"time_{phase}/{fragment}": seconds for phase, seconds in sorted(split.items())})
         self.metrics_file.write(json.dumps(record) + "\n")
         self.metrics_file.flush()
         self.scalars.write(record)

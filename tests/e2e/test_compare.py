@@ -64,7 +64,7 @@ def test_compare_writes_the_table_and_plots_and_each_row_is_its_runs_own(tmp_pat
                               "--set", "checkpoint_every=0", "--set", f"runs_dir={tmp_path}", "--name", "three"])
     assert code == 0, err
     root = tmp_path / "compare-three"
-    for name in ["results.jsonl", "summary.csv", "summary.md", *PNGS]:
+    for name in ["results.jsonl", "summary.csv", "summary.md", "summary_fragments.csv", *PNGS]:
         assert (root / name).is_file(), name
     for name in PNGS:
         image = matplotlib.image.imread(root / name)
@@ -85,6 +85,13 @@ def test_compare_writes_the_table_and_plots_and_each_row_is_its_runs_own(tmp_pat
         assert any(name.startswith("events.out.tfevents") for name in os.listdir(row["run_dir"]))
     assert [(r["resources"], r["replicas"]) for r in table] == [("CPU 1", "1"), ("CPU 3", "3"), ("CPU 2", "2")]
     assert "| combination |" in out and "[3/3] multi_learner seed=1" in err  # table on stdout, progress on stderr
+    fragments = list(csv.DictReader((root / "summary_fragments.csv").open()))  # Ray policies: split per fragment
+    assert [(f["combination"], f["fragment"]) for f in fragments] == [  # multi_learner has one fragment
+        ("single_learner_coarse", "learner"), ("single_learner_coarse", "rollout")]
+    steady = read_metrics(rows[1]["run_dir"])[1:]
+    assert math.isclose(float(fragments[1]["env_s"]), sum(r["time_env/rollout"] for r in steady) / len(steady))
+    assert float(fragments[0]["env_s"]) == 0.0 < float(fragments[0]["learn_s"])  # the learner steps no env
+    assert "| single_learner_coarse | rollout |" in markdown
     curves = {r["label"]: [m["episode_return"] for m in read_metrics(r["run_dir"])] for r in rows}
     assert curves["single_learner_coarse"] == curves["multi_learner"] != curves["local"]
     assert math.isclose(float(table[1]["final_return_mean"]), float(table[2]["final_return_mean"]))

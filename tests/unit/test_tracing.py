@@ -196,7 +196,7 @@ def test_ppo_value_kinds(graph):
 
 def test_ppo_call_sites_point_at_algorithm_lines(graph):
     expected = {
-        "env.observe": "obs = self.normalized(self.env.observe())",
+        "env.observe": "obs = self.env.observe()",
         "actor.act": "self.actor.act(obs)",
         "env.step": "self.env.step(action)",
         "buffer.insert": "self.buffer.insert(",
