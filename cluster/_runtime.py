@@ -192,9 +192,12 @@ class RayRuntime:
 
     def _drain(self) -> None:
         """Let in-flight iterations finish so every replica is between iterations."""
+        keys = [key for key, queued in self.pending.items() for _ in queued]
         refs = [ref for queued in self.pending.values() for ref in queued]
         if refs:
-            self.finished.extend(_get(refs))
+            for key, result in zip(keys, _get(refs)):
+                result["fragment"] = key[0]
+                self.finished.append(result)
         for key, queued in self.pending.items():
             self.taken[key] = self.taken.get(key, 0) + len(queued)
         self.pending.clear()

@@ -60,7 +60,8 @@ def test_compare_writes_the_table_and_plots_and_each_row_is_its_runs_own(tmp_pat
     monkeypatch.chdir(REPO)  # the config names examples.reinforce:Reinforce, importable from here
     monkeypatch.syspath_prepend(str(REPO))
     code, out, err = run_cli(["compare", "examples/reinforce_cartpole.yaml", "--policies",
-                              "local,single_learner_coarse,multi_learner", "--budget", "6144", "--set", "eval_episodes=2",
+                              "local,single_learner_coarse,multi_learner", "--budget", "1536", "--set", "algo.num_steps=32",
+                              "--set", "eval_episodes=2",
                               "--set", "checkpoint_every=0", "--set", f"runs_dir={tmp_path}", "--name", "three"])
     assert code == 0, err
     root = tmp_path / "compare-three"
@@ -77,8 +78,8 @@ def test_compare_writes_the_table_and_plots_and_each_row_is_its_runs_own(tmp_pat
         row["run_dir"] = str(root / row["run_dir"])  # kept relative to the comparison's directory
         assert row["label"] == line["combination"]
         config = yaml.safe_load((Path(row["run_dir"]) / "config.yaml").read_text())
-        assert config["policy"] == {"preset": row["policy"]} and config["total_env_steps"] == 6144
-        assert read_metrics(row["run_dir"])[-1]["env_steps"] == 6144
+        assert config["policy"] == {"preset": row["policy"]} and config["total_env_steps"] == 1536
+        assert [r["env_steps"] for r in read_metrics(row["run_dir"])] == [512, 1024, 1536]
         for key, value in expected_row(row["run_dir"]).items():
             assert math.isclose(float(line[key]), value, rel_tol=1e-9), (line["combination"], key)
         assert f"| {line['combination']} | 1 | {float(line['env_steps_per_s']):,.0f} |" in markdown
@@ -123,7 +124,7 @@ def test_a_sweep_is_a_grid_with_a_run_directory_per_point(tmp_path: Path) -> Non
 def test_an_interrupted_compare_keeps_its_rows_and_a_rerun_completes_the_rest(tmp_path: Path) -> None:
     """SIGINT (Ctrl-C) once the first run's row is written, while the second runs: exit 130, one row
     kept, its table written; the same command again skips that run and completes the other."""
-    command = [sys.executable, "-m", "msrl", "compare", CONFIG, "--policies", "local", "--budget", "60000",
+    command = [sys.executable, "-m", "msrl", "compare", CONFIG, "--policies", "local", "--budget", "30000",
                "--set", "eval_episodes=2", "--set", f"runs_dir={tmp_path}", "--name", "cut",
                "--set", "algo.learning_rate=2.5e-3,1e-3"]
     results = tmp_path / "compare-cut" / "results.jsonl"

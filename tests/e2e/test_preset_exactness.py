@@ -57,3 +57,5 @@ def test_learner_copies_share_observation_statistics(tmp_path: Path) -> None:
     for stats in copies[1:] + learners:
         assert torch.equal(stats["mean"], copies[0]["mean"]) and torch.equal(stats["var"], copies[0]["var"])
     assert (copies[0]["var"] > 0.01).all() and not torch.equal(copies[0]["var"], torch.ones(3, dtype=torch.float64))
+    first, second = (replica["learner"]["net"] for replica in state["_replicas"]["worker"])
+    assert all(torch.equal(first[key], second[key]) for key in first)  # all-reduced gradients: equal weights

@@ -43,7 +43,10 @@ def _check_records(preset: str, run: msrl.Run) -> None:
         assert all(torch.equal(first[key], second[key]) for key in first)
 
 
-@pytest.mark.parametrize("preset", sorted(PRESETS))
+# single_learner_coarse and multi_learner also run end to end in tests/e2e/test_compare.py (every
+# metric, per-fragment times) and test_preset_exactness.py (replicas agree): here only under -m slow.
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.slow) if p in ("single_learner_coarse", "multi_learner")
+                                    else p for p in sorted(PRESETS)])
 def test_every_preset_runs_the_quick_start_config(preset: str, tmp_path: Path) -> None:
     """A smoke test per preset: a few iterations of the shipped config, every metric present."""
     run = msrl.train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=10240", "eval_episodes=2",
