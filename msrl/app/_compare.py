@@ -167,6 +167,8 @@ def compare(config: str | os.PathLike, policies: Sequence[str], *, placements: S
         raise ConfigError("--policies needs at least one policy")
     if seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {seeds}")
+    if target is not None and not math.isfinite(target):
+        raise ConfigError(f"--target must be a finite return, got {target}")
     if budget is not None and budget < 1:
         raise ConfigError(f"--budget must be >= 1 env step, got {budget}")
     from policies import PLACEMENTS
@@ -174,6 +176,7 @@ def compare(config: str | os.PathLike, policies: Sequence[str], *, placements: S
     for placement in placements:
         if placement not in PLACEMENTS:
             raise ConfigError(f"unknown placement {placement!r}; valid choices: {', '.join(PLACEMENTS)}")
+    policies, placements = list(dict.fromkeys(policies)), list(dict.fromkeys(placements))  # each once
     fixed, grid = split_sweeps(overrides)
     base = apply_overrides(read_yaml(os.fspath(config)), fixed)
     if budget is not None:

@@ -156,6 +156,7 @@ def test_an_interrupted_compare_keeps_its_rows_and_a_rerun_completes_the_rest(tm
     (["--policies", "local", "--set", "policy=multi_learner"], "use --policies"),
     (["--policies", "local", "--set", "algo.learning_rate=1e-3,,2e-3"], "a sweep needs distinct, non-empty values"),
     (["--policies", "local", "--seeds", "0"], "--seeds must be >= 1"),
+    (["--policies", "local", "--target", "nan"], "--target must be a finite return"),
     (["--policies", "local", "--set", "algo.no_such_key=1,2"], "unknown config key 'algo.no_such_key'"),
 ])
 def test_bad_compare_input_is_one_line_and_writes_nothing(args: list[str], message: str, tmp_path: Path) -> None:
