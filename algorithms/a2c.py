@@ -126,7 +126,7 @@ class A2C(Algorithm):
         obs_dim = int(np.prod(obs_shape))
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
         self.actor = ActorCriticActor(ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed,
-                                                  config.log_std_init), run.seed + 1, run.device)
+                                                  config.log_std_init), run.data_seed + 1, run.device)
         self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
                                     *action_layout(spec.action_space), gamma=config.gamma,
                                     gae_lambda=config.gae_lambda, device=run.device)

@@ -84,12 +84,13 @@ class DQNActor(Actor):
     """Epsilon-greedy on its copy of the Q-network; epsilon decays linearly with the env steps it took."""
 
     def __init__(self, obs_dim: int, num_actions: int, config: DQNConfig, seed: int, total_env_steps: int,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", data_seed: int | None = None) -> None:
         self.config = config
         self.device = torch.device(device)
-        self.q = q_network(obs_dim, num_actions, config, seed).to(self.device)
+        self.q = q_network(obs_dim, num_actions, config, seed).to(self.device)  # starts as the learner's
         self.num_actions = num_actions
-        self.generator = torch.Generator(device=self.device).manual_seed(seed + 1)
+        # exploration draws: this copy's own stream (``data_seed``), so copies explore independently
+        self.generator = torch.Generator(device=self.device).manual_seed((seed if data_seed is None else data_seed) + 1)
         self.decay_steps = max(1, int(config.exploration_fraction * total_env_steps))
         self.env_steps = 0
 
@@ -193,7 +194,7 @@ class DQN(Algorithm):
         obs_dim = int(np.prod(obs_shape))
         num_actions = spec.action_space.n
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
-        self.actor = DQNActor(obs_dim, num_actions, config, run.seed, run.total_env_steps, run.device)
+        self.actor = DQNActor(obs_dim, num_actions, config, run.seed, run.total_env_steps, run.device, run.data_seed)
         self.buffer = ReplayBuffer(config.buffer_size, obs_shape, batch_size=config.batch_size,
                                    num_batches=config.gradient_steps, learning_starts=config.learning_starts,
                                    seed=run.data_seed + 2, device=run.device)

@@ -157,7 +157,7 @@ class IMPALA(Algorithm):
         obs_dim = int(np.prod(obs_shape))
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
         self.actor = ActorCriticActor(ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed),
-                                      run.seed + 1, run.device)
+                                      run.data_seed + 1, run.device)
         self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
                                     *action_layout(spec.action_space), device=run.device)
         num_updates = -(-run.total_env_steps // (config.num_envs * config.num_steps))

@@ -372,7 +372,7 @@ class MAPPO(Algorithm):
         num_updates = -(-run.total_env_steps // config.rows)
         make_agents = lambda: Agents(spec.groups, mapping, central, config.hidden_size, run.seed)  # noqa: E731
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed, **config.env_kwargs)
-        self.actor = MultiAgentActor(make_agents(), run.seed + 1, run.device)
+        self.actor = MultiAgentActor(make_agents(), run.data_seed + 1, run.device)
         self.buffer = MultiAgentRolloutBuffer(config.num_steps, config.num_envs, spec.groups, config.gamma,
                                               config.gae_lambda, run.device)
         self.learner = MAPPOLearner(make_agents(), config, run.seed, num_updates, run.device)

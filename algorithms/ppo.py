@@ -261,7 +261,7 @@ class PPO(Algorithm):
         Learner = FusedPPOLearner if config.fused else PPOLearner
         num_updates = -(-run.total_env_steps // config.batch_size)
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
-        self.actor = ActorCriticActor(Learner.network(obs_dim, spec.action_space, config, run.seed), run.seed + 1,
+        self.actor = ActorCriticActor(Learner.network(obs_dim, spec.action_space, config, run.seed), run.data_seed + 1,
                                       run.device, config.normalize_obs, obs_shape)
         self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
                                     *action_layout(spec.action_space), gamma=config.gamma,

@@ -118,11 +118,13 @@ class TwinQ(nn.Module):
 class SACActor(Actor):
     """Uniformly random actions for the first ``learning_starts`` transitions, then policy samples."""
 
-    def __init__(self, obs_dim: int, action_space: Box, config: SACConfig, seed: int, device: str = "cpu") -> None:
+    def __init__(self, obs_dim: int, action_space: Box, config: SACConfig, seed: int, device: str = "cpu",
+                 data_seed: int | None = None) -> None:
         self.device = torch.device(device)
         self.policy = SquashedGaussianPolicy(obs_dim, action_space, config.hidden_sizes,
-                                             torch.Generator().manual_seed(seed)).to(self.device)
-        self.generator = torch.Generator(device=self.device).manual_seed(seed + 1)
+                                             torch.Generator().manual_seed(seed)).to(self.device)  # as the learner's
+        # action draws: this copy's own stream (``data_seed``), so copies explore independently
+        self.generator = torch.Generator(device=self.device).manual_seed((seed if data_seed is None else data_seed) + 1)
         self.learning_starts = config.learning_starts
         self.env_steps = 0
 
@@ -244,7 +246,7 @@ class SAC(Algorithm):
         obs_shape = tuple(spec.observation_space.shape)
         obs_dim = int(np.prod(obs_shape))
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
-        self.actor = SACActor(obs_dim, spec.action_space, config, run.seed, run.device)
+        self.actor = SACActor(obs_dim, spec.action_space, config, run.seed, run.device, run.data_seed)
         self.buffer = ReplayBuffer(config.buffer_size, obs_shape, *action_layout(spec.action_space),
                                    batch_size=config.batch_size, num_batches=config.gradient_steps,
                                    learning_starts=config.learning_starts, seed=run.data_seed + 2, device=run.device)

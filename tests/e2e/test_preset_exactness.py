@@ -59,3 +59,6 @@ def test_learner_copies_share_observation_statistics(tmp_path: Path) -> None:
     assert (copies[0]["var"] > 0.01).all() and not torch.equal(copies[0]["var"], torch.ones(3, dtype=torch.float64))
     first, second = (replica["learner"]["net"] for replica in state["_replicas"]["worker"])
     assert all(torch.equal(first[key], second[key]) for key in first)  # all-reduced gradients: equal weights
+    # ...but each copy samples actions from its own stream (run.data_seed), not the same noise twice
+    draws = [replica["actor"]["generator"] for replica in state["_replicas"]["worker"]]
+    assert not torch.equal(draws[0], draws[1])
