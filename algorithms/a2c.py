@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 import msrl.envs
-from msrl.core import Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, split, steps
+from msrl.core import (Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, check_unit_interval,
+                       split, steps)
 from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, action_layout, check_action_space,
                      copy_weights, load_state, save_state)
 
@@ -53,6 +54,7 @@ class A2CConfig:
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
 
     def validate(self) -> None:
+        check_unit_interval(self, "gamma", "gae_lambda")
         for name in ("num_envs", "num_steps", "hidden_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")

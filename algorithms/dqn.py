@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 import msrl.envs
-from msrl.core import Actor, Algorithm, Batched, ConfigError, Discrete, Global, Learner, NoValue, RunInfo, split, steps
+from msrl.core import (Actor, Algorithm, Batched, ConfigError, Discrete, Global, Learner, NoValue, RunInfo,
+                       check_unit_interval, split, steps)
 from msrl.rl import (ReplayBatch, ReplayBuffer, check_action_space, clip_grad_norm_, copy_weights, load_state, mlp,
                      polyak_update_, save_state)
 
@@ -61,6 +62,7 @@ class DQNConfig:
     """Widths of the Q-network's hidden layers (ReLU)."""
 
     def validate(self) -> None:
+        check_unit_interval(self, "gamma")
         for name in ("num_envs", "train_frequency", "gradient_steps", "batch_size", "buffer_size",
                      "target_update_interval"):
             if getattr(self, name) < 1:

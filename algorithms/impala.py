@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 import msrl.envs
-from msrl.core import Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, split, steps
+from msrl.core import (Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, check_unit_interval,
+                       split, steps)
 from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBuffer, TrajectoryBatch, action_layout, check_action_space,
                      clip_grad_norm_, copy_weights, load_state, save_state, vtrace)
 
@@ -55,6 +56,7 @@ class IMPALAConfig:
     """Width of the two hidden layers of the policy and value networks."""
 
     def validate(self) -> None:
+        check_unit_interval(self, "gamma")
         for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")

@@ -28,8 +28,8 @@ import torch
 from torch import nn
 
 import msrl.envs
-from msrl.core import (AgentGroup, Algorithm, Batched, Box, Buffer, ConfigError, Discrete, Global, Learner, NoValue,
-                       RunInfo, Actor, deferred, split, steps)
+from msrl.core import (Actor, AgentGroup, Algorithm, Batched, Box, Buffer, ConfigError, Discrete, Global, Learner,
+                       NoValue, RunInfo, check_unit_interval, deferred, split, steps)
 from msrl.rl import ActorCritic, action_layout, check_action_space, copy_weights, gae
 
 CENTRAL_INPUT_LIMIT = 4096
@@ -80,6 +80,7 @@ class MAPPOConfig:
         return self.num_envs * self.num_steps
 
     def validate(self) -> None:
+        check_unit_interval(self, "gamma", "gae_lambda")
         for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")

@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 import msrl.envs
-from msrl.core import Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, deferred, split, steps
+from msrl.core import (Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, check_unit_interval,
+                       deferred, split, steps)
 from msrl.rl import (OBS_STATS, ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, RunningMeanStd, TwinMLP,
                      action_layout, check_action_space, clip_grad_norm_, copy_weights, ppo_losses)
 
@@ -88,6 +89,7 @@ class PPOConfig:
         return self.batch_size // self.num_minibatches
 
     def validate(self) -> None:
+        check_unit_interval(self, "gamma", "gae_lambda")
         for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")

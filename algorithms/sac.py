@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 import msrl.envs
-from msrl.core import Actor, Algorithm, Batched, Box, ConfigError, Global, Learner, NoValue, RunInfo, split, steps
+from msrl.core import (Actor, Algorithm, Batched, Box, ConfigError, Global, Learner, NoValue, RunInfo,
+                       check_unit_interval, split, steps)
 from msrl.rl import (ReplayBatch, ReplayBuffer, action_layout, check_action_space, clip_grad_norm_, copy_weights,
                      load_state, mlp, polyak_update_, sample_tanh_gaussian, save_state)
 
@@ -61,6 +62,7 @@ class SACConfig:
     """Widths of the hidden layers (ReLU) of the policy and Q-networks."""
 
     def validate(self) -> None:
+        check_unit_interval(self, "gamma")
         for name in ("num_envs", "train_frequency", "gradient_steps", "batch_size", "buffer_size", "policy_frequency"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")

@@ -17,6 +17,10 @@ from msrl.core import ConfigError, apply_overrides, build_dataclass, read_yaml
 from policies import load_policy
 
 
+MAX_SEED = 2**32 - 1
+"""Seeds are 32-bit unsigned integers, as numpy and gymnasium take them."""
+
+
 @dataclass
 class RunConfig:
     """Everything about a run that is not the algorithm's own hyper-parameters."""
@@ -64,6 +68,8 @@ def validate(raw: dict[str, Any]) -> LoadedConfig:
     run = build_dataclass(RunConfig, raw, "")
     if not run.name or "/" in run.name or run.name.startswith("."):
         raise ConfigError(f"name must be a plain directory name, got {run.name!r}")
+    if not 0 <= run.seed <= MAX_SEED:  # numpy refuses negative seeds; copies add 1,000,003 per copy
+        raise ConfigError(f"seed must be in [0, {MAX_SEED}], got {run.seed}")
     for key in ("total_env_steps",):
         if getattr(run, key) < 1:
             raise ConfigError(f"{key} must be >= 1, got {getattr(run, key)}")

@@ -9,6 +9,7 @@ the application, a preset's parameters in ``policies``).  Every mistake is a
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -134,13 +135,18 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
             if number is not None and number.is_integer():
                 return int(number)
     elif hint is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
+            number = float(value)
+        elif isinstance(value, str):
             try:
-                return float(value)  # YAML 1.1 reads "1e-3" as a string
+                number = float(value)  # YAML 1.1 reads "1e-3" as a string
             except ValueError:
                 pass
+        if number is not None:
+            if not math.isfinite(number):  # .inf / .nan would train to the end with every loss nan
+                raise ConfigError(f"{key} must be a finite number, got {value!r}")
+            return number
     elif hint is str:
         if isinstance(value, str):
             return value
@@ -153,6 +159,15 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
     else:
         return value
     raise ConfigError(f"{key} must be {_type_name(hint)}, got {value!r}")
+
+
+def check_unit_interval(config: Any, *names: str, prefix: str = "algo.") -> None:
+    """Raise ``ConfigError`` unless each named field of ``config`` lies in [0, 1] (discount
+    factors, GAE and V-trace lambdas): an algorithm's ``validate`` calls it for its own fields."""
+    for name in names:
+        value = getattr(config, name)
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{prefix}{name} must be in [0, 1], got {value}")
 
 
 def _type_name(hint: Any) -> str:

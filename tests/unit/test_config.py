@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 import pytest
 
@@ -199,3 +200,28 @@ def test_an_oversized_config_file_is_refused_unread(tmp_path):
     big.write_text("name: x\n" + "# padding\n" * 200_000)
     with pytest.raises(ConfigError, match=r"is 2,000,008 bytes; a config is at most 1,048,576"):
         read_yaml(str(big))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("algo.learning_rate=.inf", "algo.learning_rate must be a finite number, got inf"),
+    ("algo.learning_rate=-.inf", "algo.learning_rate must be a finite number"),
+    ("algo.gamma=.nan", "algo.gamma must be a finite number, got nan"),
+    ("algo.clip_coef=nan", "algo.clip_coef must be a finite number"),
+    ("algo.gamma=1.5", "algo.gamma must be in [0, 1], got 1.5"),
+    ("algo.gae_lambda=-0.1", "algo.gae_lambda must be in [0, 1], got -0.1"),
+    ("seed=-5", "seed must be in [0, 4294967295], got -5"),
+    ("seed=4294967296", "seed must be in [0, 4294967295]"),
+])
+def test_non_finite_and_out_of_range_numbers_are_refused(override: str, message: str) -> None:
+    """Values that trained to the end with every loss nan (lr=inf, gamma=nan) or crashed in numpy
+    (a negative seed) are one ConfigError naming the key and the valid range."""
+    base = read_yaml(os.path.join(os.path.dirname(__file__), "..", "..", "configs", "ppo_cartpole.yaml"))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, [override], base=base)
+
+
+@pytest.mark.parametrize("algorithm, field", [("a2c", "gamma"), ("dqn", "gamma"), ("sac", "gamma"), ("impala", "gamma"),
+                                              ("mappo", "gae_lambda"), ("ppo", "gae_lambda")])
+def test_every_algorithm_checks_its_discount_and_lambda(algorithm: str, field: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"algo.{field} must be in [0, 1], got 2.0")):
+        load_config(None, [f"algorithm={algorithm}", f"algo.{field}=2.0"], base={})
