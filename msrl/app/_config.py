@@ -9,6 +9,7 @@ dataclass and ``policy`` against ``policies``.  Every mistake is a
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,9 @@ from msrl.core import ConfigError, apply_overrides, build_dataclass, read_yaml
 from policies import load_policy
 
 
+MAX_NAME = 100
+"""Longest run name: run directories get suffixes (``_2``...) and files inside, all within the
+file system's 255-byte name limit."""
 MAX_SEED = 2**32 - 1
 """Seeds are 32-bit unsigned integers, as numpy and gymnasium take them."""
 
@@ -66,8 +70,12 @@ def load_config(path: str | None, overrides: list[str] = (), base: dict[str, Any
 
 def validate(raw: dict[str, Any]) -> LoadedConfig:
     run = build_dataclass(RunConfig, raw, "")
-    if not run.name or "/" in run.name or run.name.startswith("."):
-        raise ConfigError(f"name must be a plain directory name, got {run.name!r}")
+    if (not run.name or "/" in run.name or run.name.startswith(".") or len(run.name) > MAX_NAME
+            or not run.name.isprintable()):
+        raise ConfigError(f"name must be a plain directory name of at most {MAX_NAME} printable characters, "
+                          f"without '/' or a leading '.', got {run.name[:60]!r}{'...' if len(run.name) > 60 else ''}")
+    if os.path.exists(run.runs_dir) and not os.path.isdir(run.runs_dir):
+        raise ConfigError(f"runs_dir {run.runs_dir!r} exists and is not a directory")
     if not 0 <= run.seed <= MAX_SEED:  # numpy refuses negative seeds; copies add 1,000,003 per copy
         raise ConfigError(f"seed must be in [0, {MAX_SEED}], got {run.seed}")
     for key in ("total_env_steps",):

@@ -55,10 +55,14 @@ def read_yaml(path: str) -> dict[str, Any]:
     size = os.path.getsize(path)
     if size > MAX_CONFIG_BYTES:
         raise ConfigError(f"config file {path!r} is {size:,} bytes; a config is at most {MAX_CONFIG_BYTES:,}")
-    with open(path, encoding="utf-8") as handle:
-        data = parse_yaml(handle.read(), f"config file {path!r}")
-    if data is None:
-        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path!r} is not UTF-8 text (byte {exc.start}); a config is YAML") from None
+    data = parse_yaml(text, f"config file {path!r}")
+    if data is None:  # an empty file would otherwise train a default run the user never asked for
+        raise ConfigError(f"config file {path!r} is empty; a config names at least its algorithm and algo settings")
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path!r} must hold a mapping of keys, got {type(data).__name__}")
     return data

@@ -132,7 +132,7 @@ def test_wrong_type(override, expected):
 @pytest.mark.parametrize("override, expected", [
     ("total_env_steps=0", "total_env_steps must be >= 1, got 0"),
     ("checkpoint_every=-1", "checkpoint_every must be >= 0, got -1"),
-    ("name=a/b", "name must be a plain directory name, got 'a/b'"),
+    ("name=a/b", "without '/' or a leading '.', got 'a/b'"),
     ("name=.hidden", "name must be a plain directory name"),
     ("algo.num_envs=0", "algo.num_envs must be >= 1, got 0"),
     ("algo.learning_rate=-1", "algo.learning_rate must be > 0"),
@@ -165,10 +165,10 @@ def test_invalid_yaml(tmp_path):
         load_config(str(listed))
 
 
-def test_empty_file_means_defaults(tmp_path):
-    path = tmp_path / "empty.yaml"
-    path.write_text("")
-    config = load_config(str(path))
+def test_an_empty_mapping_means_defaults():
+    """An empty file is refused (test_unreadable_or_empty_config_files_are_one_line); an explicit
+    empty mapping, as from Python, is the defaults."""
+    config = load_config(None, [], base={})
     assert config.run == RunConfig() and config.algo == PPOConfig()
 
 
@@ -225,3 +225,30 @@ def test_non_finite_and_out_of_range_numbers_are_refused(override: str, message:
 def test_every_algorithm_checks_its_discount_and_lambda(algorithm: str, field: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(f"algo.{field} must be in [0, 1], got 2.0")):
         load_config(None, [f"algorithm={algorithm}", f"algo.{field}=2.0"], base={})
+
+
+@pytest.mark.parametrize("content, message", [
+    (bytes(range(128, 256)), "is not UTF-8 text"),
+    (b"", "is empty"),
+    (b"# only a comment\n", "is empty"),
+])
+def test_unreadable_or_empty_config_files_are_one_line(content: bytes, message: str, tmp_path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=message):
+        load_config(str(path))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("name=" + "x" * 101, "at most 100 printable characters"),
+    ("name=a\tb", "at most 100 printable characters"),
+])
+def test_names_the_file_system_cannot_take_are_refused(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override], base={})
+
+
+def test_a_runs_dir_that_is_a_file_is_refused(tmp_path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="exists and is not a directory"):
+        load_config(None, [f"runs_dir={tmp_path / 'file'}"], base={})
