@@ -20,7 +20,7 @@ Example::
 from typing import Any
 
 from msrl.core import (Actor, AgentGroup, Algorithm, Batched, Box, Buffer, BuildError, CheckpointError, Component, ConfigError,
-                       DataflowGraph, Deferred, Discrete, EnvError, Environment, Global, HiddenStateError, Learner,
+                       DataflowGraph, Deferred, Discrete, DivergenceError, EnvError, Environment, Global, HiddenStateError, Learner,
                        MsrlError, NoValue, RunInfo, Space, TraceError, deferred, split, steps, trace)
 
 __version__ = "0.1.0"
@@ -29,7 +29,7 @@ _APPLICATION = ("Evaluation", "Run", "evaluate", "load", "train")
 
 __all__ = [
     "Actor", "AgentGroup", "Algorithm", "Batched", "Box", "Buffer", "BuildError", "CheckpointError", "Component", "ConfigError",
-    "DataflowGraph", "Deferred", "Discrete", "EnvError", "Environment", "Evaluation", "Global", "HiddenStateError",
+    "DataflowGraph", "Deferred", "Discrete", "DivergenceError", "EnvError", "Environment", "Evaluation", "Global", "HiddenStateError",
     "Learner", "MsrlError", "NoValue", "Run",
     "RunInfo", "Space", "TraceError", "deferred", "evaluate", "load", "split", "steps", "trace", "train",
 ]

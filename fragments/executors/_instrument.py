@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from msrl.core import Deferred, EnvError, Node
+from msrl.core import Deferred, DivergenceError, EnvError, Node, iter_leaves
 
 PHASE_OF_ROLE = {"env": "env", "actor": "inference", "learner": "learn", "buffer": "buffer", "component": "other"}
 STEP_OUTPUTS = ("obs", "reward", "terminated", "truncated")
@@ -34,6 +34,8 @@ class Instrumentation:
         self._steps = {n.name: components[n.component].num_envs for n in nodes
                        if n.op == "call_component" and roles[n.component] == "env" and n.method == "step"}
         self._finite = check_finite
+        self._weights = {n.name for n in nodes if n.op == "call_component" and roles[n.component] == "learner"
+                         and n.method == "get_weights"}
 
     def around(self, node: Node, run: Callable[[Node, tuple, dict], Any], args: tuple, kwargs: dict) -> Any:
         """Run ``run(node, args, kwargs)``, measured."""
@@ -46,6 +48,8 @@ class Instrumentation:
         for value in result:
             if type(value) is Deferred:
                 value.phase = phase  # computed later, but counted as this component's time
+        if self._finite and node.name in self._weights:
+            check_weights(result, node.component)
         steps = self._steps.get(node.name)
         if steps is not None:
             self.env_steps += steps
@@ -67,6 +71,16 @@ class Instrumentation:
         timings, steps = self.timings, self.env_steps
         self.timings, self.env_steps = {}, 0
         return timings, steps
+
+
+def check_weights(values: tuple, component: str) -> None:
+    """Stop at the first update that left a learner's weights NaN or inf: training on would log nan
+    for every loss to the end of the run and overwrite the last good checkpoint."""
+    for leaf in iter_leaves(values):
+        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and not bool(torch.isfinite(leaf).all()):
+            raise DivergenceError(f"learner {component!r} has non-finite weights (NaN or inf) after its update; "
+                                  f"the run stops here, its last checkpoint kept: lower algo.learning_rate or look "
+                                  f"at the losses in metrics.jsonl")
 
 
 def check_finite(values: tuple, component: str) -> None:

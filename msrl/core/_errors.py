@@ -23,6 +23,11 @@ class EnvError(MsrlError):
     """An environment produced something training cannot use (NaN, wrong shape)."""
 
 
+class DivergenceError(MsrlError):
+    """Training produced non-finite values (a learner's weights became NaN or inf): the run stops
+    at the iteration it happened, its last checkpoint and metrics kept."""
+
+
 class BuildError(MsrlError):
     """An algorithm's ``__init__`` uses a component that msrl does not construct in this
     process (it belongs to another fragment), or a fragment's build does not match the plan."""

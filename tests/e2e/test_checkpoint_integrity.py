@@ -74,3 +74,16 @@ def test_the_intact_checkpoint_evaluates(checkpoint: bytes, tmp_path: Path) -> N
     intact.write_bytes(checkpoint)
     code, err = run_cli(["eval", str(intact), "--episodes", "2"])
     assert code == 0, err
+
+
+def test_an_update_that_leaves_weights_non_finite_stops_the_run_and_keeps_the_checkpoint(checkpoint: bytes,
+                                                                                        tmp_path: Path) -> None:
+    """A learning rate of 1e30 is finite, so the config takes it; the first update turns the weights
+    to NaN. Before: every later loss logged as nan, exit 0, and the checkpoint overwritten with NaN."""
+    good = tmp_path / "checkpoint.pt"
+    good.write_bytes(checkpoint)
+    code, err = run_cli(["train", "--resume", str(good), "--set", "algo.learning_rate=1e30",
+                         "--set", "total_env_steps=8192", "--set", "checkpoint_every=1"])
+    assert code == 2 and err.count("\n") == 1, err
+    assert "learner 'learner' has non-finite weights (NaN or inf) after its update" in err
+    assert good.read_bytes() == checkpoint  # the last good checkpoint, untouched
