@@ -12,6 +12,7 @@ from typing import Any
 from msrl.core import ConfigError
 
 PLACEMENT_TIMEOUT_S = 8.0
+RELEASE_TIMEOUT_S = 10.0
 
 
 def bundles_of(policy: Any) -> list[tuple[str, int, dict[str, float]]]:
@@ -61,6 +62,35 @@ def create_placement_group(policy: Any, timeout_s: float = PLACEMENT_TIMEOUT_S) 
                           f"{policy.placement}); the resources are held by other work. Cluster offers "
                           f"{_describe_cluster(nodes, asked)}, available now {available}")
     return group
+
+
+def resources_in_use() -> dict[str, float]:
+    """What the cluster's nodes hold for running work now (total minus available), or nothing
+    when this process is not connected to Ray."""
+    import ray
+
+    if not ray.is_initialized():
+        return {}
+    total, available = ray.cluster_resources(), ray.available_resources()
+    return {key: total[key] - available.get(key, 0.0) for key in total if not key.startswith("node:")}
+
+
+def wait_until_released(baseline: dict[str, float], timeout_s: float = RELEASE_TIMEOUT_S) -> bool:
+    """After a run closed: wait until the cluster holds no more than ``baseline`` (what was in use
+    before the run started), so the next run is placed and timed on the same free cluster.  Ray
+    frees a closed run's actors and placement group asynchronously; without this, the next run of
+    ``msrl compare`` saw the previous one's CPUs still taken (and SPREAD placed it on fewer nodes).
+    Returns whether it happened within ``timeout_s``; other jobs may hold resources meanwhile."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        used = resources_in_use()
+        if all(used.get(key, 0.0) <= baseline.get(key, 0.0) + 1e-6 for key in ("CPU", "GPU")):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def alive_node_resources() -> list[dict[str, float]]:

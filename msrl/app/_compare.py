@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
+import cluster
 from msrl.app._config import load_config
 from msrl.app._plan import plan
 from msrl.app._plots import plot_curves, plot_time_split
@@ -206,7 +207,9 @@ def compare(config: str | os.PathLike, policies: Sequence[str], *, placements: S
                 print(f"msrl compare: [{index}/{len(combos)}] {combo.key}: done already, skipped", file=stream)
                 continue
             print(f"msrl compare: [{index}/{len(combos)}] {combo.key}", file=stream)
+            baseline = cluster.resources_in_use()
             run = _run(raws[combo], out / "runs" / combo.slug, address, stream)
+            cluster.wait_until_released(baseline)  # the next run starts on the cluster this one found
             row = run_row(combo, run, target, load_policy(raws[combo]["policy"]))
             row["run_dir"] = os.path.relpath(run.run_dir, out)  # the comparison can move as a whole
             _append_row(out / RESULTS_NAME, row)
