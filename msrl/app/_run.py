@@ -87,7 +87,14 @@ class Trainer:
         self.config, checkpoint = read_config(config, overrides, resume)
         self.plan = plan(self.config)
         self.stream = stream
-        self.runtime = make_runtime(self.plan, address)
+        # a resumed run's directory is locked before anything starts: two resumes of one checkpoint
+        # would otherwise both run and leave one's checkpoint beside the other's metrics
+        self.lock = _lock_run_dir(os.path.dirname(os.path.abspath(resume))) if checkpoint is not None else None
+        try:
+            self.runtime = make_runtime(self.plan, address)
+        except BaseException:
+            _unlock(self.lock)
+            raise
         try:
             self.iteration = self.env_steps = 0
             if checkpoint is not None:
@@ -97,12 +104,13 @@ class Trainer:
                 _truncate_metrics(os.path.join(self.run_dir, METRICS_NAME), self.iteration)
             else:
                 self.run_dir = _new_run_dir(self.config.run.runs_dir, self.config.run.name)
-                with open(os.path.join(self.run_dir, "config.yaml"), "w", encoding="utf-8") as handle:
-                    yaml.safe_dump(self.config.raw, handle, sort_keys=False)
+                self.lock = _lock_run_dir(self.run_dir)
+            _write_config(self.run_dir, self.config.raw)  # on resume too: the config the run goes on with
             # resumed: TensorBoard hides what the interrupted run logged after the checkpoint
             self.scalars = ScalarLog(self.run_dir, purge_step=self.env_steps + 1 if checkpoint is not None else None)
         except BaseException:
             self.runtime.close()
+            _unlock(self.lock)
             raise
         self.metrics_file = open(os.path.join(self.run_dir, METRICS_NAME), "a", encoding="utf-8")
         self.last_return = float("nan")
@@ -194,6 +202,8 @@ class Trainer:
             self.metrics_file.close()
             self.scalars.close()
         self.runtime.close()
+        _unlock(self.lock)
+        self.lock = None
 
 
 def train(config: str | os.PathLike | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
@@ -233,7 +243,15 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        lines = [line for line in handle if line.strip()]
+    records = []
+    for index, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if index < len(lines) - 1:  # only the last line may be cut short (an interrupted write)
+                raise
+    return records
 
 
 def _restore(runtime: Any, checkpoint: dict[str, Any], config: LoadedConfig) -> None:
@@ -256,12 +274,62 @@ def _new_run_dir(runs_dir: str, name: str) -> str:
     raise ConfigError(f"too many runs named {name!r} in {runs_dir!r}; choose another name")
 
 
+LOCK_NAME = ".lock"
+
+
+def _lock_run_dir(run_dir: str) -> Any:
+    """An exclusive lock on ``run_dir`` for this process (``flock``, released when the process ends
+    however it ends), or a one-line error naming the process that holds it."""
+    import fcntl
+
+    handle = open(os.path.join(run_dir, LOCK_NAME), "a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise ConfigError(f"run directory {run_dir!r} is in use by another msrl process (pid {holder}); "
+                          f"wait for it to finish, or resume a copy of the directory") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
+def _unlock(handle: Any) -> None:
+    if handle is not None and not handle.closed:
+        handle.close()  # closing the file releases the flock
+
+
+def _write_config(run_dir: str, raw: Mapping[str, Any]) -> None:
+    tmp = os.path.join(run_dir, ".config.yaml.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(dict(raw), handle, sort_keys=False)
+    os.replace(tmp, os.path.join(run_dir, "config.yaml"))
+
+
+def _record_iteration(line: str) -> int | None:
+    """A metrics line's iteration, or None for a line an interrupted write left incomplete."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return int(record.get("iteration", 0)) if isinstance(record, dict) else None
+
+
 def _truncate_metrics(path: str, iteration: int) -> None:
-    """Drop records written after the checkpoint, so a resumed run does not repeat iterations."""
+    """Drop records written after the checkpoint, so a resumed run does not repeat iterations, and a
+    last line an interrupted write left incomplete."""
     if not os.path.exists(path):
         return
+    kept = []
     with open(path, encoding="utf-8") as handle:
-        kept = [line for line in handle if line.strip() and json.loads(line).get("iteration", 0) <= iteration]
+        for line in handle:
+            number = _record_iteration(line) if line.strip() else None
+            if number is not None and number <= iteration:
+                kept.append(line if line.endswith("\n") else line + "\n")
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.writelines(kept)

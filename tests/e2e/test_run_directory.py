@@ -1,0 +1,53 @@
+"""Run directories under concurrent and interrupted use (issue 15): one process at a time holds a
+run directory, a resume rewrites config.yaml with the config it goes on with, and a metrics line an
+interrupted write left half-written does not stop a resume."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+import msrl
+from msrl import ConfigError
+from msrl.app import Trainer, read_metrics
+
+CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml")
+COMMON = ["progress=false", "eval_episodes=0", "total_env_steps=4096", "checkpoint_every=1", "algo.anneal_lr=false"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    return Path(msrl.train(CONFIG, [f"runs_dir={tmp_path_factory.mktemp('runs')}", *COMMON]).run_dir)
+
+
+def test_a_run_directory_in_use_cannot_be_resumed_by_another_process(finished: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(finished, copy)
+    before = (copy / "metrics.jsonl").read_bytes()
+    with Trainer(None, ["total_env_steps=8192"], resume=copy / "checkpoint.pt"):
+        with pytest.raises(ConfigError, match=r"is in use by another msrl process \(pid \d+\)"):
+            Trainer(None, ["total_env_steps=8192"], resume=copy / "checkpoint.pt")
+        assert (copy / "metrics.jsonl").read_bytes() == before  # the refused resume touched nothing
+    with Trainer(None, ["total_env_steps=8192"], resume=copy / "checkpoint.pt") as again:  # released on close
+        again.step()
+    assert [r["iteration"] for r in read_metrics(copy)] == [1, 2, 3]
+
+
+def test_a_resume_rewrites_config_yaml_with_its_config(finished: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(finished, copy)
+    msrl.train(None, ["total_env_steps=6144"], resume=copy / "checkpoint.pt")
+    assert yaml.safe_load((copy / "config.yaml").read_text())["total_env_steps"] == 6144
+
+
+def test_a_half_written_last_metrics_line_is_dropped_on_resume(finished: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(finished, copy)
+    with open(copy / "metrics.jsonl", "a", encoding="utf-8") as metrics:
+        metrics.write('{"iteration": 3, "env_steps": 61')  # the driver was killed mid-write
+    assert [r["iteration"] for r in read_metrics(copy)] == [1, 2]  # readers skip it too
+    run = msrl.train(None, ["total_env_steps=8192"], resume=copy / "checkpoint.pt")
+    assert [r["iteration"] for r in run.metrics] == [1, 2, 3, 4]
