@@ -215,9 +215,9 @@ def compare(config: str | os.PathLike, policies: Sequence[str], *, placements: S
             _append_row(out / RESULTS_NAME, row)
             rows.append(row)
             done.add(combo.key)
-    finally:  # interrupted or not, the table shows every finished run
-        wanted = {c.key for c in combos}
-        mine = [r for r in rows if r["key"] in wanted]
+    finally:  # interrupted or not, the table shows every finished run: what results.jsonl holds
+        wanted = {c.key for c in combos}  # (an interrupt may land between writing a row and keeping it here)
+        mine = [r for r in _read_rows(out / RESULTS_NAME) if r["key"] in wanted]
         result = _summarise(out, combos, mine, target, first.run.name, stream, table_stream)
     return result
 
