@@ -248,7 +248,8 @@ def run_row(combo: Combination, run: Run, target: float | None, policy: Any) -> 
     steady = records[1:] if len(records) >= 3 else records
     train_time = sum(float(r["wall_time"]) for r in records)
     steady_time = sum(float(r["wall_time"]) for r in steady)
-    steady_steps = sum(_steps_of(records, i) for i in range(len(records) - len(steady), len(records)))
+    skipped = records[:len(records) - len(steady)]  # the first iteration, or nothing
+    steady_steps = int(records[-1]["env_steps"]) - (int(skipped[-1]["env_steps"]) if skipped else 0) if records else 0
     split = {phase: statistics.fmean(float(r.get(f"time_{phase}", 0.0)) for r in steady) for phase in PHASES}
     fragments = sorted({key.split("/", 1)[1] for r in steady for key in r if key.startswith("time_") and "/" in key})
     fragment_split = {fragment: {phase: statistics.fmean(float(r.get(f"time_{phase}/{fragment}", 0.0)) for r in steady)
@@ -256,10 +257,7 @@ def run_row(combo: Combination, run: Run, target: float | None, policy: Any) -> 
     reached = _time_to(records, target)
     placement_file = Path(run.run_dir) / PLACEMENT_NAME
     placement = placement_file.read_text(encoding="utf-8").splitlines() if placement_file.exists() else []
-    resources: dict[str, float] = {}
-    for spec in policy.fragments:
-        for key, value in spec.resources.items():
-            resources[key] = resources.get(key, 0.0) + value * spec.replicas
+    resources = cluster.demand_of(policy)  # what the run's placement group reserves, summed over replicas
     return {
         "key": combo.key, "label": combo.label, "policy": combo.policy, "placement": combo.placement,
         "sweep": dict(combo.sweep), "seed": combo.seed, "run_dir": run.run_dir,
@@ -272,13 +270,8 @@ def run_row(combo: Combination, run: Run, target: float | None, policy: Any) -> 
         "final_return": run.evaluation.mean if run.evaluation is not None else _last_return(records),
         "final_return_kind": "greedy" if run.evaluation is not None else "training",
         "resources": resources, "replicas": sum(spec.replicas for spec in policy.fragments),
-        "placement": placement, "nodes": len(set(re.findall(r"on node \S+ \((\w+)\)", "\n".join(placement)))) or 1,
+        "placement_report": placement, "nodes": len(set(re.findall(r"on node \S+ \((\w+)\)", "\n".join(placement)))) or 1,
     }
-
-
-def _steps_of(records: Sequence[Mapping[str, Any]], index: int) -> int:
-    before = int(records[index - 1]["env_steps"]) if index > 0 else 0
-    return int(records[index]["env_steps"]) - before
 
 
 def _time_to(records: Sequence[Mapping[str, Any]], target: float | None) -> tuple[float | None, int | None]:

@@ -33,16 +33,7 @@ class RunningMeanStd:
         n = x.shape[0]
         if n == 0:
             return
-        batch_mean = x.mean(0)
-        batch_var = x.var(0, unbiased=False)
-        if self.count == 0:
-            self.mean, self.var, self.count = batch_mean, batch_var, n
-            return
-        total = self.count + n
-        delta = batch_mean - self.mean
-        self.mean = self.mean + delta * (n / total)
-        self.var = (self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)) / total
-        self.count = total
+        self._merge(x.mean(0), x.var(0, unbiased=False), n)
 
     def batch_sums(self, x: torch.Tensor) -> torch.Tensor:
         """``[n, sum(x - mean), sum((x - mean)^2)]`` of a batch (float64, flattened), centred on the
@@ -66,6 +57,10 @@ class RunningMeanStd:
         shift = (sums[1:1 + size] / n).reshape(self.mean.shape)
         batch_mean = self.mean + shift
         batch_var = ((sums[1 + size:] / n).reshape(self.mean.shape) - shift.square()).clamp_(min=0.0)
+        self._merge(batch_mean, batch_var, n)
+
+    def _merge(self, batch_mean: torch.Tensor, batch_var: torch.Tensor, n: int | float) -> None:
+        """Chan et al.'s parallel update: fold a batch of ``n`` samples with these moments in."""
         if self.count == 0:
             self.mean, self.var, self.count = batch_mean, batch_var, n
             return

@@ -24,10 +24,9 @@ from ray.util.placement_group import placement_group_table  # noqa: E402
 
 from cluster import loopback_only  # noqa: E402
 from msrl import ConfigError  # noqa: E402
-from msrl.app import load_config, make_runtime, plan  # noqa: E402
+from msrl.app import make_runtime, plan  # noqa: E402
+from sim_helpers import CONFIG, NUM_ENVS, NUM_STEPS, small_config, wait_until_idle  # noqa: E402
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
-NUM_ENVS, NUM_STEPS = 8, 8
 GiB = 2 ** 30
 HEAD = {"num_cpus": 2, "memory": 1 * GiB}
 NODE_A = {"num_cpus": 1, "memory": 4 * GiB, "resources": {"learner_node": 1}}
@@ -62,21 +61,6 @@ def policy(learner: dict, rollout: dict | None = None, placement: str = "PACK") 
     ]}
 
 
-def small_config(policy: dict):
-    raw = yaml.safe_load(CONFIG.read_text())
-    raw.update(total_env_steps=4 * NUM_ENVS * NUM_STEPS, progress=False, eval_episodes=0, checkpoint_every=0, policy=policy)
-    raw["algo"] = {**raw["algo"], "num_envs": NUM_ENVS, "num_steps": NUM_STEPS}
-    return load_config(None, [], base=raw)
-
-
-def wait_until_idle(timeout_s: float = 20.0) -> None:
-    """Ray frees a closed run's resources asynchronously; a feasibility check must see them all."""
-    deadline = time.monotonic() + timeout_s
-    while ray.available_resources().get("CPU", 0.0) < CPUS:
-        assert time.monotonic() < deadline, f"the cluster still has CPUs in use: {ray.available_resources()}"
-        time.sleep(0.05)
-
-
 def live_groups() -> list[str]:
     return [pg_id for pg_id, info in placement_group_table().items() if info["state"] != "REMOVED"]
 
@@ -89,7 +73,7 @@ def offered_nodes(message: str) -> set[str]:
 
 
 def fails_fast(spec: dict) -> str:
-    wait_until_idle()
+    wait_until_idle(CPUS)
     run_plan = plan(small_config(spec))
     started = time.monotonic()
     with pytest.raises(ConfigError) as info:
@@ -102,7 +86,7 @@ def fails_fast(spec: dict) -> str:
 
 
 def test_labelled_fragments_run_on_their_nodes(ray_cluster):
-    wait_until_idle()
+    wait_until_idle(CPUS)
     # PACK alone would put two of the three 1-CPU bundles on the head; the labels decide instead.
     run_plan = plan(small_config(policy({"CPU": 1, "learner_node": 1, "memory": 2 * GiB})))
     runtime = make_runtime(run_plan)
@@ -170,7 +154,7 @@ def test_compare_places_pack_and_spread_differently(ray_cluster, tmp_path: Path)
     raw = yaml.safe_load(CONFIG.read_text())
     raw["algo"] = {**raw["algo"], "num_envs": NUM_ENVS, "num_steps": NUM_STEPS}
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(raw))
-    wait_until_idle()
+    wait_until_idle(CPUS)
     result = compare(tmp_path / "small.yaml", ["single_learner_coarse"], placements=["PACK", "SPREAD"],
                      overrides=[f"runs_dir={tmp_path}", "eval_episodes=0", "checkpoint_every=0"],
                      budget=4 * NUM_ENVS * NUM_STEPS, stream=io.StringIO(), table_stream=io.StringIO())

@@ -7,11 +7,9 @@ cluster offers, instead of hanging."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -20,11 +18,10 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 import fragments  # noqa: E402
 from cluster import PLACEMENT_TIMEOUT_S, loopback_only  # noqa: E402
 from msrl import ConfigError  # noqa: E402
-from msrl.app import load_config, make_runtime, plan  # noqa: E402
+from msrl.app import make_runtime, plan  # noqa: E402
+from sim_helpers import NUM_ENVS, NUM_STEPS, small_config, wait_until_idle  # noqa: E402
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
 NODES, CPUS_PER_NODE = 3, 2
-NUM_ENVS, NUM_STEPS = 8, 8
 OFFER = "cluster offers 3 node(s): 2 CPU; 2 CPU; 2 CPU"
 
 
@@ -45,25 +42,9 @@ def ray_cluster():
             sim.shutdown()
 
 
-def small_config(policy: dict):
-    raw = yaml.safe_load(CONFIG.read_text())
-    raw.update(total_env_steps=4 * NUM_ENVS * NUM_STEPS, progress=False, eval_episodes=0, checkpoint_every=0, policy=policy)
-    raw["algo"] = {**raw["algo"], "num_envs": NUM_ENVS, "num_steps": NUM_STEPS}
-    return load_config(None, [], base=raw)
-
-
-def wait_until_idle(timeout_s: float = 20.0) -> None:
-    """Ray frees a closed run's CPUs asynchronously; a placement decided before that (PACK is best
-    effort) would see busy nodes and spread, and a feasibility check would see a smaller cluster."""
-    deadline = time.monotonic() + timeout_s
-    while ray.available_resources().get("CPU", 0.0) < NODES * CPUS_PER_NODE:
-        assert time.monotonic() < deadline, f"the cluster still has CPUs in use: {ray.available_resources()}"
-        time.sleep(0.05)
-
-
 def start(policy: dict):
     """The plan and the runtime as ``msrl.train`` builds them."""
-    wait_until_idle()
+    wait_until_idle(NODES * CPUS_PER_NODE)
     run_plan = plan(small_config(policy))
     return run_plan, make_runtime(run_plan)
 
@@ -129,7 +110,7 @@ def test_replicas_on_different_nodes_exchange_data(ray_cluster):
     ({"preset": "single_learner_coarse", "actors": 2, "placement": "STRICT_PACK"}, "STRICT_PACK needs 3 CPU on one node"),
 ], ids=["cpus", "gpus", "strict-spread", "strict-pack"])
 def test_unsatisfiable_request_fails_fast(ray_cluster, policy, asked):
-    wait_until_idle()
+    wait_until_idle(NODES * CPUS_PER_NODE)
     config = small_config(policy)
     run_plan = plan(config)
     started = time.monotonic()
