@@ -10,12 +10,12 @@ from cluster._placement import (
     PLACEMENT_TIMEOUT_S, bundles_of, check_feasible, create_placement_group, demand_of, describe_placement,
     resources_in_use, wait_until_released,
 )
-from cluster._runtime import RayRuntime, actor_resources, merge_replica_metrics
+from cluster._runtime import RayRuntime, actor_resources, merge_replica_metrics, starts_embedded
 from cluster._transport import Mailbox
 from cluster._worker import ComputeThread
 
 __all__ = [
     "CLUSTER_SWITCH", "PLACEMENT_TIMEOUT_S", "ComputeThread", "DirectListener", "DirectSender", "Mailbox", "RayRuntime",
     "actor_resources", "backend_for", "bundles_of", "check_feasible", "connect", "create_placement_group", "demand_of",
-    "describe_placement", "loopback_only", "merge_replica_metrics", "resources_in_use", "wait_until_released",
+    "describe_placement", "loopback_only", "merge_replica_metrics", "resources_in_use", "starts_embedded", "wait_until_released",
 ]

@@ -12,31 +12,44 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import sys
 from typing import Any
 
-from msrl.core import GLOBAL, MsrlError
+from msrl.core import GLOBAL, ConfigError, MsrlError, WorkerLostError
 from fragments import BuildRecipe, FragmentedGraph, IterationResult
 from cluster._connect import connect
 from cluster._placement import create_placement_group, demand_of, describe_placement
 
 MAX_CONCURRENCY = 8  # queued iterations waiting on the compute thread, deliveries, close
+MAX_CPUS_PER_CORE = 4
+"""The embedded Ray offers a policy up to this many logical CPUs per core: its fragments then take
+turns on the cores (a 3-CPU preset on a 2-core laptop), and beyond it they would mostly wait, each a
+process holding its own memory (16 replicas on 2 cores: 17 processes of a few hundred MB)."""
+LIVENESS_POLL_S = 2.0
+"""A wait on workers that takes longer than this checks that every worker still answers."""
+LIVENESS_TIMEOUT_S = 30.0
+"""Default bound on a liveness check: a worker that does not answer within it counts as stuck."""
 
 
 class RayRuntime:
-    def __init__(self, recipe: BuildRecipe, fdg: FragmentedGraph, address: str | None = None) -> None:
+    def __init__(self, recipe: BuildRecipe, fdg: FragmentedGraph, address: str | None = None,
+                 liveness_timeout_s: float = LIVENESS_TIMEOUT_S) -> None:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         from cluster._worker import FragmentWorker
 
         self.fdg, self.policy = fdg, fdg.policy
+        self.liveness_timeout_s = liveness_timeout_s
+        self.endpoints: dict[str, list[tuple[str, str | None]]] = {}
         _start_or_join(address, self.policy)
         self.group = create_placement_group(self.policy)
         self.workers: dict[str, list[Any]] = {}
         self.output_fragment = fdg.assignment[fdg.graph.output.name]
         try:
-            worker_cls = ray.remote(max_concurrency=MAX_CONCURRENCY)(FragmentWorker)
+            # liveness checks get their own thread: they are answered even with every other one busy
+            worker_cls = ray.remote(max_concurrency=MAX_CONCURRENCY, concurrency_groups={"liveness": 1})(FragmentWorker)
             bundle = 0
             for name, fragment in fdg.fragments.items():
                 spec = fragment.spec
@@ -69,6 +82,7 @@ class RayRuntime:
         stores = {i.src: store_cls.remote() for i in self.fdg.interfaces if i.op == "allreduce"}
         self.stores = list(stores.values())
         endpoints = {name: _get([h.endpoint.remote() for h in handles]) for name, handles in self.workers.items()}
+        self.endpoints = endpoints
         calls = []
         for name, handles in self.workers.items():
             for handle in handles:
@@ -87,7 +101,13 @@ class RayRuntime:
 
     def placement(self) -> dict[str, list[str]]:
         """Fragment -> the Ray node id of each replica (for tests and ``msrl graph``)."""
-        return {name: _get([h.node_id.remote() for h in handles]) for name, handles in self.workers.items()}
+        return {name: self._await([((name, r), h.node_id.remote()) for r, h in enumerate(handles)])
+                for name, handles in self.workers.items()}
+
+    def worker_pids(self) -> dict[str, list[int]]:
+        """Fragment -> the process id of each replica's worker (on its node)."""
+        return {name: self._await([((name, r), h.pid.remote()) for r, h in enumerate(handles)])
+                for name, handles in self.workers.items()}
 
     def placement_report(self) -> list[str]:
         """One line per fragment replica, in policy order, naming the node it runs on (IP
@@ -128,11 +148,10 @@ class RayRuntime:
         leader_in = False
         while awaited:
             by_ref = {refs[0]: key for key, refs in self.pending.items() if refs and (key in awaited or not sync)}
-            ready, _ = ray.wait(list(by_ref), num_returns=1)
-            key = by_ref[ready[0]]
+            key = by_ref[self._wait_one(list(by_ref))]
             index = self.taken.get(key, 0)
             self.taken[key] = index + 1
-            result = _get(self.pending[key].pop(0))
+            result = self._result(key, self.pending[key].pop(0))
             result["fragment"] = key[0]
             if not sync and key[0] != self.output_fragment and index > done:
                 self.finished.append(result)  # a rollout for the next update: reported with it
@@ -192,22 +211,76 @@ class RayRuntime:
 
     def _drain(self) -> None:
         """Let in-flight iterations finish so every replica is between iterations."""
-        keys = [key for key, queued in self.pending.items() for _ in queued]
-        refs = [ref for queued in self.pending.values() for ref in queued]
-        if refs:
-            for key, result in zip(keys, _get(refs)):
+        calls = [(key, ref) for key, queued in self.pending.items() for ref in queued]
+        if calls:
+            for (key, _), result in zip(calls, self._await(calls)):
                 result["fragment"] = key[0]
                 self.finished.append(result)
         for key, queued in self.pending.items():
             self.taken[key] = self.taken.get(key, 0) + len(queued)
         self.pending.clear()
 
+    # -- waiting, with liveness checks -------------------------------------------------------------------
+    def _wait_one(self, refs: list[Any]) -> Any:
+        """The first of ``refs`` to finish.  While none does, every worker is checked every
+        ``LIVENESS_POLL_S``: a dead or stuck one ends the wait with ``WorkerLostError`` (a peer
+        blocked on a lost worker would otherwise wait for it forever)."""
+        import ray
+
+        while True:
+            ready, _ = ray.wait(refs, num_returns=1, timeout=LIVENESS_POLL_S)
+            if ready:
+                return ready[0]
+            self._check_alive()
+
+    def _await(self, calls: list[tuple[tuple[str, int], Any]]) -> list[Any]:
+        """The results of ``calls`` ((replica, object ref) pairs) in order, with liveness checks
+        while waiting."""
+        import ray
+
+        refs = [ref for _, ref in calls]
+        while True:
+            _, waiting = ray.wait(refs, num_returns=len(refs), timeout=LIVENESS_POLL_S)
+            if not waiting:
+                return [self._result(key, ref) for key, ref in calls]
+            self._check_alive()
+
+    def _result(self, key: tuple[str, int], ref: Any) -> Any:
+        """``ray.get`` of one replica's finished call: an msrl error raised in it as itself, the
+        replica's death as ``WorkerLostError`` naming it."""
+        from ray.exceptions import RayActorError
+
+        try:
+            return _get(ref)
+        except RayActorError as exc:
+            if getattr(exc, "actor_init_failed", False):
+                raise
+            raise WorkerLostError(f"fragment {key[0]}[{key[1]}] was lost ({_first_line(exc).rstrip('.')})") from None
+
+    def _check_alive(self) -> None:
+        """Ping every worker; one that died raises ``WorkerLostError``, and so does one that does not
+        answer within ``liveness_timeout_s`` (stopped, hung or cut off), after it is killed."""
+        import ray
+
+        pings = {(name, replica): handle.ping.options(concurrency_group="liveness").remote()
+                 for name, handles in self.workers.items() for replica, handle in enumerate(handles)}
+        _, silent = ray.wait(list(pings.values()), num_returns=len(pings), timeout=self.liveness_timeout_s)
+        for key, ref in pings.items():
+            if ref not in silent:
+                self._result(key, ref)
+        for key, ref in pings.items():
+            if ref in silent:
+                ray.kill(self.workers[key[0]][key[1]])
+                raise WorkerLostError(f"fragment {key[0]}[{key[1]}] answered no liveness check for "
+                                      f"{self.liveness_timeout_s:g} s (stopped, hung or cut off); it was killed")
+
     # -- state ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Each component's state from replica 0 of its fragment (what ``msrl eval``
         loads), plus every replica's state under ``_replicas`` for exact resume."""
         self._drain()
-        replicas = {name: _get([h.state_dict.remote() for h in handles]) for name, handles in self.workers.items()}
+        replicas = {name: self._await([((name, r), h.state_dict.remote()) for r, h in enumerate(handles)])
+                    for name, handles in self.workers.items()}
         state: dict[str, Any] = {}
         for per_replica in replicas.values():
             state.update(per_replica[0])
@@ -223,8 +296,8 @@ class RayRuntime:
             if replicas is not None and (saved is None or len(saved) != len(handles)):
                 raise ValueError(f"the checkpoint has {len(saved or [])} replicas of fragment {name!r}, this policy {len(handles)}")
             for replica, handle in enumerate(handles):
-                calls.append(handle.load_state_dict.remote(saved[replica] if saved else state))
-        _get(calls)
+                calls.append(((name, replica), handle.load_state_dict.remote(saved[replica] if saved else state)))
+        self._await(calls)
 
     def close(self) -> None:
         import ray
@@ -235,6 +308,7 @@ class RayRuntime:
             ray.wait([h.close.remote() for h in handles], num_returns=len(handles), timeout=2.0)
         for handle in handles:
             ray.kill(handle)
+        _remove_socket_dirs(getattr(self, "endpoints", {}))  # those of workers that died or were stuck
         for store in getattr(self, "stores", []):
             ray.kill(store)
         if getattr(self, "group", None) is not None:
@@ -282,6 +356,15 @@ def merge_replica_metrics(per_replica: list[dict[str, Any]]) -> dict[str, float]
     return merged
 
 
+def starts_embedded(address: str | None) -> bool:
+    """Whether a run given ``address`` would start an embedded Ray on this machine (no address, and
+    no Ray connected in this process), so that every replica runs here."""
+    if address is not None:
+        return False
+    ray = sys.modules.get("ray")
+    return ray is None or not ray.is_initialized()
+
+
 _EMBEDDED: dict[str, str | None] = {"session": None}  # the session of the embedded instance this process started
 
 
@@ -302,11 +385,34 @@ def _start_or_join(address: str | None, policy: Any) -> None:
         connect(address)
         return
     cores = os.cpu_count() or 1
+    if wanted > MAX_CPUS_PER_CORE * cores:
+        raise ConfigError(f"policy {policy.name!r} asks for {wanted} CPUs; the embedded Ray on this {cores}-core machine "
+                          f"offers at most {MAX_CPUS_PER_CORE * cores} ({MAX_CPUS_PER_CORE} per core): use fewer replicas "
+                          f"or CPUs per replica, or join a cluster with --address")
     if wanted > cores:
         print(f"msrl: policy {policy.name!r} asks for {wanted} CPUs on a {cores}-core machine; "
               f"the embedded Ray offers {wanted} logical CPUs", file=sys.stderr)
     connect(None, num_cpus=max(cores, wanted))
     _EMBEDDED["session"] = ray.get_runtime_context().get_session_name()
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:200]
+
+
+def _remove_socket_dirs(endpoints: dict[str, list[tuple[str, str | None]]]) -> None:
+    """Remove the ``msrl-*`` socket directories of this node's workers.  A worker removes its own
+    when it closes, but one that was killed (or died) cannot; those on other nodes are left to the
+    temporary-file cleanup of their machine."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    for replicas in endpoints.values():
+        for peer_node, path in replicas:
+            directory = os.path.dirname(path) if path else ""
+            if peer_node == node and os.path.basename(directory).startswith("msrl-"):
+                shutil.rmtree(directory, ignore_errors=True)
 
 
 def _get(refs: Any) -> Any:

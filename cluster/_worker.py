@@ -6,14 +6,18 @@ mailbox (a threaded actor, so deliveries land while it runs)."""
 
 from __future__ import annotations
 
+import atexit
+import os
 import queue
 import threading
 from typing import Any, Callable
 
+import torch
+
 from fragments import BuildRecipe, FragmentedGraph, build_replica
 from fragments.executors import get_executor
 from cluster._direct import DirectListener, DirectSender
-from cluster._transport import Mailbox, RayTransport
+from cluster._transport import Mailbox, MailboxClosed, RayTransport
 
 
 class ComputeThread:
@@ -97,12 +101,23 @@ class FragmentWorker:
         self.mailbox = Mailbox()
         receives = bool(self.program.recvs())
         self.listener = DirectListener(self.mailbox, f"{fragment}-{replica}") if receives else None
+        if self.listener is not None:  # a worker Ray ends gracefully (its driver gone) removes its socket too
+            atexit.register(self.listener.close)
         self.senders: dict[tuple[str, int], DirectSender] = {}
         self.spec = spec
         self.executor = None
         self.transport = None
         self.grad_sync = None
         self.compute = ComputeThread(f"{fragment}-{replica}-compute")
+
+    def ping(self) -> bool:
+        """The driver's liveness check (on a thread of its own): answered while an iteration runs,
+        not when the process is dead, stopped or cut off."""
+        return True
+
+    def pid(self) -> int:
+        """This replica's process id (chaos tests and operators signal it)."""
+        return os.getpid()
 
     def node_id(self) -> str:
         import ray
@@ -155,7 +170,10 @@ class FragmentWorker:
     def run_iteration(self, number: int) -> dict[str, Any]:
         """This worker's iteration ``number`` (from 0); see ``ComputeThread.run_numbered`` for
         why the number is needed."""
-        return self.compute.run_numbered(number, self._iterate)
+        try:
+            return self.compute.run_numbered(number, self._iterate)
+        except MailboxClosed:  # closed while it waited on a peer (the run is being torn down): nothing to report
+            return {"aborted": True}
 
     def _iterate(self) -> dict[str, Any]:
         lag = self.transport.policy_lag
@@ -171,8 +189,10 @@ class FragmentWorker:
         return {"output": output, "metrics": metrics, "timings": timings, "env_steps": env_steps, "policy_lag": lag}
 
     def state_dict(self) -> dict[str, Any]:
-        return self.compute.run(lambda: {name: self.executor.components[name].state_dict()
-                                         for name in self.fdg.fragments[self.fragment].components})
+        """Each of this fragment's components' state, tensors on the CPU: the driver (checkpoints,
+        evaluation) may have no GPU even where this replica has one."""
+        return self.compute.run(lambda: _to_cpu({name: self.executor.components[name].state_dict()
+                                                 for name in self.fdg.fragments[self.fragment].components}))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         def load() -> None:
@@ -190,3 +210,13 @@ class FragmentWorker:
             self.listener.close()
         if self.executor is not None:
             self.executor.close()
+
+
+def _to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.cpu() if value.device.type != "cpu" else value
+    if isinstance(value, dict):
+        return {key: _to_cpu(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_cpu(item) for item in value)
+    return value

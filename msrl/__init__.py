@@ -21,7 +21,8 @@ from typing import Any
 
 from msrl.core import (Actor, AgentGroup, Algorithm, Batched, Box, Buffer, BuildError, CheckpointError, Component, ConfigError,
                        DataflowGraph, Deferred, Discrete, DivergenceError, EnvError, Environment, Global, HiddenStateError, Learner,
-                       MsrlError, NoValue, RunInfo, Space, TraceError, deferred, split, steps, trace)
+                       MsrlError, NoValue, RunInfo, Space, TraceError, WorkerLostError, deferred, split, steps,
+                       trace)
 
 __version__ = "0.1.0"
 
@@ -31,7 +32,7 @@ __all__ = [
     "Actor", "AgentGroup", "Algorithm", "Batched", "Box", "Buffer", "BuildError", "CheckpointError", "Component", "ConfigError",
     "DataflowGraph", "Deferred", "Discrete", "DivergenceError", "EnvError", "Environment", "Evaluation", "Global", "HiddenStateError",
     "Learner", "MsrlError", "NoValue", "Run",
-    "RunInfo", "Space", "TraceError", "deferred", "evaluate", "load", "split", "steps", "trace", "train",
+    "RunInfo", "Space", "TraceError", "WorkerLostError", "deferred", "evaluate", "load", "split", "steps", "trace", "train",
 ]
 
 

@@ -47,6 +47,12 @@ class RunConfig:
     """Where run directories are created."""
     progress: bool = True
     """Show a progress bar on stderr."""
+    max_restarts: int = 3
+    """Ray runs: how many times a lost or stuck fragment worker is recovered from (the run goes
+    back to its last checkpoint, or its start) before the run stops with an error; 0 = stop at once."""
+    liveness_timeout_s: float = 30.0
+    """Ray runs: a worker that answers no liveness check for this long while the run waits on it
+    counts as stuck (killed and recovered from, like a lost one)."""
     algo: dict = field(default_factory=dict)
     """The algorithm's hyper-parameters, checked against its Config dataclass."""
 
@@ -84,6 +90,10 @@ def validate(raw: dict[str, Any]) -> LoadedConfig:
     for key in ("checkpoint_every", "eval_episodes"):
         if getattr(run, key) < 0:
             raise ConfigError(f"{key} must be >= 0, got {getattr(run, key)}")
+    if not 0 <= run.max_restarts <= 1000:
+        raise ConfigError(f"max_restarts must be in [0, 1000], got {run.max_restarts}")
+    if not 1.0 <= run.liveness_timeout_s <= 86_400.0:
+        raise ConfigError(f"liveness_timeout_s must be in [1, 86400] seconds, got {run.liveness_timeout_s:g}")
     algorithm = get_algorithm(run.algorithm)
     algo = build_dataclass(algorithm.Config, run.algo, "algo.")
     check = getattr(algo, "validate", None)

@@ -24,7 +24,7 @@ from msrl.app._evaluate import Evaluation, evaluate_algorithm
 from msrl.app._load import load_components
 from msrl.app._plan import make_runtime, plan
 from msrl.app._tensorboard import ScalarLog
-from msrl.core import CheckpointError, ConfigError
+from msrl.core import CheckpointError, ConfigError, WorkerLostError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 METRICS_NAME = "metrics.jsonl"
@@ -86,20 +86,23 @@ class Trainer:
                  stream: TextIO = sys.stderr) -> None:
         self.config, checkpoint = read_config(config, overrides, resume)
         self.plan = plan(self.config)
-        self.stream = stream
+        self.stream, self.address = stream, address
         # a resumed run's directory is locked before anything starts: two resumes of one checkpoint
         # would otherwise both run and leave one's checkpoint beside the other's metrics
         self.lock = _lock_run_dir(os.path.dirname(os.path.abspath(resume))) if checkpoint is not None else None
         try:
-            self.runtime = make_runtime(self.plan, address)
+            self.runtime = self._make_runtime()
         except BaseException:
             _unlock(self.lock)
             raise
         try:
             self.iteration = self.env_steps = 0
+            self.restarts = self.lost_env_steps = 0  # recoveries from lost workers, over the whole run
             if checkpoint is not None:
                 _restore(self.runtime, checkpoint, self.config)
                 self.iteration, self.env_steps = int(checkpoint["iteration"]), int(checkpoint["env_steps"])
+                self.restarts = int(checkpoint.get("restarts", 0))
+                self.lost_env_steps = int(checkpoint.get("lost_env_steps", 0))
                 self.run_dir = os.path.dirname(os.path.abspath(resume))
                 _truncate_metrics(os.path.join(self.run_dir, METRICS_NAME), self.iteration)
             else:
@@ -129,7 +132,14 @@ class Trainer:
         return self.env_steps >= self.config.run.total_env_steps
 
     def step(self) -> dict[str, Any]:
-        """Run one iteration; write and return its metrics record, and checkpoint when one is due."""
+        """Run one iteration; write and return its metrics record, and checkpoint when one is due.
+
+        A fragment worker lost meanwhile (``WorkerLostError``) sends the run back to its last
+        checkpoint on fresh workers, ``max_restarts`` times at most; the record returned is then
+        that of the first iteration after the checkpoint."""
+        return self._recovering(self._step)
+
+    def _step(self) -> dict[str, Any]:
         start = time.perf_counter()
         result = self.runtime.run_iteration(more=self._another_follows())
         elapsed = time.perf_counter() - start
@@ -140,7 +150,8 @@ class Trainer:
             self.last_return = result.component_metrics["episode_return"]
         record: dict[str, Any] = {"iteration": self.iteration, "env_steps": self.env_steps,
                                   "agent_steps": self.env_steps * self.plan.agents_per_env, "wall_time": elapsed,
-                                  "steps_per_s": result.env_steps / elapsed if elapsed > 0 else 0.0}
+                                  "steps_per_s": result.env_steps / elapsed if elapsed > 0 else 0.0,
+                                  "restarts": self.restarts, "lost_env_steps": self.lost_env_steps}
         record.update({k: _number(v) for k, v in result.component_metrics.items()})
         if isinstance(result.output, dict):
             record.update({k: _number(v) for k, v in result.output.items()})
@@ -162,15 +173,20 @@ class Trainer:
         """Iterate until the budget is spent, with a progress bar; then checkpoint."""
         bar = _progress_bar(self.config.run, self.env_steps, self.stream)
         try:
-            while not self.done:
-                record = self.step()
-                if bar is not None:
-                    bar.update(min(record["env_steps"], bar.total) - bar.n)
-                    bar.set_postfix_str(f"return {self.last_return:7.1f}  {record['steps_per_s']:,.0f} steps/s")
+            while True:
+                while not self.done:
+                    record = self.step()
+                    if bar is not None:
+                        bar.update(min(record["env_steps"], bar.total) - bar.n)
+                        bar.set_postfix_str(f"return {self.last_return:7.1f}  {record['steps_per_s']:,.0f} steps/s")
+                try:
+                    self.save()
+                    break
+                except WorkerLostError as exc:  # back to the last checkpoint: train from there again
+                    self._recover(exc)
         finally:
             if bar is not None:
                 bar.close()
-        self.save()
 
     def _another_follows(self) -> bool:
         """Whether the iteration about to run will be followed by another with no checkpoint
@@ -186,15 +202,59 @@ class Trainer:
             "config": self.config.raw,
             "iteration": self.iteration,
             "env_steps": self.env_steps,
+            "restarts": self.restarts,
+            "lost_env_steps": self.lost_env_steps,
             "components": self.runtime.state_dict(),
         })
+
+    # -- recovery from lost workers ------------------------------------------------------------------
+    def _make_runtime(self) -> Any:
+        return make_runtime(self.plan, self.address)
+
+    def _recovering(self, action: Any) -> Any:
+        """``action()``, going back to the last checkpoint on fresh workers each time a worker is lost."""
+        while True:
+            try:
+                return action()
+            except WorkerLostError as exc:
+                self._recover(exc)
+
+    def _recover(self, lost: WorkerLostError) -> None:
+        """Replace every worker and go back to the last checkpoint (or the start): the run goes on
+        exactly as a resume from that checkpoint would, its metrics rewound to it, and the steps
+        trained since are counted in ``lost_env_steps``.  Every replica is replaced, not just the
+        lost one: the others may be half-way through an iteration that waits on it."""
+        limit = self.config.run.max_restarts
+        if self.restarts >= limit:
+            raise WorkerLostError(f"{lost}; the run stops after {self.restarts} restart(s) (max_restarts={limit}), "
+                                  f"its last checkpoint kept") from None
+        self.restarts += 1
+        self.runtime.close()
+        self.runtime = self._make_runtime()
+        path = os.path.join(self.run_dir, CHECKPOINT_NAME)
+        iteration = env_steps = 0
+        if os.path.exists(path):
+            checkpoint = load_checkpoint(path)
+            _restore(self.runtime, checkpoint, self.config)
+            iteration, env_steps = int(checkpoint["iteration"]), int(checkpoint["env_steps"])
+        self.lost_env_steps += self.env_steps - env_steps
+        print(f"msrl: {lost}; restart {self.restarts}/{limit} from "
+              f"{'the checkpoint at' if iteration else 'the start,'} iteration {iteration} "
+              f"({self.env_steps - env_steps} env steps lost)", file=self.stream)
+        self.iteration, self.env_steps = iteration, env_steps
+        self.metrics_file.close()
+        self.scalars.close()
+        metrics = os.path.join(self.run_dir, METRICS_NAME)
+        _truncate_metrics(metrics, iteration)
+        self.metrics_file = open(metrics, "a", encoding="utf-8")
+        self.scalars = ScalarLog(self.run_dir, purge_step=env_steps + 1)
 
     def evaluate(self, episodes: int, seed: int | None = None) -> Evaluation:
         """Greedy evaluation of the current weights on ``episodes`` fresh environments."""
         seed = self.config.run.seed + EVAL_SEED_OFFSET if seed is None else seed
         algorithm = getattr(self.runtime, "algorithm", None)  # the live one, when it runs in this process
         if algorithm is None:  # the trained weights live in the workers
-            algorithm = load_components(self.plan.recipe, self.runtime.state_dict())
+            algorithm = load_components(self.plan.recipe, self._recovering(self.runtime.state_dict))
         return evaluate_algorithm(algorithm, episodes, seed)
 
     def close(self) -> None:

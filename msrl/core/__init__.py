@@ -21,7 +21,7 @@ from msrl.core._config import (MAX_CONFIG_BYTES, apply_overrides, build_dataclas
 from msrl.core._deferred import Deferred, deferred, deferring, has_deferred, pending_deferred, resolve_deferred
 from msrl.core._errors import (BuildError, CheckpointError, ConfigError, ControlFlowError, DivergenceError, EnvError,
                                HiddenStateError, MsrlError, TraceError, UndeclaredComponentError,
-                               UnsupportedOperationError)
+                               UnsupportedOperationError, WorkerLostError)
 from msrl.core._graph import (BATCHED, GLOBAL, OPS, CarryRef, DataflowGraph, GraphLintError, LoopRegion, Node, ValueRef,
                               iter_leaves, map_leaves)
 from msrl.core._spaces import AgentGroup, Box, Discrete, Space
@@ -30,7 +30,7 @@ from msrl.core._tracing import ROLES, role_of, steps, trace
 __all__ = [
     "BATCHED", "GLOBAL", "MAX_CONFIG_BYTES", "OPS", "ROLES", "Actor", "AgentGroup", "Algorithm", "Batched", "Box", "Buffer",
     "BuildError", "CarryRef", "CheckpointError", "Component", "ConfigError", "ControlFlowError", "DataflowGraph",
-    "Declared", "Deferred", "Discrete", "DivergenceError", "EnvDefaults", "EnvError", "Environment", "Global", "GraphLintError",
+    "Declared", "Deferred", "Discrete", "DivergenceError", "EnvDefaults", "EnvError", "Environment", "Global", "GraphLintError", "WorkerLostError",
     "HiddenStateError", "Learner", "LoopRegion", "MsrlError", "NoValue", "Node", "RunInfo", "Space", "TraceError",
     "UndeclaredComponentError", "UnsupportedOperationError", "ValueRef", "apply_overrides", "build_dataclass",
     "building", "check_unit_interval", "coerce", "component_class", "constructing", "deferred", "deferring", "env_defaults", "has_deferred",

@@ -28,6 +28,12 @@ class DivergenceError(MsrlError):
     at the iteration it happened, its last checkpoint and metrics kept."""
 
 
+class WorkerLostError(MsrlError):
+    """A fragment worker died (its process or node was lost) or stopped answering liveness
+    checks.  A run recovers from its last checkpoint up to ``max_restarts`` times; after
+    that, or where a run cannot recover, this error stops it with the worker named."""
+
+
 class BuildError(MsrlError):
     """An algorithm's ``__init__`` uses a component that msrl does not construct in this
     process (it belongs to another fragment), or a fragment's build does not match the plan."""
