@@ -30,7 +30,7 @@ from torch import nn
 import msrl.envs
 from msrl.core import (Actor, AgentGroup, Algorithm, Batched, Box, Buffer, ConfigError, Discrete, Global, Learner,
                        NoValue, RunInfo, check_unit_interval, deferred, split, steps)
-from msrl.rl import ActorCritic, action_layout, check_action_space, copy_weights, gae
+from msrl.rl import ActorCritic, action_layout, check_action_space, copy_weights, gae, load_generator_state
 
 CENTRAL_INPUT_LIMIT = 4096
 """Largest global state (numbers per environment) the centralised critic takes: beyond it the
@@ -195,7 +195,7 @@ class MultiAgentActor(Actor):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.agents.load_state_dict(state["agents"])
-        self.generator.set_state(state["generator"])
+        load_generator_state(self.generator, state["generator"])
 
 
 class GroupBatch(NamedTuple):
@@ -345,7 +345,7 @@ class MAPPOLearner(Learner):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.agents.load_state_dict(state["agents"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.generator.set_state(state["generator"])
+        load_generator_state(self.generator, state["generator"])
         self.updates = int(state["updates"])
 
 

@@ -30,7 +30,7 @@ import msrl.envs
 from msrl.core import (Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, check_unit_interval,
                        deferred, split, steps)
 from msrl.rl import (OBS_STATS, ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, RunningMeanStd, TwinMLP,
-                     action_layout, check_action_space, clip_grad_norm_, copy_weights, ppo_losses)
+                     action_layout, check_action_space, clip_grad_norm_, copy_weights, load_generator_state, ppo_losses)
 
 
 @dataclass
@@ -207,7 +207,7 @@ class PPOLearner(Learner):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.generator.set_state(state["generator"])
+        load_generator_state(self.generator, state["generator"])
         self.updates = int(state["updates"])
         if self.obs_stats is not None:
             self.obs_stats.load_state_dict(state[OBS_STATS])

@@ -19,19 +19,21 @@ from policies._spec import DistributionPolicy, FragmentSpec
 class LocalParams:
     """``local``: one fragment, one replica, in the driver process, no Ray."""
 
-    executor: str = "cpu"
+    executor: str = ""
+    """Empty means ``torch`` on a cuda device and ``cpu`` otherwise."""
     cpus: int = 1
     device: str = ""
     """Torch device; empty means ``cuda`` for the cuda executor and ``cpu`` otherwise."""
 
 
 def _local(params: LocalParams) -> DistributionPolicy:
+    device = _device(params.device, params.executor, 0.0)
     fragment = FragmentSpec(
         name="local",
         components=["*"],
-        executor=params.executor,
+        executor=_executor(params.executor, device),
         resources={"CPU": float(params.cpus)},
-        device=params.device or ("cuda" if params.executor == "cuda" else "cpu"),
+        device=device,
     )
     return DistributionPolicy("local", [fragment], in_process=True)
 
@@ -39,6 +41,12 @@ def _local(params: LocalParams) -> DistributionPolicy:
 def _device(device: str, executor: str, gpus: float) -> str:
     """An empty device means: ``cuda`` when the fragment asks for a GPU or runs CUDA kernels, else ``cpu``."""
     return device or ("cuda" if gpus > 0 or executor == "cuda" else "cpu")
+
+
+def _executor(executor: str, device: str) -> str:
+    """An empty executor means: ``torch`` on a cuda device (the cpu executor runs on the CPU only),
+    else ``cpu``.  So asking for a GPU (``learner_gpus: 1``) is enough to get a learner that uses it."""
+    return executor or ("torch" if device.startswith("cuda") else "cpu")
 
 
 def _resources(cpus: float, gpus: float) -> dict[str, float]:
@@ -54,18 +62,21 @@ class CoarseParams:
     actors: int = 2
     actor_executor: str = "cpu"
     actor_cpus: float = 1.0
-    learner_executor: str = "cpu"
+    learner_executor: str = ""
+    """Empty means ``torch`` when the learner is on a GPU (``learner_gpus`` or a cuda
+    ``learner_device``) and ``cpu`` otherwise."""
     learner_cpus: float = 1.0
     learner_gpus: float = 0.0
     learner_device: str = ""
+    """Empty means ``cuda`` with ``learner_gpus`` or the cuda executor, else ``cpu``."""
     placement: str = "PACK"
 
 
 def _learner_fragment(components: list[str], params: Any) -> FragmentSpec:
     """The single-replica learner fragment of the single-learner presets, from their ``learner_*`` parameters."""
-    return FragmentSpec("learner", components, executor=params.learner_executor,
-                        resources=_resources(params.learner_cpus, params.learner_gpus),
-                        device=_device(params.learner_device, params.learner_executor, params.learner_gpus))
+    device = _device(params.learner_device, params.learner_executor, params.learner_gpus)
+    return FragmentSpec("learner", components, executor=_executor(params.learner_executor, device),
+                        resources=_resources(params.learner_cpus, params.learner_gpus), device=device)
 
 
 def _coarse(params: CoarseParams, name: str = "single_learner_coarse", mode: str = "sync") -> DistributionPolicy:
@@ -96,7 +107,8 @@ class FineParams:
     envs: int = 2
     env_executor: str = "cpu"
     env_cpus: float = 1.0
-    learner_executor: str = "cpu"
+    learner_executor: str = ""
+    """Empty means ``torch`` when the learner is on a GPU, ``cpu`` otherwise (as ``single_learner_coarse``)."""
     learner_cpus: float = 1.0
     learner_gpus: float = 0.0
     learner_device: str = ""
@@ -118,7 +130,8 @@ class MultiLearnerParams:
     replicas keep identical weights.  ``num_envs`` is split evenly across them."""
 
     learners: int = 2
-    executor: str = "cpu"
+    executor: str = ""
+    """Empty means ``torch`` when the replicas are on GPUs (``gpus`` or a cuda ``device``), ``cpu`` otherwise."""
     cpus: float = 1.0
     gpus: float = 0.0
     device: str = ""
@@ -126,9 +139,10 @@ class MultiLearnerParams:
 
 
 def _multi_learner(params: MultiLearnerParams) -> DistributionPolicy:
+    device = _device(params.device, params.executor, params.gpus)
     return DistributionPolicy("multi_learner", [
-        FragmentSpec("worker", ["*"], replicas=params.learners, executor=params.executor,
-                     resources=_resources(params.cpus, params.gpus), device=_device(params.device, params.executor, params.gpus)),
+        FragmentSpec("worker", ["*"], replicas=params.learners, executor=_executor(params.executor, device),
+                     resources=_resources(params.cpus, params.gpus), device=device),
     ], placement=params.placement)
 
 

@@ -37,6 +37,9 @@ class FragmentSpec:
             raise ConfigError(f"fragment {self.name!r}: replicas must be a positive integer, got {self.replicas!r}")
         if not isinstance(self.executor, str) or not self.executor:
             raise ConfigError(f"fragment {self.name!r}: executor must be a name, got {self.executor!r}")
+        if not isinstance(self.device, str) or not self.device:
+            raise ConfigError(f"fragment {self.name!r}: device must be a torch device name, got {self.device!r}; "
+                              "valid choices: cpu, cuda, cuda:N")
         self._check_resources()
         self.resources = {k: float(v) for k, v in self.resources.items()}
 

@@ -20,7 +20,9 @@ for the replica that saved it (its share of the environments), not for this proc
 
 def load_components(recipe: fragments.BuildRecipe, states: dict[str, Any]) -> Algorithm:
     """The whole algorithm built in this process (every component, on the CPU and each
-    environment's default backend) with the saved actors and learners loaded."""
+    environment's default backend) with the saved actors and learners loaded.  A state saved
+    on a GPU loads too: its tensors are copied onto the CPU copies, and a CUDA generator's state
+    seeds the CPU generator in its place (``msrl.rl.load_generator_state``)."""
     algorithm = recipe.algorithm(recipe.config, fragments.run_info(recipe, None, None))
     for name, component in algorithm.components().items():
         if role_of(component) in LOADED_ROLES and name in states:

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import cluster
 import fragments
-from fragments.executors import get_executor
+from fragments.executors import check_fragment
 from msrl.app._config import LoadedConfig
 from msrl.app._registry import get_algorithm
 from msrl.core import BuildError, component_class, role_of, trace
-from policies import load_policy
+from policies import DistributionPolicy, load_policy
 
 
 @dataclass
@@ -34,15 +34,24 @@ def recipe_of(config: LoadedConfig) -> fragments.BuildRecipe:
 def plan(config: LoadedConfig) -> Plan:
     """Declare, trace and partition the configured run, and check every replica's build."""
     policy = load_policy(config.run.policy)
-    if policy.in_process:  # remote fragments are checked where they run
-        for spec in policy.fragments:
-            get_executor(spec.executor).check_available(spec)
+    preflight(policy, on_this_machine=policy.in_process)
     recipe = recipe_of(config)
     whole = fragments.declare(recipe)
     fdg = fragments.partition(trace(whole), policy)
     fragments.check_builds(recipe, fdg, whole)
     envs = [c for c in whole.components().values() if role_of(c) == "env"]
     return Plan(config, recipe, fdg, _agents_per_env(envs[0]) if len(envs) == 1 else 1)
+
+
+def preflight(policy: DistributionPolicy, on_this_machine: bool) -> None:
+    """Check every fragment's executor and device in the driver, before anything starts: the
+    executor is known and runs on the fragment's device, the device is one torch names.  With
+    ``on_this_machine`` (every replica will run in or beside this process) also that this machine
+    can run it (a GPU, pycuda).  Otherwise that is checked where each replica runs: on a cluster
+    the driver may have no GPU while the workers do.  Whether the cluster has the resources the
+    fragments ask for is checked when it is joined, before any actor starts (``cluster``)."""
+    for spec in policy.fragments:
+        check_fragment(spec, on_this_machine)
 
 
 def _agents_per_env(env: object) -> int:
@@ -58,4 +67,9 @@ def make_runtime(plan: Plan, address: str | None = None) -> fragments.Runtime:
     """The runtime for the plan's policy: in this process for ``local``, on Ray otherwise."""
     if plan.fdg.policy.in_process:
         return fragments.LocalRuntime(plan.recipe, plan.fdg)
-    return cluster.RayRuntime(plan.recipe, plan.fdg, address=address)
+    if cluster.starts_embedded(address):
+        # The Ray started now is this machine alone, and every replica runs here: what it cannot
+        # run fails now, not after Ray's start.
+        preflight(plan.fdg.policy, on_this_machine=True)
+    return cluster.RayRuntime(plan.recipe, plan.fdg, address=address,
+                              liveness_timeout_s=plan.config.run.liveness_timeout_s)

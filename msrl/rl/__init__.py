@@ -18,13 +18,13 @@ from msrl.rl._replay import ReplayBatch, ReplayBuffer
 from msrl.rl._returns import nstep_returns, vtrace
 from msrl.rl._rollout import RolloutBatch, RolloutBuffer, TrajectoryBatch
 from msrl.rl._spaces import action_layout, check_action_space
-from msrl.rl._state import copy_weights, load_state, save_state
+from msrl.rl._state import copy_weights, load_generator_state, load_state, save_state
 from msrl.rl._twin_mlp import TwinMLP
 
 __all__ = [
     "OBS_STATS", "ActorCritic", "ActorCriticActor", "CategoricalHead", "GaussianHead", "ReplayBatch", "ReplayBuffer",
     "RewardScaler", "RolloutBatch", "RolloutBuffer", "RunningMeanStd", "TrajectoryBatch", "TwinMLP", "action_head", "action_layout",
     "categorical_entropy", "categorical_log_prob", "check_action_space", "clip_grad_norm_", "copy_weights", "gae", "gaussian_entropy", "gaussian_log_prob",
-    "load_state", "mlp", "nstep_returns", "orthogonal_", "polyak_update_", "ppo_losses", "sample_categorical", "sample_tanh_gaussian",
+    "load_generator_state", "load_state", "mlp", "nstep_returns", "orthogonal_", "polyak_update_", "ppo_losses", "sample_categorical", "sample_tanh_gaussian",
     "save_state", "vtrace",
 ]

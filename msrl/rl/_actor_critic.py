@@ -11,6 +11,7 @@ from torch import nn
 from msrl.core import Actor, Batched, Box, ConfigError, Discrete, NoValue, Space
 from msrl.rl._heads import CategoricalHead, GaussianHead, orthogonal_
 from msrl.rl._normalize import RunningMeanStd
+from msrl.rl._state import load_generator_state
 
 
 def action_head(features: int, action_space: Space, generator: torch.Generator | None = None,
@@ -121,6 +122,6 @@ class ActorCriticActor(Actor):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
-        self.generator.set_state(state["generator"])
+        load_generator_state(self.generator, state["generator"])
         if self.obs_stats is not None:
             self.obs_stats.load_state_dict(state["obs_stats"])

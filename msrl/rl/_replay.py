@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import torch
 
 from msrl.core import Batched, Buffer, NoValue
+from msrl.rl._state import load_generator_state
 
 
 class ReplayBatch(NamedTuple):
@@ -101,4 +102,4 @@ class ReplayBuffer(Buffer):
         for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
             getattr(self, name)[:n] = state[name].to(self.device)
         self.position, self.size, self.inserted = int(state["position"]), n, int(state["inserted"])
-        self.generator.set_state(state["generator"])
+        load_generator_state(self.generator, state["generator"])

@@ -270,7 +270,7 @@ def test_coarse_programs_exchange_trajectories_and_weights():
     ({"preset": "single_learner_coarse", "actors": 4, "placement": "SPREAD"},
      {"rollout": (4, "cpu", {"CPU": 1.0}), "learner": (1, "cpu", {"CPU": 1.0})}, "SPREAD", "sync"),
     ({"preset": "single_learner_fine", "envs": 3, "env_cpus": 2, "learner_gpus": 1},
-     {"env": (3, "cpu", {"CPU": 2.0}), "learner": (1, "cpu", {"CPU": 1.0, "GPU": 1.0})}, "PACK", "sync"),
+     {"env": (3, "cpu", {"CPU": 2.0}), "learner": (1, "torch", {"CPU": 1.0, "GPU": 1.0})}, "PACK", "sync"),
     ({"preset": "multi_learner", "learners": 4, "cpus": 2, "placement": "STRICT_SPREAD"},
      {"worker": (4, "cpu", {"CPU": 2.0})}, "STRICT_SPREAD", "sync"),
     ({"preset": "gpu_only", "cpus": 2},
