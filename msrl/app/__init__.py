@@ -4,9 +4,11 @@ evaluation and the command line, on everything below (``msrl.core``,
 
 Its public names are also ``msrl``'s: ``msrl.train``, ``msrl.evaluate``,
 ``msrl.load``.  ``Trainer`` drives a run one iteration at a time; ``compare`` runs a
-config under several policies (``msrl compare``), ``plot_curves`` draws learning curves.
+config under several policies (``msrl compare``), ``plot_curves`` draws learning curves;
+``load_checkpoint`` / ``save_checkpoint`` read and write verified checkpoint files.
 """
 
+from msrl.app._checkpoint import load_checkpoint, save_checkpoint
 from msrl.app._cli import main
 from msrl.app._compare import Comparison, compare
 from msrl.app._config import LoadedConfig, RunConfig, load_config
@@ -19,6 +21,6 @@ from msrl.app._run import CHECKPOINT_NAME, EVAL_NAME, METRICS_NAME, Run, Trainer
 
 __all__ = [
     "CHECKPOINT_NAME", "EVAL_NAME", "METRICS_NAME", "Comparison", "Evaluation", "LoadedConfig", "Plan", "Run",
-    "RunConfig", "Trainer", "algorithm_names", "compare", "evaluate", "get_algorithm", "load", "load_config", "main",
-    "make_runtime", "plan", "plot_curves", "plot_time_split", "read_metrics", "train",
+    "RunConfig", "Trainer", "algorithm_names", "compare", "evaluate", "get_algorithm", "load", "load_checkpoint", "load_config", "main",
+    "make_runtime", "plan", "plot_curves", "plot_time_split", "read_metrics", "save_checkpoint", "train",
 ]

@@ -25,7 +25,11 @@ def load_components(recipe: fragments.BuildRecipe, states: dict[str, Any]) -> Al
     seeds the CPU generator in its place (``msrl.rl.load_generator_state``)."""
     algorithm = recipe.algorithm(recipe.config, fragments.run_info(recipe, None, None))
     for name, component in algorithm.components().items():
-        if role_of(component) in LOADED_ROLES and name in states:
+        if role_of(component) in LOADED_ROLES:
+            if not isinstance(states.get(name), dict) or (not states[name] and component.state_dict()):
+                # evaluating the untrained network it would leave would report a result of nothing
+                raise CheckpointError(f"checkpoint has no state for {role_of(component)} {name!r} of "
+                                      f"{recipe.algorithm.__name__}; it cannot be evaluated or loaded")
             try:
                 component.load_state_dict(states[name])
             except (KeyError, RuntimeError, ValueError, TypeError) as exc:

@@ -86,6 +86,8 @@ class Trainer:
                  stream: TextIO = sys.stderr) -> None:
         self.config, checkpoint = read_config(config, overrides, resume)
         self.plan = plan(self.config)
+        if checkpoint is not None:
+            _check_complete(checkpoint, self.config, list(self.plan.fdg.graph.components))
         self.stream, self.address = stream, address
         # a resumed run's directory is locked before anything starts: two resumes of one checkpoint
         # would otherwise both run and leave one's checkpoint beside the other's metrics
@@ -312,6 +314,16 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
             if index < len(lines) - 1:  # only the last line may be cut short (an interrupted write)
                 raise
     return records
+
+
+def _check_complete(checkpoint: dict[str, Any], config: LoadedConfig, components: Sequence[str]) -> None:
+    """Every component of the run has its state in the checkpoint: one left out would silently start
+    fresh (an untrained actor, an empty buffer)."""
+    states = checkpoint["components"]
+    missing = [name for name in components if not isinstance(states, dict) or name not in states]
+    if missing:
+        raise CheckpointError(f"checkpoint has no state for component(s) {', '.join(map(repr, missing))} of "
+                              f"algorithm {config.run.algorithm!r}; it cannot be resumed")
 
 
 def _restore(runtime: Any, checkpoint: dict[str, Any], config: LoadedConfig) -> None:
