@@ -21,17 +21,60 @@ from typing import Any
 
 import torch
 
-from msrl.core import CheckpointError
+from msrl.core import CheckpointError, ConfigError, check_plain_tree
 
 FORMAT = "msrl-checkpoint/2"
 _REQUIRED = ("format", "config", "iteration", "env_steps", "components")
 
 
-def digest(payload: Any) -> str:
-    """SHA-256 of a checkpoint's contents (tensors by dtype, shape and bytes; mappings in key order)."""
-    sha = hashlib.sha256()
+MAX_VALUES = 2_000_000
+"""Most values (tensors, mappings, lists, scalars) a checkpoint holds, counted as the digest walks
+them: a real one holds a few thousand (a DQN run's, its 100k-transition replay buffer included:
+tensors count once), while one crafted with shared references walks as a tree of 10^25."""
+MAX_DEPTH = 64
+"""Deepest nesting in a checkpoint (real ones: under 10); a cycle is infinitely deep."""
 
-    def feed(value: Any) -> None:
+
+def check_size(payload: Any) -> None:
+    """Refuse, before walking it as a tree, a payload that would walk as over ``MAX_VALUES`` values or
+    nests over ``MAX_DEPTH`` levels: each container's expanded size is worked out once (its id
+    remembered), so shared references cost what they take on disk, not what they expand to."""
+    sizes: dict[int, int] = {}
+    open_ids: set[int] = set()
+
+    def size(value: Any, depth: int) -> int:
+        if not isinstance(value, (dict, list, tuple)):
+            return 1
+        key = id(value)
+        if key in sizes:
+            return sizes[key]
+        if depth > MAX_DEPTH or key in open_ids:
+            raise CheckpointError(f"checkpoint nests over {MAX_DEPTH} levels (a cycle?); an msrl checkpoint never does")
+        open_ids.add(key)
+        children = value.values() if isinstance(value, dict) else value
+        total = 1 + sum(size(child, depth + 1) for child in children)
+        open_ids.discard(key)
+        if total > MAX_VALUES:
+            raise CheckpointError(f"checkpoint expands to over {MAX_VALUES:,} values (shared references?); "
+                                  f"an msrl checkpoint holds a few thousand")
+        sizes[key] = total
+        return total
+
+    size(payload, 0)
+
+
+def digest(payload: Any) -> str:
+    """SHA-256 of a checkpoint's contents (tensors by dtype, shape and bytes; mappings in key order).
+    A payload of over ``MAX_VALUES`` values or ``MAX_DEPTH`` levels is refused as it is walked."""
+    sha = hashlib.sha256()
+    visited = 0
+
+    def feed(value: Any, depth: int = 0) -> None:
+        nonlocal visited
+        visited += 1
+        if visited > MAX_VALUES or depth > MAX_DEPTH:
+            raise CheckpointError(f"checkpoint holds over {MAX_VALUES:,} values or nests over {MAX_DEPTH} levels "
+                                  f"(shared references or a cycle?); an msrl checkpoint never does")
         if isinstance(value, torch.Tensor):
             data = value.detach().cpu().contiguous()
             sha.update(f"T{data.dtype}{tuple(data.shape)}".encode())
@@ -40,11 +83,11 @@ def digest(payload: Any) -> str:
             sha.update(f"D{len(value)}".encode())
             for key in sorted(value, key=repr):
                 sha.update(repr(key).encode())
-                feed(value[key])
+                feed(value[key], depth + 1)
         elif isinstance(value, (list, tuple)):
             sha.update(f"L{len(value)}".encode())
             for item in value:
-                feed(item)
+                feed(item, depth + 1)
         else:
             sha.update(f"V{type(value).__name__}:{value!r}".encode())
 
@@ -79,6 +122,7 @@ def load_checkpoint(path: str) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {path!r} is corrupt or not an msrl checkpoint ({type(exc).__name__})") from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path!r} is not an msrl checkpoint (expected format {FORMAT})")
+    check_size(payload)
     manifest = payload.pop("manifest", None)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("sha256"), str):
         raise CheckpointError(f"checkpoint {path!r} has no manifest; it cannot be verified")
@@ -88,4 +132,8 @@ def load_checkpoint(path: str) -> dict[str, Any]:
     missing = [key for key in _REQUIRED if key not in payload]
     if missing:
         raise CheckpointError(f"checkpoint {path!r} is incomplete: missing {', '.join(missing)}")
+    try:
+        check_plain_tree(payload["config"], "its config")
+    except ConfigError as exc:
+        raise CheckpointError(f"checkpoint {path!r}: {exc}") from None
     return payload

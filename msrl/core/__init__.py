@@ -16,7 +16,7 @@ from msrl.core._algorithm import Algorithm, RunInfo
 from msrl.core._build import (Declared, EnvDefaults, building, component_class, constructing, env_defaults, share,
                               split, split_fields)
 from msrl.core._components import Actor, Batched, Buffer, Component, Environment, Global, Learner, NoValue
-from msrl.core._config import (MAX_CONFIG_BYTES, apply_overrides, build_dataclass, check_unit_interval, coerce,
+from msrl.core._config import (MAX_CONFIG_BYTES, apply_overrides, build_dataclass, check_plain_tree, check_unit_interval, coerce,
                                parse_yaml, read_yaml)
 from msrl.core._deferred import Deferred, deferred, deferring, has_deferred, pending_deferred, resolve_deferred
 from msrl.core._errors import (BuildError, CheckpointError, ConfigError, ControlFlowError, DivergenceError, EnvError,
@@ -33,7 +33,7 @@ __all__ = [
     "Declared", "Deferred", "Discrete", "DivergenceError", "EnvDefaults", "EnvError", "Environment", "Global", "GraphLintError", "WorkerLostError",
     "HiddenStateError", "Learner", "LoopRegion", "MsrlError", "NoValue", "Node", "RunInfo", "Space", "TraceError",
     "UndeclaredComponentError", "UnsupportedOperationError", "ValueRef", "apply_overrides", "build_dataclass",
-    "building", "check_unit_interval", "coerce", "component_class", "constructing", "deferred", "deferring", "env_defaults", "has_deferred",
+    "building", "check_plain_tree", "check_unit_interval", "coerce", "component_class", "constructing", "deferred", "deferring", "env_defaults", "has_deferred",
     "iter_leaves", "map_leaves", "parse_yaml", "pending_deferred", "read_yaml", "resolve_deferred", "role_of",
     "share", "split", "split_fields", "steps", "trace",
 ]

@@ -68,8 +68,40 @@ def read_yaml(path: str) -> dict[str, Any]:
     return data
 
 
+MAX_CONFIG_NODES = 100_000
+"""Most values (mappings, lists and scalars together) in a config: the shipped ones have under 100,
+a custom policy of many fragments a few thousand."""
+MAX_CONFIG_DEPTH = 32
+"""Deepest nesting in a config (the shipped ones: 3)."""
+
+
+def check_plain_tree(value: Any, what: str = "config") -> None:
+    """Refuse a config that is not a plain tree of bounded size: a mapping or list that appears twice
+    (shared references, which YAML aliases or a crafted checkpoint's pickle make: copying expands
+    them, 10 levels of 10 are 10^10 values), a cycle, over ``MAX_CONFIG_NODES`` values or nesting
+    over ``MAX_CONFIG_DEPTH``.  Each container is visited once, so the check itself is bounded."""
+    seen: set[int] = set()
+    count = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > MAX_CONFIG_NODES:
+            raise ConfigError(f"{what} has over {MAX_CONFIG_NODES:,} values; a config is at most that")
+        if isinstance(item, (dict, list, tuple)):
+            if depth >= MAX_CONFIG_DEPTH:
+                raise ConfigError(f"{what} is nested over {MAX_CONFIG_DEPTH} levels deep; a config is at most that")
+            if not isinstance(item, tuple) and id(item) in seen:  # tuples are immutable: sharing one is harmless
+                raise ConfigError(f"{what} uses one mapping or list in several places (a shared reference); "
+                                  f"a config must be a plain tree: write each value out")
+            seen.add(id(item))
+            children = list(item.keys()) + list(item.values()) if isinstance(item, dict) else list(item)
+            stack.extend((child, depth + 1) for child in children)
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``key.sub=value`` overrides; values are parsed as YAML scalars."""
+    check_plain_tree(raw)
     raw = _deep_copy(raw)
     for item in overrides:
         key, sep, text = item.partition("=")
