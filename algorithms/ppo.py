@@ -99,6 +99,10 @@ class PPOConfig:
             )
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        if self.norm_adv and self.minibatch_size < 2:  # the std of one advantage is NaN, then every weight
+            raise ConfigError(f"algo.num_minibatches ({self.num_minibatches}) leaves minibatches of one sample, "
+                              f"whose advantages cannot be normalised; use at most {self.batch_size // 2} "
+                              f"minibatches, or norm_adv: false")
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -110,6 +114,9 @@ class PPOLearner(Learner):
         if config.batch_size % config.num_minibatches:  # this learner's share of the batch, under every policy
             raise ConfigError(f"algo.num_minibatches ({config.num_minibatches}) must divide the batch each learner "
                               f"learns from ({config.batch_size} = its num_envs x num_steps)")
+        if config.norm_adv and config.minibatch_size < 2:
+            raise ConfigError(f"algo.num_minibatches ({config.num_minibatches}) leaves each learner minibatches of one "
+                              f"sample, whose advantages cannot be normalised; use fewer, or norm_adv: false")
         self.config = config
         self.device = torch.device(device)
         self.net = self.network(obs_dim, action_space, config, seed).to(self.device)

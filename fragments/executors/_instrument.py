@@ -1,6 +1,6 @@
 """The measurements around an executor's interpreter: wall time per phase (env,
 inference, learn, buffer, communication), environment steps, and the check
-that environments return finite values.
+that environments return finite values (from step, reset and observe) and learners finite weights.
 
 They live in one hook, called around every node and every transfer, so the
 interpreter's op methods stay what the graph says and nothing else.  Built once
@@ -33,6 +33,8 @@ class Instrumentation:
         self._phase = {n.name: PHASE_OF_ROLE[roles[n.component]] for n in nodes if n.op == "call_component"}
         self._steps = {n.name: components[n.component].num_envs for n in nodes
                        if n.op == "call_component" and roles[n.component] == "env" and n.method == "step"}
+        self._observations = {n.name for n in nodes if n.op == "call_component" and roles[n.component] == "env"
+                              and n.method in ("reset", "observe")}
         self._finite = check_finite
         self._weights = {n.name for n in nodes if n.op == "call_component" and roles[n.component] == "learner"
                          and n.method == "get_weights"}
@@ -55,6 +57,8 @@ class Instrumentation:
             self.env_steps += steps
             if self._finite:
                 check_finite(result, node.component)
+        elif self._finite and node.name in self._observations:
+            check_finite(result[:1], node.component, node.method)  # the observations (reset's info is not checked)
         return result
 
     @contextlib.contextmanager
@@ -83,8 +87,9 @@ def check_weights(values: tuple, component: str) -> None:
                                   f"at the losses in metrics.jsonl")
 
 
-def check_finite(values: tuple, component: str) -> None:
-    """Reject NaN/inf in an environment's step outputs: training on them silently ruins the run."""
+def check_finite(values: tuple, component: str, method: str = "step") -> None:
+    """Reject NaN/inf in an environment's outputs (``step``'s, or the observations of ``reset`` and
+    ``observe``): training on them silently ruins the run."""
     for index, value in enumerate(values):
         if isinstance(value, np.ndarray) and value.dtype.kind == "f":
             ok = bool(np.isfinite(value).all())
@@ -94,4 +99,5 @@ def check_finite(values: tuple, component: str) -> None:
             continue
         if not ok:
             name = STEP_OUTPUTS[index] if index < len(STEP_OUTPUTS) else f"output {index}"
-            raise EnvError(f"environment {component!r} returned a non-finite {name} (NaN or inf); fix the environment or its inputs")
+            raise EnvError(f"environment {component!r} returned a non-finite {name} (NaN or inf) from {method}(); "
+                           f"fix the environment or its inputs")

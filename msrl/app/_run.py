@@ -24,7 +24,7 @@ from msrl.app._evaluate import Evaluation, evaluate_algorithm
 from msrl.app._load import load_components
 from msrl.app._plan import make_runtime, plan
 from msrl.app._tensorboard import ScalarLog
-from msrl.core import CheckpointError, ConfigError, WorkerLostError
+from msrl.core import CheckpointError, ConfigError, DivergenceError, EnvError, WorkerLostError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 METRICS_NAME = "metrics.jsonl"
@@ -143,7 +143,11 @@ class Trainer:
 
     def _step(self) -> dict[str, Any]:
         start = time.perf_counter()
-        result = self.runtime.run_iteration(more=self._another_follows())
+        try:
+            result = self.runtime.run_iteration(more=self._another_follows())
+        except (DivergenceError, EnvError) as exc:  # where it happened, and in which iteration of the run
+            raise type(exc)(f"iteration {self.iteration + 1}: {exc}") from exc
+        _check_losses(result.output, self.iteration + 1)
         elapsed = time.perf_counter() - start
         self.iteration += 1
         self.env_steps += result.env_steps
@@ -314,6 +318,23 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
             if index < len(lines) - 1:  # only the last line may be cut short (an interrupted write)
                 raise
     return records
+
+
+def _check_losses(output: Any, iteration: int) -> None:
+    """Stop at the first update whose reported loss is NaN or inf (every learner output named
+    ``*loss*``), before its record or a checkpoint is written: with gradient clipping the weights may
+    stay finite for a while, and the run would log nan to the end."""
+    if not isinstance(output, dict):
+        return
+    for key, value in output.items():
+        try:
+            value = float(value)  # numbers, numpy and 0-d torch scalars
+        except (TypeError, ValueError):
+            continue
+        if "loss" in key and not math.isfinite(value):
+            raise DivergenceError(f"iteration {iteration}: the learner's update reported {key} = {value}; the run "
+                                  f"stops here, its last checkpoint kept: lower algo.learning_rate or check the "
+                                  f"rewards and observations")
 
 
 def _check_complete(checkpoint: dict[str, Any], config: LoadedConfig, components: Sequence[str]) -> None:
