@@ -19,7 +19,7 @@ import msrl.envs
 from msrl.core import (Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, check_unit_interval,
                        split, steps)
 from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, action_layout, check_action_space,
-                     copy_weights, load_state, save_state)
+                     copy_weights, load_state, normalize_advantages, save_state)
 
 
 @dataclass
@@ -88,7 +88,7 @@ class A2CLearner(Learner):
             self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
         self.updates += 1
         if cfg.norm_adv:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = normalize_advantages(advantages)
         dist, values = self.net(obs)
         policy_loss = -(self.net.head.log_prob(dist, actions) * advantages).mean()
         value_loss = 0.5 * (returns - values).square().mean()

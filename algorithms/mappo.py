@@ -30,7 +30,8 @@ from torch import nn
 import msrl.envs
 from msrl.core import (Actor, AgentGroup, Algorithm, Batched, Box, Buffer, ConfigError, Discrete, Global, Learner,
                        NoValue, RunInfo, check_unit_interval, deferred, split, steps)
-from msrl.rl import ActorCritic, action_layout, check_action_space, copy_weights, gae, load_generator_state
+from msrl.rl import (ActorCritic, action_layout, check_action_space, copy_weights, gae, load_generator_state,
+                     normalize_advantages)
 
 CENTRAL_INPUT_LIMIT = 4096
 """Largest global state (numbers per environment) the centralised critic takes: beyond it the
@@ -319,7 +320,7 @@ class MAPPOLearner(Learner):
             params = net.policy(b.obs)
             logprobs[g] = net.head.log_prob(params, b.actions)
             ratio = (logprobs[g] - b.logprobs).exp()
-            adv = (b.advantages - b.advantages.mean()) / (b.advantages.std() + 1e-8)
+            adv = normalize_advantages(b.advantages)
             weight = b.logprobs.numel() / total
             pg_loss = pg_loss + weight * torch.max(-adv * ratio,
                                                    -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()

@@ -30,7 +30,8 @@ import msrl.envs
 from msrl.core import (Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, check_unit_interval,
                        deferred, split, steps)
 from msrl.rl import (OBS_STATS, ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, RunningMeanStd, TwinMLP,
-                     action_layout, check_action_space, clip_grad_norm_, copy_weights, load_generator_state, ppo_losses)
+                     action_layout, check_action_space, clip_grad_norm_, copy_weights, load_generator_state,
+                     normalize_advantages, ppo_losses)
 
 
 @dataclass
@@ -99,10 +100,6 @@ class PPOConfig:
             )
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
-        if self.norm_adv and self.minibatch_size < 2:  # the std of one advantage is NaN, then every weight
-            raise ConfigError(f"algo.num_minibatches ({self.num_minibatches}) leaves minibatches of one sample, "
-                              f"whose advantages cannot be normalised; use at most {self.batch_size // 2} "
-                              f"minibatches, or norm_adv: false")
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -114,9 +111,6 @@ class PPOLearner(Learner):
         if config.batch_size % config.num_minibatches:  # this learner's share of the batch, under every policy
             raise ConfigError(f"algo.num_minibatches ({config.num_minibatches}) must divide the batch each learner "
                               f"learns from ({config.batch_size} = its num_envs x num_steps)")
-        if config.norm_adv and config.minibatch_size < 2:
-            raise ConfigError(f"algo.num_minibatches ({config.num_minibatches}) leaves each learner minibatches of one "
-                              f"sample, whose advantages cannot be normalised; use fewer, or norm_adv: false")
         self.config = config
         self.device = torch.device(device)
         self.net = self.network(obs_dim, action_space, config, seed).to(self.device)
@@ -171,7 +165,7 @@ class PPOLearner(Learner):
         logprobs = self.net.head.log_prob(dist, actions)
         ratio = (logprobs - old_logprobs).exp()
         if cfg.norm_adv:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = normalize_advantages(advantages)
         pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
         v_loss = (values - returns).square()
         if cfg.clip_vloss:

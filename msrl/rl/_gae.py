@@ -38,3 +38,14 @@ def gae(
         advantage = torch.addcmul(deltas[t], carry[t], advantage)
         advantages[t] = advantage
     return advantages, advantages + values
+
+
+def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Advantages shifted to mean 0 and scaled to std 1, as PPO and A2C normalise each minibatch.
+
+    A minibatch of one sample is returned as it is (Stable-Baselines3's rule): the std of one value
+    is NaN, and dividing by it made every weight NaN after the first update.
+    """
+    if advantages.numel() < 2:
+        return advantages
+    return (advantages - advantages.mean()) / (advantages.std() + eps)

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from msrl.rl._gae import normalize_advantages
+
 
 def _policy_loss(logits: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                  clip: float, norm_adv: bool, with_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -32,7 +34,7 @@ def _policy_loss(logits: torch.Tensor, actions: torch.Tensor, old_logprobs: torc
     index = actions.long().unsqueeze(-1)
     ratio = (log_probs.gather(-1, index).squeeze(-1) - old_logprobs).exp_()
     if norm_adv:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        advantages = normalize_advantages(advantages)
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1 - clip, 1 + clip)
     loss = torch.maximum(unclipped, clipped).mean()

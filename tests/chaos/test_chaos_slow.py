@@ -1,7 +1,7 @@
-"""The long chaos cases (issue 15), left out of CI (``-m slow``): a rollout worker killed twice at
-random iterations of a full PPO CartPole run, which still reaches the threshold; twenty learner kills
-at random moments, mid-iteration included, none of which hangs; and a node of a simulated
-multi-node cluster removed under a running fragment."""
+"""The long chaos cases (issue 15), left out of CI (``-m slow``): a killed learner, recovered from as
+if nothing happened; a rollout worker killed twice at random iterations of a full PPO CartPole run,
+which still reaches the threshold; twenty learner kills at random moments, mid-iteration included,
+none of which hangs; and a node of a simulated multi-node cluster removed under a running fragment."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 import msrl
 from msrl.app import Trainer, read_metrics
+from test_worker_faults import COMMON, STEPS_PER_ITERATION, _learning, _signal_between, undisturbed  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +25,17 @@ COARSE = ["progress=false", "policy=single_learner_coarse", "checkpoint_every=5"
 STEP_BOUND_S = 90.0
 """No step may take longer: the liveness poll and bound, closing the workers, new ones and a
 checkpoint load, with room for a slow machine."""
+
+
+def test_a_killed_learner_resumes_from_the_last_checkpoint(undisturbed: list[dict], tmp_path: Path) -> None:
+    with Trainer(CONFIG, [f"runs_dir={tmp_path}", *COMMON]) as trainer:
+        _signal_between(trainer, {3: ("learner", signal.SIGKILL)})  # the checkpoint before it is at 2
+        run_dir = trainer.run_dir
+    metrics = read_metrics(run_dir)
+    assert metrics[-1]["restarts"] == 1
+    # one iteration past the checkpoint, or two where the learner had finished the next one
+    assert metrics[-1]["lost_env_steps"] in {n * STEPS_PER_ITERATION for n in (1, 2)}
+    assert _learning(metrics) == _learning(undisturbed)
 
 
 def test_a_rollout_worker_killed_twice_at_random_iterations_still_reaches_the_threshold(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""Lost and stuck fragment workers on the embedded Ray (issue 15): a killed rollout worker, a killed
-learner and a stopped (SIGSTOP) worker each send the run back to its last checkpoint on fresh
+"""Lost and stuck fragment workers on the embedded Ray (issue 15), the cases CI runs: a rollout worker
+killed twice and a stopped (SIGSTOP) worker each send the run back to its last checkpoint on fresh
 workers, and the run goes on to the same results as one without faults; past ``max_restarts`` the
-run stops with one line, its checkpoint kept.
+run stops with one line, its checkpoint kept.  A killed learner, and the longer cases, are in
+``test_chaos_slow.py``.
 
 The workers are real Ray actor processes, killed with real signals between iterations, while the
 other replicas wait on them (the learner for the killed rollout's trajectories, the rollouts for the
@@ -22,8 +23,8 @@ from msrl import WorkerLostError
 from msrl.app import Trainer, read_metrics
 
 CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml")
-ITERATIONS = 8
-COMMON = ["progress=false", "eval_episodes=0", "policy=single_learner_coarse", "checkpoint_every=3",
+ITERATIONS = 6
+COMMON = ["progress=false", "eval_episodes=0", "policy=single_learner_coarse", "checkpoint_every=2",
           "algo.num_envs=8", "algo.num_steps=32", f"total_env_steps={ITERATIONS * 8 * 32}"]
 STEPS_PER_ITERATION = 8 * 32
 TIMING = ("wall_time", "steps_per_s", "restarts", "lost_env_steps")
@@ -60,8 +61,8 @@ def test_a_rollout_worker_killed_twice_is_recovered_from_and_the_run_learns_as_w
         undisturbed: list[dict], tmp_path: Path) -> None:
     sockets_before = set(Path(tempfile.gettempdir()).glob("msrl-*"))
     with Trainer(CONFIG, [f"runs_dir={tmp_path}", *COMMON]) as trainer:
-        # killed at iterations 4 and 7: the checkpoints before them are at 3 and 6
-        _signal_between(trainer, {4: ("rollout", signal.SIGKILL), 7: ("rollout", signal.SIGKILL)})
+        # killed after iterations 3 and 5: the checkpoints before them are at 2 and 4
+        _signal_between(trainer, {3: ("rollout", signal.SIGKILL), 5: ("rollout", signal.SIGKILL)})
         run_dir = trainer.run_dir
     metrics = read_metrics(run_dir)
     assert [r["iteration"] for r in metrics] == list(range(1, ITERATIONS + 1))  # rewound, then redone once
@@ -75,25 +76,21 @@ def test_a_rollout_worker_killed_twice_is_recovered_from_and_the_run_learns_as_w
     assert not [directory for directory in left if _abandoned(directory)]
 
 
-def test_a_killed_learner_resumes_from_the_last_checkpoint(undisturbed: list[dict], tmp_path: Path) -> None:
-    with Trainer(CONFIG, [f"runs_dir={tmp_path}", *COMMON]) as trainer:
-        _signal_between(trainer, {5: ("learner", signal.SIGKILL)})
-        run_dir = trainer.run_dir
-    metrics = read_metrics(run_dir)
-    assert metrics[-1]["restarts"] == 1
-    assert metrics[-1]["lost_env_steps"] in {n * STEPS_PER_ITERATION for n in (2, 3)}  # see the rollout case
-    assert _learning(metrics) == _learning(undisturbed)
-
-
 def test_a_stopped_worker_is_killed_and_recovered_from_within_the_liveness_bound(
         undisturbed: list[dict], tmp_path: Path) -> None:
     with Trainer(CONFIG, [f"runs_dir={tmp_path}", *COMMON, "liveness_timeout_s=5"]) as trainer:
-        for _ in range(4):
+        for _ in range(3):
             trainer.step()
         os.kill(trainer.runtime.worker_pids()["rollout"][0], signal.SIGSTOP)
-        start = time.monotonic()
-        record = trainer.step()  # waits on the stopped worker: found silent, killed, recovered from
-        elapsed = time.monotonic() - start
+        # the step that waits on the stopped worker finds it silent, kills it and recovers; the one
+        # right after the signal may still complete, if the worker had finished the iteration queued
+        # ahead before it stopped
+        for _ in range(3):
+            start = time.monotonic()
+            record = trainer.step()
+            elapsed = time.monotonic() - start
+            if record["restarts"]:
+                break
         while not trainer.done:
             trainer.step()
         run_dir = trainer.run_dir
@@ -105,13 +102,14 @@ def test_a_stopped_worker_is_killed_and_recovered_from_within_the_liveness_bound
 
 def test_past_max_restarts_the_run_stops_with_one_line_and_its_checkpoint_kept(tmp_path: Path) -> None:
     with Trainer(CONFIG, [f"runs_dir={tmp_path}", *COMMON, "max_restarts=0"]) as trainer:
-        for _ in range(4):
+        for _ in range(3):
             trainer.step()
         checkpoint = Path(trainer.run_dir) / "checkpoint.pt"
         saved = checkpoint.read_bytes()
         os.kill(trainer.runtime.worker_pids()["rollout"][0], signal.SIGKILL)
         with pytest.raises(WorkerLostError) as caught:
-            trainer.step()
+            for _ in range(3):  # see the stopped-worker case: the loss may be found a step later
+                trainer.step()
     message = str(caught.value)
     assert "\n" not in message
     assert "fragment rollout[0] was lost" in message and "max_restarts=0" in message

@@ -128,8 +128,8 @@ def _nan_loss_algorithm():
 NaNLossReinforce = _nan_loss_algorithm()
 
 
-def test_ppo_minibatches_of_one_sample_are_refused_before_they_make_every_weight_nan(tmp_path: Path) -> None:
-    with pytest.raises(msrl.ConfigError, match=r"leaves minibatches of one sample.*use at most 4 minibatches"):
-        msrl.train(str(REPO / "configs" / "ppo_cartpole.yaml"),
-                   [f"runs_dir={tmp_path}", *COMMON, "algo.num_steps=2", "algo.num_minibatches=8"])
-    assert list(tmp_path.iterdir()) == []
+def test_ppo_minibatches_of_one_sample_train_with_finite_weights(tmp_path: Path) -> None:
+    """Normalising one advantage divided by a NaN std: every weight went NaN in the first update."""
+    run = msrl.train(str(REPO / "configs" / "ppo_cartpole.yaml"),
+                     [f"runs_dir={tmp_path}", *COMMON, "algo.num_steps=2", "algo.num_minibatches=8", "total_env_steps=32"])
+    assert run.iterations == 4 and all(math.isfinite(r["policy_loss"]) for r in run.metrics)

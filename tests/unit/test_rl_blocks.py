@@ -558,3 +558,13 @@ def test_actor_critic_actor_state_dict_round_trip() -> None:
         obs = torch.randn(64, 3, generator=g) * 3 + 1
         assert all(torch.equal(x, y) for x, y in zip(a.act(obs), b.act(obs)))
     assert torch.equal(a.greedy(obs), b.greedy(obs))
+
+
+def test_normalize_advantages_matches_the_formula_and_keeps_a_single_sample() -> None:
+    from msrl.rl import normalize_advantages
+
+    adv = torch.tensor([1.0, 2.0, 4.0, 9.0])
+    expected = (adv - adv.mean()) / (adv.std() + 1e-8)
+    assert torch.allclose(normalize_advantages(adv), expected)
+    one = torch.tensor([3.5])
+    assert torch.equal(normalize_advantages(one), one)  # the std of one value is NaN
