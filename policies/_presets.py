@@ -207,7 +207,7 @@ def load_policy(spec: Any) -> DistributionPolicy:
     if "preset" in spec:
         values = dict(spec)
         name = values.pop("preset")
-        if name not in PRESETS:
+        if not isinstance(name, str) or name not in PRESETS:
             raise ConfigError(f"unknown policy {name!r}; valid choices: {', '.join(preset_names())} or a custom policy with 'fragments'")
         params_type, build = PRESETS[name]
         return build(_build_params(name, params_type, values))

@@ -135,7 +135,7 @@ def build_dataclass(cls: type, values: Any, prefix: str) -> Any:
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ConfigError(f"unknown config key '{prefix}{unknown[0]}'; valid choices: {', '.join(prefix + f for f in fields)}")
+        raise ConfigError(f"unknown config key {prefix + str(unknown[0])!r}; valid choices: {', '.join(prefix + f for f in fields)}")
     return cls(**{key: coerce(value, hints[key], prefix + key) for key, value in values.items()})
 
 
