@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import types
 import typing
 from typing import Any
@@ -45,6 +46,10 @@ def parse_yaml(text: str, source: str = "<string>") -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
+        tag = re.search(r"tag '([^']*)'", str(getattr(exc, "problem", "") or ""))
+        if isinstance(exc, yaml.constructor.ConstructorError) and tag:  # !!python/... and other unsafe tags
+            raise ConfigError(f"{source}: YAML tag {tag.group(1)!r}{where} is not allowed in configs; only plain "
+                              f"values, lists and mappings are") from exc
         raise ConfigError(f"{source} is not valid YAML{where}") from exc
 
 

@@ -1,7 +1,7 @@
-"""Lost and stuck fragment workers on the embedded Ray (issue 15), the cases CI runs: a rollout worker
-killed twice and a stopped (SIGSTOP) worker each send the run back to its last checkpoint on fresh
-workers, and the run goes on to the same results as one without faults; past ``max_restarts`` the
-run stops with one line, its checkpoint kept.  A killed learner, and the longer cases, are in
+"""Lost fragment workers on the embedded Ray (issue 15), the cases CI runs: a rollout worker killed
+twice sends the run back to its last checkpoint on fresh workers, twice, and the run goes on to the
+same results as one without faults; past ``max_restarts`` the run stops with one line, its
+checkpoint kept.  A killed learner, a stopped (SIGSTOP) worker and the longer cases are in
 ``test_chaos_slow.py``.
 
 The workers are real Ray actor processes, killed with real signals between iterations, while the
@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -74,30 +73,6 @@ def test_a_rollout_worker_killed_twice_is_recovered_from_and_the_run_learns_as_w
     # the killed workers could not remove their socket directories; the driver did
     left = set(Path(tempfile.gettempdir()).glob("msrl-*")) - sockets_before
     assert not [directory for directory in left if _abandoned(directory)]
-
-
-def test_a_stopped_worker_is_killed_and_recovered_from_within_the_liveness_bound(
-        undisturbed: list[dict], tmp_path: Path) -> None:
-    with Trainer(CONFIG, [f"runs_dir={tmp_path}", *COMMON, "liveness_timeout_s=5"]) as trainer:
-        for _ in range(3):
-            trainer.step()
-        os.kill(trainer.runtime.worker_pids()["rollout"][0], signal.SIGSTOP)
-        # the step that waits on the stopped worker finds it silent, kills it and recovers; the one
-        # right after the signal may still complete, if the worker had finished the iteration queued
-        # ahead before it stopped
-        for _ in range(3):
-            start = time.monotonic()
-            record = trainer.step()
-            elapsed = time.monotonic() - start
-            if record["restarts"]:
-                break
-        while not trainer.done:
-            trainer.step()
-        run_dir = trainer.run_dir
-    assert record["restarts"] == 1
-    # poll (2 s) + liveness bound (5 s) + new workers and the checkpoint load; never a hang
-    assert elapsed < 60, f"recovering from a stopped worker took {elapsed:.0f} s"
-    assert _learning(read_metrics(run_dir)) == _learning(undisturbed)
 
 
 def test_past_max_restarts_the_run_stops_with_one_line_and_its_checkpoint_kept(tmp_path: Path) -> None:

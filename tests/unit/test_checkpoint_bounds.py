@@ -85,3 +85,19 @@ def test_the_yaml_alias_bomb_is_refused_at_its_first_alias(tmp_path: Path) -> No
     path.write_text("\n".join(lines) + "\n")
     assert "YAML aliases are not allowed" in str(bounded(lambda: msrl.train(str(path), [f"runs_dir={tmp_path}/runs"])))
     assert not (tmp_path / "runs").exists()
+
+
+class _RunsCode:
+    def __reduce__(self):
+        return (exec, ("open('/tmp/msrl-pickled-code-ran', 'w').close()",))
+
+
+def test_a_checkpoint_with_pickled_code_is_refused_and_runs_nothing(tmp_path: Path) -> None:
+    marker = Path("/tmp/msrl-pickled-code-ran")
+    marker.unlink(missing_ok=True)
+    path = tmp_path / "evil.pt"
+    torch.save({"format": FORMAT, "config": {"name": _RunsCode()}, "iteration": 1, "env_steps": 1, "components": {}},
+               path)
+    error = bounded(lambda: load_checkpoint(str(path)))
+    assert "corrupt or not an msrl checkpoint" in str(error) and "weights_only=False" not in str(error)
+    assert not marker.exists()

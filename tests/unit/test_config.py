@@ -252,3 +252,23 @@ def test_a_runs_dir_that_is_a_file_is_refused(tmp_path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="exists and is not a directory"):
         load_config(None, [f"runs_dir={tmp_path / 'file'}"], base={})
+
+
+def test_python_tags_are_refused_and_run_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    path = tmp_path / "evil.yaml"
+    path.write_text(f'name: !!python/object/apply:os.system ["touch {marker}"]\n')
+    with pytest.raises(ConfigError, match="python/object/apply:os.system"):
+        read_yaml(str(path))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("override, words", [
+    ("max_restarts=-1", "max_restarts must be in [0, 1000], got -1"),
+    ("max_restarts=1001", "max_restarts must be in [0, 1000], got 1001"),
+    ("liveness_timeout_s=0.5", "liveness_timeout_s must be in [1, 86400] seconds, got 0.5"),
+])
+def test_fault_tolerance_settings_are_range_checked(override, words):
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, [override], base={})
+    assert str(caught.value) == words
