@@ -129,8 +129,6 @@ class RayRuntime:
         a sync policy then queues the next iteration on every worker now, so
         each starts it the moment it finishes this one instead of after a round
         trip through the driver.  It has no effect on what is computed."""
-        import ray
-
         sync = self.policy.mode == "sync"
         done = self.leader_iterations  # this call completes the leader's iteration ``done``
         for key in self._keys():

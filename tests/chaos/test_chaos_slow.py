@@ -16,7 +16,7 @@ import pytest
 
 import msrl
 from msrl.app import Trainer, read_metrics
-from test_worker_faults import COMMON, STEPS_PER_ITERATION, _learning, _signal_between, undisturbed  # noqa: F401
+from test_worker_faults import COMMON, STEPS_PER_ITERATION, _learning, _signal_between, undisturbed  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
 
