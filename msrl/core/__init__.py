@@ -18,6 +18,7 @@ from msrl.core._build import (Declared, EnvDefaults, building, component_class, 
 from msrl.core._components import Actor, Batched, Buffer, Component, Environment, Global, Learner, NoValue
 from msrl.core._config import (MAX_CONFIG_BYTES, apply_overrides, build_dataclass, check_plain_tree, check_unit_interval, coerce,
                                parse_yaml, read_yaml)
+from msrl.core._generators import load_generator_state
 from msrl.core._deferred import Deferred, deferred, deferring, has_deferred, pending_deferred, resolve_deferred
 from msrl.core._errors import (BuildError, CheckpointError, ConfigError, ControlFlowError, DivergenceError, EnvError,
                                HiddenStateError, MsrlError, TraceError, UndeclaredComponentError,
@@ -34,6 +35,6 @@ __all__ = [
     "HiddenStateError", "Learner", "LoopRegion", "MsrlError", "NoValue", "Node", "RunInfo", "Space", "TraceError",
     "UndeclaredComponentError", "UnsupportedOperationError", "ValueRef", "apply_overrides", "build_dataclass",
     "building", "check_plain_tree", "check_unit_interval", "coerce", "component_class", "constructing", "deferred", "deferring", "env_defaults", "has_deferred",
-    "iter_leaves", "map_leaves", "parse_yaml", "pending_deferred", "read_yaml", "resolve_deferred", "role_of",
+    "iter_leaves", "load_generator_state", "map_leaves", "parse_yaml", "pending_deferred", "read_yaml", "resolve_deferred", "role_of",
     "share", "split", "split_fields", "steps", "trace",
 ]

@@ -15,7 +15,7 @@ from typing import Any, Callable, ContextManager
 import numpy as np
 import torch
 
-from msrl.core import CheckpointError, ConfigError
+from msrl.core import CheckpointError, ConfigError, load_generator_state
 from msrl.envs._arrays import ArrayBackend
 
 
@@ -34,9 +34,10 @@ class TorchRNG:
         return self.generator.get_state().clone()
 
     def load_state_dict(self, state: Any) -> None:
+        """Also a state saved on the other kind of device (``msrl.core.load_generator_state``)."""
         try:
-            self.generator.set_state(torch.as_tensor(state).cpu())
-        except (TypeError, RuntimeError) as exc:
+            load_generator_state(self.generator, state)
+        except (TypeError, RuntimeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint has an unusable torch generator state: {exc}") from None
 
 

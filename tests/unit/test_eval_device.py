@@ -157,3 +157,16 @@ def test_evaluation_resume_and_load_of_a_state_saved_on_a_gpu(tmp_path: Path) ->
         assert resumed.env_steps == 64
         resumed.step()
         assert resumed.env_steps == 128
+
+
+def test_a_torch_environment_resumes_from_a_generator_state_saved_on_a_gpu() -> None:
+    """The torch env backend's generator goes through the same loader (it raised 'unusable torch
+    generator state' for a CUDA state): resuming an env checkpoint on the other kind of device."""
+    import msrl.envs
+
+    saved = msrl.envs.make("CartPole-v1", 4, seed=1, backend="torch").state_dict()
+    saved["rng"] = cuda_generator_state(seed=5)
+    first, second = (msrl.envs.make("CartPole-v1", 4, seed=2, backend="torch") for _ in range(2))
+    first.load_state_dict(saved)
+    second.load_state_dict(saved)
+    assert torch.equal(first.reset(), second.reset())  # the same stream from the same checkpoint
