@@ -13,6 +13,16 @@ SB3 uses the tuned rl-zoo hyper-parameters for CartPole-v1; msrl uses
     python benchmarks/ppo_cartpole.py --budget 100000 --seeds 1 2 3
 
 The markdown table at the end can be pasted into BENCHMARKS.md as is.
+
+Device mode (msrl alone, large batches, the shipped PPO settings: 4 epochs x 8 minibatches):
+
+    python benchmarks/ppo_cartpole.py --device cuda --num-envs 4096 16384 65536 --budget 20000000
+
+runs the ``local`` policy with the ``torch`` executor (``--executor cuda`` for the kernel envs)
+on the device at each number of environments, and prints end-to-end env steps/s, the seconds per
+iteration spent in each phase, and the training seconds to the threshold (process and CUDA
+start-up and tracing excluded; the first iteration, CUDA warm-up included, is timed).
+``--device cpu`` runs the same layout on the CPU, to check the command before a GPU is at hand.
 """
 
 from __future__ import annotations
@@ -89,6 +99,10 @@ class RunRecord:
     env_steps: int = 0
     train_seconds: float = 0.0
     curve: list[EvalPoint] = field(default_factory=list)
+    num_envs: int = 0
+    iterations: int = 0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    """Summed ``time_<phase>`` of the iterations (msrl only)."""
 
     @property
     def steps_per_second(self) -> float:
@@ -142,7 +156,12 @@ def run_msrl(seed: int, budget: int, eval_every: int, eval_episodes: int, overri
         try:
             clock.start()
             while not trainer.done:
-                record.env_steps = trainer.step()["env_steps"]
+                step = trainer.step()
+                record.env_steps = step["env_steps"]
+                record.iterations += 1
+                for key, value in step.items():
+                    if key.startswith("time_") and "/" not in key:
+                        record.phase_seconds[key[5:]] = record.phase_seconds.get(key[5:], 0.0) + value
                 schedule.maybe_evaluate(record.env_steps)
             clock.stop()
         finally:
@@ -240,6 +259,43 @@ def markdown_table(records: Sequence[RunRecord], threshold: float) -> str:
     return "\n".join(lines)
 
 
+def device_table(records: Sequence[RunRecord], threshold: float) -> str:
+    """Device mode: one row per number of environments and seed, with the time split per iteration."""
+    phases = ("env", "inference", "buffer", "learn", "communication")
+    lines = [f"| num_envs | seed | env steps | env steps/s | s/iter | " + " | ".join(f"{p} s/iter" for p in phases)
+             + f" | s to greedy >= {threshold:g} | final greedy return |",
+             "|---:|---:|---:|---:|---:|" + "---:|" * len(phases) + "---:|---:|"]
+    for r in records:
+        per = lambda seconds: f"{seconds / r.iterations:.4f}" if r.iterations else "n/a"  # noqa: E731
+        lines.append(f"| {r.num_envs:,} | {r.seed} | {r.env_steps:,} | {r.steps_per_second:,.0f} | "
+                     f"{per(r.train_seconds)} | " + " | ".join(per(r.phase_seconds.get(p, 0.0)) for p in phases)
+                     + f" | {_seconds(r.seconds_to(threshold))} | {r.final_return:.1f} |")
+    return "\n".join(lines)
+
+
+def device_name(device: str) -> str:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return platform.processor() or platform.machine()
+
+
+def run_device_mode(args: argparse.Namespace, command: str) -> int:
+    records = []
+    for num_envs in args.num_envs:
+        for seed in args.seeds:
+            overrides = [f"policy.executor={args.executor}", f"policy.device={args.device}",
+                         f"algo.num_envs={num_envs}", "algo.fused=false", *args.overrides]
+            record = run_msrl(seed, args.budget, args.eval_every, args.eval_episodes, overrides)
+            record.num_envs = num_envs
+            records.append(record)
+    print(f"\nPPO CartPole-v1 on {args.device} ({device_name(args.device)}), executor {args.executor}, "
+          f"budget {args.budget:,} env steps, greedy eval of {args.eval_episodes} episodes every "
+          f"{args.eval_every:,} steps (eval time excluded).\n")
+    print(device_table(records, args.threshold))
+    print(f"\n`{command}` -- {machine_info()}")
+    return 0
+
+
 def machine_info() -> str:
     import gymnasium
 
@@ -264,12 +320,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-episodes", type=int, default=20, help="greedy episodes (fresh envs) per evaluation (default 20)")
     parser.add_argument("--threshold", type=float, default=475.0, help="greedy mean return counted as solved (default 475)")
     parser.add_argument("--skip-sb3", action="store_true", help="run msrl only")
+    parser.add_argument("--device", help="device mode: msrl alone on this torch device (cuda, cuda:N, cpu)")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[4096, 16384, 65536],
+                        help="device mode: numbers of environments, one run each (default 4096 16384 65536)")
+    parser.add_argument("--executor", default="torch", choices=["torch", "cuda"],
+                        help="device mode: torch (torch env backend) or cuda (CUDA C kernel envs); default torch")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override msrl's config (configs/ppo_cartpole.yaml), as with 'msrl train --set'")
     args = parser.parse_args(argv)
     for name in ("budget", "eval_every", "eval_episodes"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if any(n < 1 for n in args.num_envs):
+        parser.error("--num-envs must be >= 1")
     return args
 
 
@@ -278,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(TORCH_THREADS)
     command = shlex.join(["python", *sys.argv])
     print(f"command: {command}\nmachine: {machine_info()}\n", flush=True)
+    if args.device:
+        return run_device_mode(args, command)
     records: list[RunRecord] = []
     for seed in args.seeds:  # interleave frameworks so drifting machine load hits both alike
         records.append(run_msrl(seed, args.budget, args.eval_every, args.eval_episodes, args.overrides))
