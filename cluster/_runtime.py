@@ -246,14 +246,7 @@ class RayRuntime:
     def _result(self, key: tuple[str, int], ref: Any) -> Any:
         """``ray.get`` of one replica's finished call: an msrl error raised in it as itself, the
         replica's death as ``WorkerLostError`` naming it."""
-        from ray.exceptions import RayActorError
-
-        try:
-            return _get(ref)
-        except RayActorError as exc:
-            if getattr(exc, "actor_init_failed", False):
-                raise
-            raise WorkerLostError(f"fragment {key[0]}[{key[1]}] was lost ({_first_line(exc).rstrip('.')})") from None
+        return _get(ref, who=f"fragment {key[0]}[{key[1]}]")
 
     def _check_alive(self) -> None:
         """Ping every worker; one that died raises ``WorkerLostError``, and so does one that does not
@@ -413,10 +406,11 @@ def _remove_socket_dirs(endpoints: dict[str, list[tuple[str, str | None]]]) -> N
                 shutil.rmtree(directory, ignore_errors=True)
 
 
-def _get(refs: Any) -> Any:
-    """``ray.get`` that re-raises an msrl error from a worker as itself (one clean line for the CLI)."""
+def _get(refs: Any, who: str = "a fragment worker") -> Any:
+    """``ray.get`` that re-raises an msrl error from a worker as itself (one clean line for the CLI),
+    and a worker's death (not its constructor failing) as ``WorkerLostError`` naming ``who``."""
     import ray
-    from ray.exceptions import RayTaskError
+    from ray.exceptions import RayActorError, RayTaskError
 
     try:
         return ray.get(refs)
@@ -425,3 +419,7 @@ def _get(refs: Any) -> Any:
         if isinstance(cause, MsrlError):
             raise cause from None
         raise
+    except RayActorError as exc:
+        if getattr(exc, "actor_init_failed", False):
+            raise
+        raise WorkerLostError(f"{who} was lost ({_first_line(exc).rstrip('.')})") from None

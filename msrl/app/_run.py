@@ -231,18 +231,23 @@ class Trainer:
         trained since are counted in ``lost_env_steps``.  Every replica is replaced, not just the
         lost one: the others may be half-way through an iteration that waits on it."""
         limit = self.config.run.max_restarts
-        if self.restarts >= limit:
-            raise WorkerLostError(f"{lost}; the run stops after {self.restarts} restart(s) (max_restarts={limit}), "
-                                  f"its last checkpoint kept") from None
-        self.restarts += 1
-        self.runtime.close()
-        self.runtime = self._make_runtime()
         path = os.path.join(self.run_dir, CHECKPOINT_NAME)
-        iteration = env_steps = 0
-        if os.path.exists(path):
-            checkpoint = load_checkpoint(path)
-            _restore(self.runtime, checkpoint, self.config)
-            iteration, env_steps = int(checkpoint["iteration"]), int(checkpoint["env_steps"])
+        while True:  # a worker lost while the new ones start or load the checkpoint costs another restart
+            if self.restarts >= limit:
+                raise WorkerLostError(f"{lost}; the run stops after {self.restarts} restart(s) "
+                                      f"(max_restarts={limit}), its last checkpoint kept") from None
+            self.restarts += 1
+            self.runtime.close()
+            iteration = env_steps = 0
+            try:
+                self.runtime = self._make_runtime()
+                if os.path.exists(path):
+                    checkpoint = load_checkpoint(path)
+                    _restore(self.runtime, checkpoint, self.config)
+                    iteration, env_steps = int(checkpoint["iteration"]), int(checkpoint["env_steps"])
+                break
+            except WorkerLostError as again:
+                lost = again
         self.lost_env_steps += self.env_steps - env_steps
         print(f"msrl: {lost}; restart {self.restarts}/{limit} from "
               f"{'the checkpoint at' if iteration else 'the start,'} iteration {iteration} "
