@@ -81,13 +81,13 @@ class RayRuntime:
         store_cls = ray.remote(num_cpus=0)(KeyValueStore)
         stores = {i.src: store_cls.remote() for i in self.fdg.interfaces if i.op == "allreduce"}
         self.stores = list(stores.values())
-        endpoints = {name: _get([h.endpoint.remote() for h in handles]) for name, handles in self.workers.items()}
+        endpoints = {name: _get_each([h.endpoint.remote() for h in handles]) for name, handles in self.workers.items()}
         self.endpoints = endpoints
         calls = []
         for name, handles in self.workers.items():
             for handle in handles:
                 calls.append(handle.connect.remote(self.workers, stale_ok.get(name, set()), stores.get(name), endpoints))
-        _get(calls)
+        _get_each(calls)
 
     def _stale_ok_nodes(self) -> dict[str, set[str]]:
         """Async: the values the output fragment broadcasts back (weights) may be stale for their receivers."""
@@ -404,6 +404,21 @@ def _remove_socket_dirs(endpoints: dict[str, list[tuple[str, str | None]]]) -> N
             directory = os.path.dirname(path) if path else ""
             if peer_node == node and os.path.basename(directory).startswith("msrl-"):
                 shutil.rmtree(directory, ignore_errors=True)
+
+
+def _get_each(refs: list[Any]) -> list[Any]:
+    """``_get`` of every ref, then the first error among them: every replica's result is taken, so
+    Ray reports none of the others' errors as unhandled (each replica of a fragment usually fails
+    its build the same way)."""
+    results, first = [], None
+    for ref in refs:
+        try:
+            results.append(_get(ref))
+        except Exception as exc:  # noqa: BLE001 - re-raised below, after the others are taken
+            first = first or exc
+    if first is not None:
+        raise first
+    return results
 
 
 def _get(refs: Any, who: str = "a fragment worker") -> Any:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import torch
 
+from msrl.core import MsrlError
 from fragments import BuildRecipe, FragmentedGraph, build_replica
 from fragments.executors import get_executor
 from cluster._direct import DirectListener, DirectSender
@@ -95,8 +96,16 @@ class FragmentWorker:
     def __init__(self, recipe: BuildRecipe, fdg: FragmentedGraph, fragment: str, replica: int) -> None:
         spec = fdg.fragments[fragment].spec
         self.fdg, self.fragment, self.replica = fdg, fragment, replica
-        get_executor(spec.executor).check_available(spec)
-        self.built = build_replica(recipe, fdg, fragment, replica)  # this fragment's components, and nothing else
+        self.listener = None
+        try:
+            get_executor(spec.executor).check_available(spec)
+            self.built = build_replica(recipe, fdg, fragment, replica)  # this fragment's components, and nothing else
+        except MsrlError as exc:
+            # Reported by the first call (``endpoint``) as a task error, which reaches the driver as the
+            # MsrlError itself: raised here, Ray would report a failed actor creation, a traceback.
+            self.init_error: MsrlError | None = exc
+            return
+        self.init_error = None
         self.program = self.built.program
         self.mailbox = Mailbox()
         receives = bool(self.program.recvs())
@@ -136,7 +145,10 @@ class FragmentWorker:
         return ray.util.get_node_ip_address()
 
     def endpoint(self) -> tuple[str, str | None]:
-        """This replica's node and, if it receives values, its same-node socket."""
+        """This replica's node and, if it receives values, its same-node socket (the first call the
+        driver makes: it raises the error the constructor met, if any)."""
+        if self.init_error is not None:
+            raise self.init_error
         return self.node_id(), self.listener.path if self.listener is not None else None
 
     def connect(self, peers: dict[str, list[Any]], stale_ok: set[str], store: Any = None,
@@ -202,6 +214,8 @@ class FragmentWorker:
         self.compute.run(load)
 
     def close(self) -> None:
+        if self.init_error is not None:
+            return
         self.mailbox.close()
         self.compute.close()
         for sender in self.senders.values():

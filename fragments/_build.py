@@ -107,8 +107,15 @@ def build_replica(recipe: BuildRecipe, fdg: FragmentedGraph, fragment: str, repl
     executor_cls = get_executor(spec.executor)
     mine = fdg.fragments[fragment].components
     everything = set(mine) == set(fdg.graph.components)
-    with building(only=None if everything else frozenset(mine), env=executor_cls.env_defaults(spec)):
-        algorithm = recipe.algorithm(copy_config(recipe, fdg, fragment), run_info(recipe, fdg, fragment, replica))
+    try:
+        with building(only=None if everything else frozenset(mine), env=executor_cls.env_defaults(spec)):
+            algorithm = recipe.algorithm(copy_config(recipe, fdg, fragment), run_info(recipe, fdg, fragment, replica))
+    except (MemoryError, RuntimeError) as exc:
+        if isinstance(exc, RuntimeError) and "alloc" not in str(exc) and "out of memory" not in str(exc):
+            raise
+        raise BuildError(f"copy {replica} of fragment {fragment!r} needs more memory than there is "
+                         f"({_first_line(exc)}); lower the algo sizes it allocates (num_envs, buffer_size...) "
+                         f"or spread them over more replicas") from None
     graph = trace(algorithm)
     check_same_graph(graph, fdg.graph, f"copy {replica} of fragment {fragment!r}")
     program = build_program(partition(graph, fdg.policy), fragment)
@@ -188,3 +195,8 @@ def _shape(graph: DataflowGraph) -> list[tuple]:
 
 __all__ = ["BuildRecipe", "Replica", "build_replica", "check_builds", "check_same_graph", "copy_config", "declare",
            "run_info"]
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:160]

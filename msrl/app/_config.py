@@ -21,6 +21,11 @@ from policies import load_policy
 MAX_NAME = 100
 """Longest run name: run directories get suffixes (``_2``...) and files inside, all within the
 file system's 255-byte name limit."""
+MAX_ENV_STEPS = 10**15
+"""Most env steps a run may ask for: a week at a billion steps a second.  Beyond it a typo (an extra
+zero or three) would start a run that never ends."""
+MAX_EVAL_EPISODES = 100_000
+"""Most final evaluation episodes: they run as that many environments at once."""
 MAX_SEED = 2**32 - 1
 """Seeds are 32-bit unsigned integers, as numpy and gymnasium take them."""
 
@@ -84,9 +89,10 @@ def validate(raw: dict[str, Any]) -> LoadedConfig:
         raise ConfigError(f"runs_dir {run.runs_dir!r} exists and is not a directory")
     if not 0 <= run.seed <= MAX_SEED:  # numpy refuses negative seeds; copies add 1,000,003 per copy
         raise ConfigError(f"seed must be in [0, {MAX_SEED}], got {run.seed}")
-    for key in ("total_env_steps",):
-        if getattr(run, key) < 1:
-            raise ConfigError(f"{key} must be >= 1, got {getattr(run, key)}")
+    if not 1 <= run.total_env_steps <= MAX_ENV_STEPS:
+        raise ConfigError(f"total_env_steps must be in [1, {MAX_ENV_STEPS:.0e}], got {run.total_env_steps}")
+    if run.eval_episodes > MAX_EVAL_EPISODES:  # each is an environment built at once
+        raise ConfigError(f"eval_episodes must be at most {MAX_EVAL_EPISODES:,}, got {run.eval_episodes}")
     for key in ("checkpoint_every", "eval_episodes"):
         if getattr(run, key) < 0:
             raise ConfigError(f"{key} must be >= 0, got {getattr(run, key)}")

@@ -109,3 +109,13 @@ def _connectable(path: Path) -> bool:
         return False
     finally:
         probe.close()
+
+
+def test_a_worker_that_cannot_build_its_fragment_is_one_line_not_a_failed_actor(tmp_path: Path) -> None:
+    """The worker's constructor error reaches the driver as the msrl error it is (Ray would report a
+    failed actor creation, with a traceback), from every replica without an unhandled-error report."""
+    with pytest.raises(msrl.BuildError) as caught:
+        msrl.train(CONFIG, [f"runs_dir={tmp_path}", *COMMON, "algo.num_envs=10000000000"])
+    message = str(caught.value)
+    assert "\n" not in message and "of fragment 'rollout' needs more memory than there is" in message
+    assert list(tmp_path.iterdir()) == []

@@ -130,7 +130,7 @@ def test_wrong_type(override, expected):
 
 
 @pytest.mark.parametrize("override, expected", [
-    ("total_env_steps=0", "total_env_steps must be >= 1, got 0"),
+    ("total_env_steps=0", "total_env_steps must be in [1, 1e+15], got 0"),
     ("checkpoint_every=-1", "checkpoint_every must be >= 0, got -1"),
     ("name=a/b", "without '/' or a leading '.', got 'a/b'"),
     ("name=.hidden", "name must be a plain directory name"),
