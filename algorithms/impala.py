@@ -77,7 +77,7 @@ class IMPALALearner(Learner):
         self.net = ActorCritic(obs_dim, action_space, config.hidden_size, seed).to(self.device)
         self.params = list(self.net.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
-        self.generator = torch.Generator().manual_seed(seed + 2)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed + 2)  # minibatch order, drawn where the data is
         self.num_updates = max(1, num_updates)
         self.updates = 0
 
@@ -94,7 +94,7 @@ class IMPALALearner(Learner):
         size = n // cfg.num_minibatches
         sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "rho_mean": 0.0, "rho_clipped": 0.0}
         for _ in range(cfg.update_epochs):
-            order = torch.randperm(n, generator=self.generator).to(self.device)
+            order = torch.randperm(n, generator=self.generator, device=self.device)
             for start in range(0, n, size):
                 part = TrajectoryBatch(*(t[order[start:start + size]] for t in batch))
                 losses = self.losses(part)

@@ -279,7 +279,7 @@ class MAPPOLearner(Learner):
         self.agents = agents.to(self.device)
         self.params = list(self.agents.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
-        self.generator = torch.Generator().manual_seed(seed + 2)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed + 2)  # minibatch order, drawn where the data is
         self.num_updates = max(1, num_updates)
         self.updates = 0
 
@@ -295,7 +295,7 @@ class MAPPOLearner(Learner):
                               f"learns from ({rows} = its num_envs x num_steps)")
         minibatch = rows // cfg.num_minibatches
         for _ in range(cfg.update_epochs):
-            order = torch.randperm(rows, generator=self.generator).to(self.device)
+            order = torch.randperm(rows, generator=self.generator, device=self.device)
             for start in range(0, rows, minibatch):
                 index = order[start:start + minibatch]
                 pg_loss, v_loss, entropy, _ = self.losses({g: GroupBatch(*(t[index] for t in b)) for g, b in data.items()})

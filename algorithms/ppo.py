@@ -116,7 +116,7 @@ class PPOLearner(Learner):
         self.net = self.network(obs_dim, action_space, config, seed).to(self.device)
         self.params = list(self.net.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
-        self.generator = torch.Generator().manual_seed(seed + 2)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed + 2)  # minibatch order, drawn where the data is
         self.num_updates = max(1, num_updates)
         self.updates = 0
         self.obs_stats = (RunningMeanStd(obs_shape or (obs_dim,), device=self.device) if config.normalize_obs
@@ -138,7 +138,7 @@ class PPOLearner(Learner):
         n = data[0].shape[0]
         minibatch = n // cfg.num_minibatches
         for _ in range(cfg.update_epochs):
-            order = torch.randperm(n, generator=self.generator).to(self.device)
+            order = torch.randperm(n, generator=self.generator, device=self.device)
             shuffled = [t[order] for t in data]  # one gather per epoch; minibatches are then slices
             for start in range(0, n, minibatch):
                 pg_loss, v_loss, entropy, _ = self.losses(*(t[start:start + minibatch] for t in shuffled))
