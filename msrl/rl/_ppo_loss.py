@@ -13,11 +13,15 @@ computes both losses and their gradients with respect to the logits and the valu
 closed form; the backward pass only scales them:
 
     d policy_loss / d logits = (onehot(a) - softmax(logits)) * r * (-A) * [unclipped term >= clipped term] / n
-    d value_loss / d v       = (v - R) * [unclipped term >= clipped term] / n
+    d value_loss / d v       = ((v - R) if the unclipped term is larger,
+                                else (v_clip - R) * [|v - v_old| <= c] if the clipped term is larger,
+                                else the mean of the two on a tie) / n
 
-The indicator is where autograd's ``max`` and ``clamp`` route the gradient; they agree everywhere
-except on exact ties between a clipped and an unclipped term outside the clip range, where
-autograd would pass half the gradient.
+The indicators are where autograd's ``maximum`` and ``clamp`` route the gradient, ties included
+(``maximum`` passes half to each side). The policy terms tie exactly inside the clip range (the
+clamp returns r itself) and both carry the same gradient there; outside it they tie only where
+A = 0. The value terms differ inside the clip range by the rounding of v_old + (v - v_old), so the
+value gradient follows both branches rather than trusting ``>=`` to pick one.
 """
 
 from __future__ import annotations
@@ -55,7 +59,15 @@ def _value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.T
         clipped_error = old_values + (values - old_values).clamp(-clip, clip) - returns
         clipped_squared = clipped_error * clipped_error
         loss = 0.5 * torch.maximum(squared, clipped_squared).mean()
-        grad = (squared >= clipped_squared).to(error.dtype).mul_(error) if with_grad else None
+        grad = None
+        if with_grad:
+            # Both branches carry a gradient: the clipped one too, wherever the clamp passes v through
+            # (|v - v_old| <= c). Inside the clip range the two errors differ by rounding alone, so the
+            # branch max() picks must not decide whether the row gets a gradient at all.
+            inside = (values - old_values).abs() <= clip
+            grad_clipped = clipped_error * inside.to(error.dtype)
+            grad = torch.where(squared > clipped_squared, error,
+                               torch.where(squared < clipped_squared, grad_clipped, 0.5 * (error + grad_clipped)))
     else:
         loss = 0.5 * squared.mean()
         grad = error.clone() if with_grad else None

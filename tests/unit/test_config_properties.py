@@ -7,11 +7,10 @@ with exit code 2 (``tests/e2e/test_cli.py``), so these cover what it prints too.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from msrl import MsrlError
@@ -20,10 +19,9 @@ from msrl.core import parse_yaml
 from policies import load_policy, preset_names
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
-EXAMPLES = int(os.environ.get("MSRL_PROPERTY_EXAMPLES", "150"))
-"""Examples per property; CI runs a fixed, derandomised set (set this higher to search further)."""
-FAST = settings(max_examples=EXAMPLES, deadline=2000, derandomize=EXAMPLES <= 150, database=None,
-                suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+"""Examples per property and whether they are derandomised come from the hypothesis profile that
+``tests/conftest.py`` loads: a fixed set by default and in CI, ``HYPOTHESIS_PROFILE=explore`` to search."""
 
 RUN_KEYS = ["name", "algorithm", "seed", "total_env_steps", "policy", "checkpoint_every", "eval_episodes", "runs_dir",
             "progress", "max_restarts", "liveness_timeout_s", "algo"]
@@ -35,7 +33,7 @@ POLICY_KEYS = ["preset", "actors", "envs", "learners", "cpus", "actor_cpus", "le
 numbers = st.one_of(
     st.integers(min_value=-2**70, max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([0, 1, -1, 0.5, 1e308, -0.0, 2**32, 2**63]),
+    st.sampled_from([0, 1, -1, 0.5, 1e308, -0.0, 2**32, 2**63, math.nan, math.inf, -math.inf]),
 )
 scalars = st.one_of(numbers, st.booleans(), st.none(), st.text(max_size=40),
                     st.sampled_from(["ppo", "dqn", "local", "PACK", "cpu", "cuda", "CartPole-v1", "nope:Nothing",
@@ -74,6 +72,9 @@ def policies(draw) -> dict:
 
 @FAST
 @given(configs())
+@example({"algo": {"gamma": math.nan}})
+@example({"seed": math.inf, "total_env_steps": -1})
+@example({"policy": {"preset": "multi_learner", "learners": 2**63}})
 def test_any_config_mapping_is_accepted_or_one_line(raw: dict) -> None:
     one_line_error(lambda: load_config(None, [], base=raw))
 
@@ -82,6 +83,8 @@ def test_any_config_mapping_is_accepted_or_one_line(raw: dict) -> None:
 @given(st.lists(st.tuples(st.sampled_from(RUN_KEYS + [f"algo.{k}" for k in ALGO_KEYS] + [f"policy.{k}" for k in POLICY_KEYS])
                           | st.text(max_size=20), st.text(max_size=30)).map(lambda kv: f"{kv[0]}={kv[1]}")
                 | st.text(max_size=30), max_size=4))
+@example(["algo.learning_rate=nan"])
+@example(["total_env_steps=inf", "seed=-1"])
 def test_any_override_is_accepted_or_one_line(overrides: list[str]) -> None:
     one_line_error(lambda: load_config(str(CONFIG), overrides))
 
@@ -98,7 +101,7 @@ def test_any_policy_is_accepted_or_one_line(spec) -> None:
     one_line_error(lambda: load_policy(spec))
 
 
-@settings(max_examples=max(60, EXAMPLES // 3), deadline=2000, derandomize=EXAMPLES <= 150, database=None,
+@settings(max_examples=max(60, settings().max_examples // 3), deadline=2000,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=2000))
 def test_any_bytes_as_a_checkpoint_are_refused_in_one_line(tmp_path_factory, data: bytes) -> None:
@@ -115,7 +118,7 @@ def test_the_generators_reach_both_outcomes() -> None:
     assert load_config(str(CONFIG), ["seed=3", "algo.gamma=0.5"]).run.seed == 3
     found = []
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None)
     @given(numbers)
     def collect(number) -> None:
         if isinstance(number, float) and not math.isfinite(number):

@@ -79,3 +79,56 @@ def test_entropy_bonus_gradient_adds_to_the_loss_gradient() -> None:
     ref_pg, _ = _reference(ref, values, *rest, True, True)
     (ref_pg - 0.01 * entropy(ref)).backward()
     torch.testing.assert_close(ours.grad, ref.grad)
+
+
+def _value_rows(clip: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """float32 rows built so that every branch of the clipped value loss is reached on purpose, on any
+    CPU (elementwise IEEE arithmetic rounds the same whatever the vector width): ``(v, v_old, R,
+    clipped term larger by rounding alone)``."""
+    # Inside the clip range, v_old + (v - v_old) differs from v by rounding on most of these rows (v is
+    # far smaller than v_old): the two terms are equal up to an ulp, and which one max() picks is an
+    # accident of the arithmetic.
+    v_in = torch.linspace(0.001, 0.01, 257, dtype=torch.float32)
+    old_in = v_in + 0.1
+    ret_in = torch.zeros_like(v_in)
+    # Outside the range, the clipped term clearly larger (v moved towards R) or clearly smaller.
+    v_out = torch.tensor([1.0, 2.0, -1.0, 0.5])
+    old_out = torch.tensor([0.0, 0.0, 0.0, 3.0])
+    ret_out = torch.tensor([1.0, 1.5, 4.0, -2.0])
+    # Exact ties, in dyadic numbers every CPU computes exactly: inside the range (v_clip == v), and
+    # outside it with R midway between v and v_clip (|v - R| == |v_clip - R|, one side has a gradient).
+    v_tie = torch.tensor([0.75, 1.0, -1.0])
+    old_tie = torch.tensor([0.5, 0.0, 0.0])
+    ret_tie = torch.tensor([0.25, 0.625, -0.625])
+    rounded = (old_in + (v_in - old_in) - ret_in) ** 2 - (v_in - ret_in) ** 2
+    assert (rounded > 0).any() and (rounded < 0).any(), "the data must put rounding on both sides"
+    values, old, ret = (torch.cat(parts) for parts in ((v_in, v_out, v_tie), (old_in, old_out, old_tie),
+                                                        (ret_in, ret_out, ret_tie)))
+    return values, old, ret, torch.cat([rounded > 0, torch.zeros(7, dtype=torch.bool)])
+
+
+def test_clipped_value_gradient_follows_both_branches_and_ties() -> None:
+    """The fused value gradient equals autograd's on rows where the clipped and unclipped terms are
+    equal up to rounding (it once dropped the gradient of such rows), on clearly clipped and clearly
+    unclipped rows, and on exact ties, where autograd's maximum passes half to each side."""
+    clip = 0.25
+    values, old, ret, clipped_larger = _value_rows(clip)
+    n = values.shape[0]
+    logits = torch.zeros(n, 2)
+    actions = torch.zeros(n, dtype=torch.long)
+    old_logprobs = torch.full((n,), -0.6931472)
+    advantages = torch.ones(n)
+
+    ours = values.clone().requires_grad_()
+    _, vl = ppo_losses(logits.requires_grad_(), ours, actions, old_logprobs, old, advantages, ret, clip=clip,
+                       clip_vloss=True, norm_adv=False)
+    vl.backward()
+    ref = values.clone().requires_grad_()
+    clipped = old + (ref - old).clamp(-clip, clip)
+    (0.5 * torch.maximum((ref - ret) ** 2, (clipped - ret) ** 2).mean()).backward()
+    torch.testing.assert_close(ours.grad, ref.grad, atol=1e-7, rtol=1e-5)
+    # The ties reach the half-gradient case: the outside tie keeps half of (v - R), not all of it.
+    tie_grad = ours.grad[-2:] * n
+    torch.testing.assert_close(tie_grad, 0.5 * (values[-2:] - ret[-2:]))
+    # Rows where rounding made the clipped term the larger still get about (v - R) / n, not zero.
+    torch.testing.assert_close(ours.grad[clipped_larger] * n, (values - ret)[clipped_larger], atol=1e-6, rtol=1e-4)
