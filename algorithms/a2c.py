@@ -16,10 +16,31 @@ import torch
 from torch import nn
 
 import msrl.envs
-from msrl.core import (Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, check_unit_interval,
-                       split, steps)
-from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, action_layout, check_action_space,
-                     copy_weights, load_state, normalize_advantages, save_state)
+from msrl.core import (
+    Algorithm,
+    Box,
+    ConfigError,
+    Discrete,
+    Global,
+    Learner,
+    RunInfo,
+    Space,
+    check_unit_interval,
+    split,
+    steps,
+)
+from msrl.rl import (
+    ActorCritic,
+    ActorCriticActor,
+    RolloutBatch,
+    RolloutBuffer,
+    action_layout,
+    check_action_space,
+    copy_weights,
+    load_state,
+    normalize_advantages,
+    save_state,
+)
 
 
 @dataclass
@@ -68,8 +89,9 @@ class A2CConfig:
 class A2CLearner(Learner):
     """One gradient step per rollout on policy-gradient, value and entropy losses."""
 
-    def __init__(self, obs_dim: int, action_space: Space, config: A2CConfig, seed: int, num_updates: int,
-                 device: str = "cpu") -> None:
+    def __init__(
+        self, obs_dim: int, action_space: Space, config: A2CConfig, seed: int, num_updates: int, device: str = "cpu"
+    ) -> None:
         self.config = config
         self.device = torch.device(device)
         self.net = ActorCritic(obs_dim, action_space, config.hidden_size, seed, config.log_std_init).to(self.device)
@@ -99,8 +121,12 @@ class A2CLearner(Learner):
         self.sync_grads(self.params)
         nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
         self.optimizer.step()
-        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
-                "learning_rate": float(self.optimizer.param_groups[0]["lr"])}
+        return {
+            "policy_loss": policy_loss.item(),
+            "value_loss": value_loss.item(),
+            "entropy": entropy.item(),
+            "learning_rate": float(self.optimizer.param_groups[0]["lr"]),
+        }
 
     def get_weights(self) -> Global:
         return copy_weights(self.net)
@@ -127,11 +153,20 @@ class A2C(Algorithm):
         obs_shape = tuple(spec.observation_space.shape)
         obs_dim = int(np.prod(obs_shape))
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
-        self.actor = ActorCriticActor(ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed,
-                                                  config.log_std_init), run.data_seed + 1, run.device)
-        self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
-                                    *action_layout(spec.action_space), gamma=config.gamma,
-                                    gae_lambda=config.gae_lambda, device=run.device)
+        self.actor = ActorCriticActor(
+            ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed, config.log_std_init),
+            run.data_seed + 1,
+            run.device,
+        )
+        self.buffer = RolloutBuffer(
+            config.num_steps,
+            config.num_envs,
+            obs_shape,
+            *action_layout(spec.action_space),
+            gamma=config.gamma,
+            gae_lambda=config.gae_lambda,
+            device=run.device,
+        )
         num_updates = -(-run.total_env_steps // (config.num_envs * config.num_steps))
         self.learner = A2CLearner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)
 

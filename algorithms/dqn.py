@@ -18,10 +18,31 @@ import torch
 from torch import nn
 
 import msrl.envs
-from msrl.core import (Actor, Algorithm, Batched, ConfigError, Discrete, Global, Learner, NoValue, RunInfo,
-                       check_unit_interval, split, steps)
-from msrl.rl import (ReplayBatch, ReplayBuffer, check_action_space, clip_grad_norm_, copy_weights, load_state, mlp,
-                     polyak_update_, save_state)
+from msrl.core import (
+    Actor,
+    Algorithm,
+    Batched,
+    ConfigError,
+    Discrete,
+    Global,
+    Learner,
+    NoValue,
+    RunInfo,
+    check_unit_interval,
+    split,
+    steps,
+)
+from msrl.rl import (
+    ReplayBatch,
+    ReplayBuffer,
+    check_action_space,
+    clip_grad_norm_,
+    copy_weights,
+    load_state,
+    mlp,
+    polyak_update_,
+    save_state,
+)
 
 
 @dataclass
@@ -63,8 +84,14 @@ class DQNConfig:
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma")
-        for name in ("num_envs", "train_frequency", "gradient_steps", "batch_size", "buffer_size",
-                     "target_update_interval"):
+        for name in (
+            "num_envs",
+            "train_frequency",
+            "gradient_steps",
+            "batch_size",
+            "buffer_size",
+            "target_update_interval",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
         if self.learning_rate <= 0:
@@ -85,8 +112,16 @@ def q_network(obs_dim: int, num_actions: int, config: DQNConfig, seed: int) -> n
 class DQNActor(Actor):
     """Epsilon-greedy on its copy of the Q-network; epsilon decays linearly with the env steps it took."""
 
-    def __init__(self, obs_dim: int, num_actions: int, config: DQNConfig, seed: int, total_env_steps: int,
-                 device: str = "cpu", data_seed: int | None = None) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        num_actions: int,
+        config: DQNConfig,
+        seed: int,
+        total_env_steps: int,
+        device: str = "cpu",
+        data_seed: int | None = None,
+    ) -> None:
         self.config = config
         self.device = torch.device(device)
         self.q = q_network(obs_dim, num_actions, config, seed).to(self.device)  # starts as the learner's
@@ -197,9 +232,15 @@ class DQN(Algorithm):
         num_actions = spec.action_space.n
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
         self.actor = DQNActor(obs_dim, num_actions, config, run.seed, run.total_env_steps, run.device, run.data_seed)
-        self.buffer = ReplayBuffer(config.buffer_size, obs_shape, batch_size=config.batch_size,
-                                   num_batches=config.gradient_steps, learning_starts=config.learning_starts,
-                                   seed=run.data_seed + 2, device=run.device)
+        self.buffer = ReplayBuffer(
+            config.buffer_size,
+            obs_shape,
+            batch_size=config.batch_size,
+            num_batches=config.gradient_steps,
+            learning_starts=config.learning_starts,
+            seed=run.data_seed + 2,
+            device=run.device,
+        )
         self.learner = DQNLearner(obs_dim, num_actions, config, run.seed, run.device)
 
     def train_step(self) -> dict:

@@ -18,10 +18,32 @@ import numpy as np
 import torch
 
 import msrl.envs
-from msrl.core import (Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, check_unit_interval,
-                       split, steps)
-from msrl.rl import (ActorCritic, ActorCriticActor, RolloutBuffer, TrajectoryBatch, action_layout, check_action_space,
-                     clip_grad_norm_, copy_weights, load_state, save_state, vtrace)
+from msrl.core import (
+    Algorithm,
+    Box,
+    ConfigError,
+    Discrete,
+    Global,
+    Learner,
+    RunInfo,
+    Space,
+    check_unit_interval,
+    split,
+    steps,
+)
+from msrl.rl import (
+    ActorCritic,
+    ActorCriticActor,
+    RolloutBuffer,
+    TrajectoryBatch,
+    action_layout,
+    check_action_space,
+    clip_grad_norm_,
+    copy_weights,
+    load_state,
+    save_state,
+    vtrace,
+)
 
 
 @dataclass
@@ -70,14 +92,17 @@ class IMPALAConfig:
 class IMPALALearner(Learner):
     """V-trace actor-critic update on whole trajectories."""
 
-    def __init__(self, obs_dim: int, action_space: Space, config: IMPALAConfig, seed: int, num_updates: int,
-                 device: str = "cpu") -> None:
+    def __init__(
+        self, obs_dim: int, action_space: Space, config: IMPALAConfig, seed: int, num_updates: int, device: str = "cpu"
+    ) -> None:
         self.config = config
         self.device = torch.device(device)
         self.net = ActorCritic(obs_dim, action_space, config.hidden_size, seed).to(self.device)
         self.params = list(self.net.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
-        self.generator = torch.Generator(device=self.device).manual_seed(seed + 2)  # minibatch order, drawn where the data is
+        self.generator = torch.Generator(device=self.device).manual_seed(
+            seed + 2
+        )  # minibatch order, drawn where the data is
         self.num_updates = max(1, num_updates)
         self.updates = 0
 
@@ -85,8 +110,10 @@ class IMPALALearner(Learner):
         cfg = self.config
         batch = TrajectoryBatch(*(t.to(self.device) for t in batch))
         if batch.obs.shape[0] % cfg.num_minibatches:  # this learner's trajectories, under every policy
-            raise ConfigError(f"algo.num_minibatches ({cfg.num_minibatches}) must divide the trajectories each "
-                              f"learner receives ({batch.obs.shape[0]})")
+            raise ConfigError(
+                f"algo.num_minibatches ({cfg.num_minibatches}) must divide the trajectories each "
+                f"learner receives ({batch.obs.shape[0]})"
+            )
         if cfg.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
         self.updates += 1
@@ -96,7 +123,7 @@ class IMPALALearner(Learner):
         for _ in range(cfg.update_epochs):
             order = torch.randperm(n, generator=self.generator, device=self.device)
             for start in range(0, n, size):
-                part = TrajectoryBatch(*(t[order[start:start + size]] for t in batch))
+                part = TrajectoryBatch(*(t[order[start : start + size]] for t in batch))
                 losses = self.losses(part)
                 loss = losses["policy_loss"] + cfg.vf_coef * losses["value_loss"] - cfg.ent_coef * losses["entropy"]
                 self.optimizer.zero_grad(set_to_none=True)
@@ -121,9 +148,18 @@ class IMPALALearner(Learner):
             last_value = self.net.value(part.last_obs)
         time_major = lambda x: x.reshape(envs, steps_).t()  # noqa: E731
         values_t, logprobs_t = time_major(values), time_major(logprobs)
-        vs, advantages = vtrace(time_major(part.logprobs), logprobs_t.detach(), time_major(part.rewards),
-                                values_t.detach(), time_major(part.terminated), time_major(part.truncated), last_value,
-                                cfg.gamma, cfg.rho_bar, cfg.c_bar)
+        vs, advantages = vtrace(
+            time_major(part.logprobs),
+            logprobs_t.detach(),
+            time_major(part.rewards),
+            values_t.detach(),
+            time_major(part.terminated),
+            time_major(part.truncated),
+            last_value,
+            cfg.gamma,
+            cfg.rho_bar,
+            cfg.c_bar,
+        )
         ratios = (logprobs_t.detach() - time_major(part.logprobs)).exp()
         return {
             "policy_loss": -(logprobs_t * advantages).mean(),
@@ -158,10 +194,12 @@ class IMPALA(Algorithm):
         obs_shape = tuple(spec.observation_space.shape)
         obs_dim = int(np.prod(obs_shape))
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
-        self.actor = ActorCriticActor(ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed),
-                                      run.data_seed + 1, run.device)
-        self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
-                                    *action_layout(spec.action_space), device=run.device)
+        self.actor = ActorCriticActor(
+            ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed), run.data_seed + 1, run.device
+        )
+        self.buffer = RolloutBuffer(
+            config.num_steps, config.num_envs, obs_shape, *action_layout(spec.action_space), device=run.device
+        )
         num_updates = -(-run.total_env_steps // (config.num_envs * config.num_steps))
         self.learner = IMPALALearner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)
 

@@ -28,10 +28,33 @@ import torch
 from torch import nn
 
 import msrl.envs
-from msrl.core import (Actor, AgentGroup, Algorithm, Batched, Box, Buffer, ConfigError, Discrete, Global, Learner,
-                       NoValue, RunInfo, check_unit_interval, deferred, split, steps)
-from msrl.rl import (ActorCritic, action_layout, check_action_space, copy_weights, gae, load_generator_state,
-                     normalize_advantages)
+from msrl.core import (
+    Actor,
+    AgentGroup,
+    Algorithm,
+    Batched,
+    Box,
+    Buffer,
+    ConfigError,
+    Discrete,
+    Global,
+    Learner,
+    NoValue,
+    RunInfo,
+    check_unit_interval,
+    deferred,
+    split,
+    steps,
+)
+from msrl.rl import (
+    ActorCritic,
+    action_layout,
+    check_action_space,
+    copy_weights,
+    gae,
+    load_generator_state,
+    normalize_advantages,
+)
 
 CENTRAL_INPUT_LIMIT = 4096
 """Largest global state (numbers per environment) the centralised critic takes: beyond it the
@@ -88,30 +111,36 @@ class MAPPOConfig:
         if self.critic not in ("centralised", "decentralised"):
             raise ConfigError(f"algo.critic must be centralised (MAPPO) or decentralised (IPPO), got {self.critic!r}")
         if self.rows % self.num_minibatches:
-            raise ConfigError(f"algo.num_minibatches ({self.num_minibatches}) must divide num_envs*num_steps "
-                              f"({self.rows})")
+            raise ConfigError(
+                f"algo.num_minibatches ({self.num_minibatches}) must divide num_envs*num_steps ({self.rows})"
+            )
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
         if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in self.policies.items()):
             raise ConfigError("algo.policies maps group names to policy names (strings)")
 
 
-def policy_map(env_id: str, groups: dict[str, AgentGroup] | None, policies: dict[str, str], algorithm: str
-               ) -> dict[str, str]:
+def policy_map(
+    env_id: str, groups: dict[str, AgentGroup] | None, policies: dict[str, str], algorithm: str
+) -> dict[str, str]:
     """Group -> policy name, checked: every group has a policy, no policy names an unknown
     group, and groups sharing a policy have the same spaces."""
     if not groups:
-        raise ConfigError(f"{algorithm} needs a multi-agent environment (one with agent groups); {env_id} has a "
-                          f"single agent: use ppo")
+        raise ConfigError(
+            f"{algorithm} needs a multi-agent environment (one with agent groups); {env_id} has a single agent: use ppo"
+        )
     if policies:
         unknown = sorted(set(policies) - set(groups))
         if unknown:
-            raise ConfigError(f"algo.policies names groups {unknown} that {env_id} does not have; its groups: "
-                              f"{', '.join(groups)}")
+            raise ConfigError(
+                f"algo.policies names groups {unknown} that {env_id} does not have; its groups: {', '.join(groups)}"
+            )
         missing = [g for g in groups if g not in policies]
         if missing:
-            raise ConfigError(f"group {missing[0]!r} of {env_id} has no policy in algo.policies; give every group "
-                              f"one: {', '.join(groups)}")
+            raise ConfigError(
+                f"group {missing[0]!r} of {env_id} has no policy in algo.policies; give every group "
+                f"one: {', '.join(groups)}"
+            )
         mapping = dict(policies)
     else:
         mapping = {g: "shared" for g in groups}
@@ -120,8 +149,10 @@ def policy_map(env_id: str, groups: dict[str, AgentGroup] | None, policies: dict
         first = groups[members[0]]
         for g in members[1:]:
             if (groups[g].observation_space, groups[g].action_space) != (first.observation_space, first.action_space):
-                raise ConfigError(f"groups {members[0]!r} and {g!r} of {env_id} have different spaces and cannot share "
-                                  f"policy {name!r}; map them to different names in algo.policies")
+                raise ConfigError(
+                    f"groups {members[0]!r} and {g!r} of {env_id} have different spaces and cannot share "
+                    f"policy {name!r}; map them to different names in algo.policies"
+                )
     return mapping
 
 
@@ -129,8 +160,9 @@ def policy_map(env_id: str, groups: dict[str, AgentGroup] | None, policies: dict
 class Agents(nn.Module):
     """Every policy of the run, and how each group's observations reach its actor and critic."""
 
-    def __init__(self, groups: dict[str, AgentGroup], mapping: dict[str, str], central: bool, hidden: int,
-                 seed: int) -> None:
+    def __init__(
+        self, groups: dict[str, AgentGroup], mapping: dict[str, str], central: bool, hidden: int, seed: int
+    ) -> None:
         super().__init__()
         self.groups, self.mapping, self.central = list(groups), mapping, central
         obs_dims = {g: int(np.prod(groups[g].observation_space.shape)) for g in groups}
@@ -139,8 +171,13 @@ class Agents(nn.Module):
         for index, name in enumerate(dict.fromkeys(mapping.values())):
             g = next(g for g in groups if mapping[g] == name)
             # one policy: actor on the agent's observation, critic on global state + observation
-            self.nets[name] = ActorCritic(obs_dims[g], groups[g].action_space, hidden, seed + 7919 * index,
-                                          critic_dim=self.global_dim + obs_dims[g])
+            self.nets[name] = ActorCritic(
+                obs_dims[g],
+                groups[g].action_space,
+                hidden,
+                seed + 7919 * index,
+                critic_dim=self.global_dim + obs_dims[g],
+            )
 
     def net(self, group: str) -> ActorCritic:
         return self.nets[self.mapping[group]]
@@ -216,8 +253,15 @@ class MultiAgentRolloutBuffer(Buffer):
     runs GAE per agent (an environment's termination or truncation ends every agent's episode)
     and returns ``{group: GroupBatch}``."""
 
-    def __init__(self, num_steps: int, num_envs: int, groups: dict[str, AgentGroup], gamma: float,
-                 gae_lambda: float, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        num_steps: int,
+        num_envs: int,
+        groups: dict[str, AgentGroup],
+        gamma: float,
+        gae_lambda: float,
+        device: str = "cpu",
+    ) -> None:
         self.num_steps, self.num_envs, self.gamma, self.gae_lambda = num_steps, num_envs, gamma, gae_lambda
         self.store: dict[str, dict[str, torch.Tensor]] = {}
         for name, group in groups.items():
@@ -234,14 +278,20 @@ class MultiAgentRolloutBuffer(Buffer):
         self.truncated = torch.zeros((num_steps, num_envs), device=device)
         self.position = 0
 
-    def insert(self, obs: Any, actions: Any, logprobs: Any, values: Any, rewards: Any, terminated: Any,
-               truncated: Any) -> NoValue:
+    def insert(
+        self, obs: Any, actions: Any, logprobs: Any, values: Any, rewards: Any, terminated: Any, truncated: Any
+    ) -> NoValue:
         t = self.position
         if t >= self.num_steps:
             raise RuntimeError(f"rollout buffer is full ({self.num_steps} steps); drain it first")
         for name, store in self.store.items():
-            for key, value in (("obs", obs), ("actions", actions), ("logprobs", logprobs), ("values", values),
-                               ("rewards", rewards)):
+            for key, value in (
+                ("obs", obs),
+                ("actions", actions),
+                ("logprobs", logprobs),
+                ("values", values),
+                ("rewards", rewards),
+            ):
                 store[key][t] = torch.as_tensor(value[name])
         self.terminated[t] = torch.as_tensor(terminated)
         self.truncated[t] = torch.as_tensor(truncated)
@@ -254,12 +304,25 @@ class MultiAgentRolloutBuffer(Buffer):
         batch = {}
         for name, s in self.store.items():
             agents = s["rewards"].shape[2]
-            spread = lambda flag: flag.unsqueeze(2).expand(-1, -1, agents)  # noqa: E731 - per env -> per agent
-            advantages, returns = gae(s["rewards"], s["values"], spread(self.terminated), spread(self.truncated),
-                                      torch.as_tensor(last_values[name]), self.gamma, self.gae_lambda)
+            spread = lambda flag, agents=agents: flag.unsqueeze(2).expand(-1, -1, agents)  # noqa: E731 - per env -> per agent
+            advantages, returns = gae(
+                s["rewards"],
+                s["values"],
+                spread(self.terminated),
+                spread(self.truncated),
+                torch.as_tensor(last_values[name]),
+                self.gamma,
+                self.gae_lambda,
+            )
             flat = lambda x: x.reshape((-1,) + x.shape[2:]).clone()  # noqa: E731 - (step, env) -> rows
-            batch[name] = GroupBatch(flat(s["obs"]), flat(s["actions"]), flat(s["logprobs"]), flat(s["values"]),
-                                     flat(advantages), flat(returns))
+            batch[name] = GroupBatch(
+                flat(s["obs"]),
+                flat(s["actions"]),
+                flat(s["logprobs"]),
+                flat(s["values"]),
+                flat(advantages),
+                flat(returns),
+            )
         return batch
 
     def state_dict(self) -> dict[str, Any]:
@@ -279,7 +342,9 @@ class MAPPOLearner(Learner):
         self.agents = agents.to(self.device)
         self.params = list(self.agents.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
-        self.generator = torch.Generator(device=self.device).manual_seed(seed + 2)  # minibatch order, drawn where the data is
+        self.generator = torch.Generator(device=self.device).manual_seed(
+            seed + 2
+        )  # minibatch order, drawn where the data is
         self.num_updates = max(1, num_updates)
         self.updates = 0
 
@@ -291,14 +356,18 @@ class MAPPOLearner(Learner):
         self.updates += 1
         rows = next(iter(data.values())).obs.shape[0]
         if rows % cfg.num_minibatches:
-            raise ConfigError(f"algo.num_minibatches ({cfg.num_minibatches}) must divide the rows each learner "
-                              f"learns from ({rows} = its num_envs x num_steps)")
+            raise ConfigError(
+                f"algo.num_minibatches ({cfg.num_minibatches}) must divide the rows each learner "
+                f"learns from ({rows} = its num_envs x num_steps)"
+            )
         minibatch = rows // cfg.num_minibatches
         for _ in range(cfg.update_epochs):
             order = torch.randperm(rows, generator=self.generator, device=self.device)
             for start in range(0, rows, minibatch):
-                index = order[start:start + minibatch]
-                pg_loss, v_loss, entropy, _ = self.losses({g: GroupBatch(*(t[index] for t in b)) for g, b in data.items()})
+                index = order[start : start + minibatch]
+                pg_loss, v_loss, entropy, _ = self.losses(
+                    {g: GroupBatch(*(t[index] for t in b)) for g, b in data.items()}
+                )
                 loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -322,8 +391,10 @@ class MAPPOLearner(Learner):
             ratio = (logprobs[g] - b.logprobs).exp()
             adv = normalize_advantages(b.advantages)
             weight = b.logprobs.numel() / total
-            pg_loss = pg_loss + weight * torch.max(-adv * ratio,
-                                                   -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+            pg_loss = (
+                pg_loss
+                + weight * torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+            )
             v_loss = v_loss + weight * 0.5 * (values[g] - b.returns).square().mean()
             entropy = entropy + weight * net.head.entropy(params).mean()
         return pg_loss, v_loss, entropy, logprobs
@@ -332,16 +403,24 @@ class MAPPOLearner(Learner):
     def diagnostics(self, data: dict[str, GroupBatch]) -> dict[str, float]:
         pg_loss, v_loss, entropy, logprobs = self.losses(data)
         log_ratio = torch.cat([(logprobs[g] - b.logprobs).reshape(-1) for g, b in data.items()])
-        return {"policy_loss": float(pg_loss), "value_loss": float(v_loss), "entropy": float(entropy),
-                "approx_kl": float(((log_ratio.exp() - 1) - log_ratio).mean()),
-                "learning_rate": float(self.optimizer.param_groups[0]["lr"])}
+        return {
+            "policy_loss": float(pg_loss),
+            "value_loss": float(v_loss),
+            "entropy": float(entropy),
+            "approx_kl": float(((log_ratio.exp() - 1) - log_ratio).mean()),
+            "learning_rate": float(self.optimizer.param_groups[0]["lr"]),
+        }
 
     def get_weights(self) -> Global:
         return copy_weights(self.agents)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"agents": self.agents.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state(), "updates": self.updates}
+        return {
+            "agents": self.agents.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "updates": self.updates,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.agents.load_state_dict(state["agents"])
@@ -368,15 +447,18 @@ class MAPPO(Algorithm):
         if central:
             size = sum(g.num_agents * int(np.prod(g.observation_space.shape)) for g in spec.groups.values())
             if size > CENTRAL_INPUT_LIMIT:
-                raise ConfigError(f"a centralised critic would take a global state of {size:,} numbers per environment "
-                                  f"(limit {CENTRAL_INPUT_LIMIT:,}); use algo.critic: decentralised (IPPO) for "
-                                  f"{spec.num_agents} agents")
+                raise ConfigError(
+                    f"a centralised critic would take a global state of {size:,} numbers per environment "
+                    f"(limit {CENTRAL_INPUT_LIMIT:,}); use algo.critic: decentralised (IPPO) for "
+                    f"{spec.num_agents} agents"
+                )
         num_updates = -(-run.total_env_steps // config.rows)
         make_agents = lambda: Agents(spec.groups, mapping, central, config.hidden_size, run.seed)  # noqa: E731
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed, **config.env_kwargs)
         self.actor = MultiAgentActor(make_agents(), run.data_seed + 1, run.device)
-        self.buffer = MultiAgentRolloutBuffer(config.num_steps, config.num_envs, spec.groups, config.gamma,
-                                              config.gae_lambda, run.device)
+        self.buffer = MultiAgentRolloutBuffer(
+            config.num_steps, config.num_envs, spec.groups, config.gamma, config.gae_lambda, run.device
+        )
         self.learner = MAPPOLearner(make_agents(), config, run.seed, num_updates, run.device)
 
     def train_step(self) -> dict:

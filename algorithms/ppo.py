@@ -27,11 +27,36 @@ import torch
 from torch import nn
 
 import msrl.envs
-from msrl.core import (Algorithm, Box, ConfigError, Discrete, Global, Learner, RunInfo, Space, check_unit_interval,
-                       deferred, split, steps)
-from msrl.rl import (OBS_STATS, ActorCritic, ActorCriticActor, RolloutBatch, RolloutBuffer, RunningMeanStd, TwinMLP,
-                     action_layout, check_action_space, clip_grad_norm_, copy_weights, load_generator_state,
-                     normalize_advantages, ppo_losses)
+from msrl.core import (
+    Algorithm,
+    Box,
+    ConfigError,
+    Discrete,
+    Global,
+    Learner,
+    RunInfo,
+    Space,
+    check_unit_interval,
+    deferred,
+    split,
+    steps,
+)
+from msrl.rl import (
+    OBS_STATS,
+    ActorCritic,
+    ActorCriticActor,
+    RolloutBatch,
+    RolloutBuffer,
+    RunningMeanStd,
+    TwinMLP,
+    action_layout,
+    check_action_space,
+    clip_grad_norm_,
+    copy_weights,
+    load_generator_state,
+    normalize_advantages,
+    ppo_losses,
+)
 
 
 @dataclass
@@ -106,21 +131,32 @@ class PPOConfig:
 class PPOLearner(Learner):
     """Clipped-surrogate PPO update over minibatch epochs, with plain autograd."""
 
-    def __init__(self, obs_dim: int, action_space: Space, config: PPOConfig, seed: int, num_updates: int,
-                 device: str = "cpu", obs_shape: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_space: Space,
+        config: PPOConfig,
+        seed: int,
+        num_updates: int,
+        device: str = "cpu",
+        obs_shape: tuple[int, ...] | None = None,
+    ) -> None:
         if config.batch_size % config.num_minibatches:  # this learner's share of the batch, under every policy
-            raise ConfigError(f"algo.num_minibatches ({config.num_minibatches}) must divide the batch each learner "
-                              f"learns from ({config.batch_size} = its num_envs x num_steps)")
+            raise ConfigError(
+                f"algo.num_minibatches ({config.num_minibatches}) must divide the batch each learner "
+                f"learns from ({config.batch_size} = its num_envs x num_steps)"
+            )
         self.config = config
         self.device = torch.device(device)
         self.net = self.network(obs_dim, action_space, config, seed).to(self.device)
         self.params = list(self.net.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
-        self.generator = torch.Generator(device=self.device).manual_seed(seed + 2)  # minibatch order, drawn where the data is
+        self.generator = torch.Generator(device=self.device).manual_seed(
+            seed + 2
+        )  # minibatch order, drawn where the data is
         self.num_updates = max(1, num_updates)
         self.updates = 0
-        self.obs_stats = (RunningMeanStd(obs_shape or (obs_dim,), device=self.device) if config.normalize_obs
-                          else None)
+        self.obs_stats = RunningMeanStd(obs_shape or (obs_dim,), device=self.device) if config.normalize_obs else None
 
     @staticmethod
     def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> nn.Module:
@@ -141,7 +177,7 @@ class PPOLearner(Learner):
             order = torch.randperm(n, generator=self.generator, device=self.device)
             shuffled = [t[order] for t in data]  # one gather per epoch; minibatches are then slices
             for start in range(0, n, minibatch):
-                pg_loss, v_loss, entropy, _ = self.losses(*(t[start:start + minibatch] for t in shuffled))
+                pg_loss, v_loss, entropy, _ = self.losses(*(t[start : start + minibatch] for t in shuffled))
                 loss = pg_loss + cfg.vf_coef * v_loss
                 if cfg.ent_coef:
                     loss = loss - cfg.ent_coef * entropy.mean()
@@ -157,8 +193,15 @@ class PPOLearner(Learner):
         # Computed once the new weights are on their way to the actors: nothing waits for them.
         return deferred(self.diagnostics, *data)
 
-    def losses(self, obs: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor, old_values: torch.Tensor,
-               advantages: torch.Tensor, returns: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def losses(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        old_logprobs: torch.Tensor,
+        old_values: torch.Tensor,
+        advantages: torch.Tensor,
+        returns: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
         """Clipped surrogate loss, value loss, entropy and new log-probabilities of a minibatch."""
         cfg = self.config
         dist, values = self.net(obs)
@@ -199,8 +242,12 @@ class PPOLearner(Learner):
         return weights
 
     def state_dict(self) -> dict[str, Any]:
-        state = {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "generator": self.generator.get_state(), "updates": self.updates}
+        state = {
+            "net": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "updates": self.updates,
+        }
         if self.obs_stats is not None:
             state[OBS_STATS] = self.obs_stats.state_dict()
         return state
@@ -219,8 +266,16 @@ class FusedPPOLearner(PPOLearner):
     with ``msrl.rl.ppo_losses`` (closed-form loss gradients) and Adam's fused kernel: the fast path
     for small discrete-action models on the CPU.  Same seed, same initial weights as ``PPOLearner``."""
 
-    def __init__(self, obs_dim: int, action_space: Space, config: PPOConfig, seed: int, num_updates: int,
-                 device: str = "cpu", obs_shape: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_space: Space,
+        config: PPOConfig,
+        seed: int,
+        num_updates: int,
+        device: str = "cpu",
+        obs_shape: tuple[int, ...] | None = None,
+    ) -> None:
         super().__init__(obs_dim, action_space, config, seed, num_updates, device, obs_shape)
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
 
@@ -228,12 +283,29 @@ class FusedPPOLearner(PPOLearner):
     def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> nn.Module:
         return fused_network(obs_dim, action_space, config, seed)
 
-    def losses(self, obs: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor, old_values: torch.Tensor,
-               advantages: torch.Tensor, returns: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def losses(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        old_logprobs: torch.Tensor,
+        old_values: torch.Tensor,
+        advantages: torch.Tensor,
+        returns: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
         cfg = self.config
         logits, values = self.net(obs)
-        pg_loss, v_loss = ppo_losses(logits, values, actions, old_logprobs, old_values, advantages, returns,
-                                     clip=cfg.clip_coef, clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv)
+        pg_loss, v_loss = ppo_losses(
+            logits,
+            values,
+            actions,
+            old_logprobs,
+            old_values,
+            advantages,
+            returns,
+            clip=cfg.clip_coef,
+            clip_vloss=cfg.clip_vloss,
+            norm_adv=cfg.norm_adv,
+        )
         return pg_loss, v_loss, self.net.head.entropy(logits), self.net.head.log_prob(logits, actions)
 
     def clip_gradients(self) -> None:
@@ -264,12 +336,23 @@ class PPO(Algorithm):
         Learner = FusedPPOLearner if config.fused else PPOLearner
         num_updates = -(-run.total_env_steps // config.batch_size)
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
-        self.actor = ActorCriticActor(Learner.network(obs_dim, spec.action_space, config, run.seed), run.data_seed + 1,
-                                      run.device, config.normalize_obs, obs_shape)
-        self.buffer = RolloutBuffer(config.num_steps, config.num_envs, obs_shape,
-                                    *action_layout(spec.action_space), gamma=config.gamma,
-                                    gae_lambda=config.gae_lambda, device=run.device,
-                                    normalize_reward=config.normalize_reward)
+        self.actor = ActorCriticActor(
+            Learner.network(obs_dim, spec.action_space, config, run.seed),
+            run.data_seed + 1,
+            run.device,
+            config.normalize_obs,
+            obs_shape,
+        )
+        self.buffer = RolloutBuffer(
+            config.num_steps,
+            config.num_envs,
+            obs_shape,
+            *action_layout(spec.action_space),
+            gamma=config.gamma,
+            gae_lambda=config.gae_lambda,
+            device=run.device,
+            normalize_reward=config.normalize_reward,
+        )
         self.learner = Learner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device, obs_shape)
 
     def train_step(self) -> dict:

@@ -18,10 +18,33 @@ import torch
 from torch import nn
 
 import msrl.envs
-from msrl.core import (Actor, Algorithm, Batched, Box, ConfigError, Global, Learner, NoValue, RunInfo,
-                       check_unit_interval, split, steps)
-from msrl.rl import (ReplayBatch, ReplayBuffer, action_layout, check_action_space, clip_grad_norm_, copy_weights,
-                     load_state, mlp, polyak_update_, sample_tanh_gaussian, save_state)
+from msrl.core import (
+    Actor,
+    Algorithm,
+    Batched,
+    Box,
+    ConfigError,
+    Global,
+    Learner,
+    NoValue,
+    RunInfo,
+    check_unit_interval,
+    split,
+    steps,
+)
+from msrl.rl import (
+    ReplayBatch,
+    ReplayBuffer,
+    action_layout,
+    check_action_space,
+    clip_grad_norm_,
+    copy_weights,
+    load_state,
+    mlp,
+    polyak_update_,
+    sample_tanh_gaussian,
+    save_state,
+)
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -120,11 +143,19 @@ class TwinQ(nn.Module):
 class SACActor(Actor):
     """Uniformly random actions for the first ``learning_starts`` transitions, then policy samples."""
 
-    def __init__(self, obs_dim: int, action_space: Box, config: SACConfig, seed: int, device: str = "cpu",
-                 data_seed: int | None = None) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_space: Box,
+        config: SACConfig,
+        seed: int,
+        device: str = "cpu",
+        data_seed: int | None = None,
+    ) -> None:
         self.device = torch.device(device)
-        self.policy = SquashedGaussianPolicy(obs_dim, action_space, config.hidden_sizes,
-                                             torch.Generator().manual_seed(seed)).to(self.device)  # as the learner's
+        self.policy = SquashedGaussianPolicy(
+            obs_dim, action_space, config.hidden_sizes, torch.Generator().manual_seed(seed)
+        ).to(self.device)  # as the learner's
         # action draws: this copy's own stream (``data_seed``), so copies explore independently
         self.generator = torch.Generator(device=self.device).manual_seed((seed if data_seed is None else data_seed) + 1)
         self.learning_starts = config.learning_starts
@@ -217,14 +248,26 @@ class SACLearner(Learner):
             # Targets: Polyak averaging towards the critics.
             polyak_update_(self.critic_target, self.critic, cfg.tau)
             self.gradient_steps_taken += 1
-        return {"q_loss": totals["q_loss"] / batch.num_batches,
-                "policy_loss": totals["policy_loss"] / max(1, policy_steps), "alpha": self.log_alpha.exp().item()}
+        return {
+            "q_loss": totals["q_loss"] / batch.num_batches,
+            "policy_loss": totals["policy_loss"] / max(1, policy_steps),
+            "alpha": self.log_alpha.exp().item(),
+        }
 
     def get_weights(self) -> Global:
         return copy_weights(self.policy)
 
-    _STATE = ("policy", "critic", "critic_target", "log_alpha", "critic_optimizer", "policy_optimizer",
-              "alpha_optimizer", "generator", "gradient_steps_taken")
+    _STATE = (
+        "policy",
+        "critic",
+        "critic_target",
+        "log_alpha",
+        "critic_optimizer",
+        "policy_optimizer",
+        "alpha_optimizer",
+        "generator",
+        "gradient_steps_taken",
+    )
 
     def state_dict(self) -> dict[str, Any]:
         return save_state(self, *self._STATE)
@@ -249,9 +292,16 @@ class SAC(Algorithm):
         obs_dim = int(np.prod(obs_shape))
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
         self.actor = SACActor(obs_dim, spec.action_space, config, run.seed, run.device, run.data_seed)
-        self.buffer = ReplayBuffer(config.buffer_size, obs_shape, *action_layout(spec.action_space),
-                                   batch_size=config.batch_size, num_batches=config.gradient_steps,
-                                   learning_starts=config.learning_starts, seed=run.data_seed + 2, device=run.device)
+        self.buffer = ReplayBuffer(
+            config.buffer_size,
+            obs_shape,
+            *action_layout(spec.action_space),
+            batch_size=config.batch_size,
+            num_batches=config.gradient_steps,
+            learning_starts=config.learning_starts,
+            seed=run.data_seed + 2,
+            device=run.device,
+        )
         self.learner = SACLearner(obs_dim, spec.action_space, config, run.seed, run.device)
 
     def train_step(self) -> dict:

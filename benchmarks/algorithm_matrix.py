@@ -1,7 +1,7 @@
 """Table of the algorithm x preset matrix: greedy return mean +- std over seeds per cell.
 
-    MSRL_MATRIX_OUT=/tmp/matrix.jsonl python -m pytest -m slow tests/e2e/test_algorithm_matrix.py
-    python benchmarks/algorithm_matrix.py /tmp/matrix.jsonl
+MSRL_MATRIX_OUT=/tmp/matrix.jsonl python -m pytest -m slow tests/e2e/test_algorithm_matrix.py
+python benchmarks/algorithm_matrix.py /tmp/matrix.jsonl
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ def main(path: str) -> None:
                 continue
             spread = statistics.stdev(returns) if len(returns) > 1 else 0.0
             lag = statistics.fmean(r["policy_lag"] for r in runs)
-            row.append(f"{statistics.fmean(returns):.0f} ± {spread:.0f} (n={len(returns)}"
-                       + (f", lag {lag:.2f}" if lag else "") + ")")
+            row.append(
+                f"{statistics.fmean(returns):.0f} ± {spread:.0f} (n={len(returns)}"
+                + (f", lag {lag:.2f}" if lag else "")
+                + ")"
+            )
         print(f"| {config} | " + " | ".join(row) + " |")
 
 

@@ -46,10 +46,18 @@ def measure(policy: str, budget: int) -> tuple[float, float, int]:
     import msrl
 
     with tempfile.TemporaryDirectory() as runs_dir:
-        records = msrl.train(str(REPO_ROOT / "configs" / "ppo_cartpole.yaml"),
-                             [f"runs_dir={runs_dir}", "progress=false", "eval_episodes=0", "checkpoint_every=0",
-                              f"total_env_steps={budget}", f"policy={policy}",
-                              "algorithm=benchmarks.deferred_ab:AlternatingPPO"]).metrics
+        records = msrl.train(
+            str(REPO_ROOT / "configs" / "ppo_cartpole.yaml"),
+            [
+                f"runs_dir={runs_dir}",
+                "progress=false",
+                "eval_episodes=0",
+                "checkpoint_every=0",
+                f"total_env_steps={budget}",
+                f"policy={policy}",
+                "algorithm=benchmarks.deferred_ab:AlternatingPPO",
+            ],
+        ).metrics
     inline, deferred = [], []
     for index, record in enumerate(records[1:], start=1):
         update = index + 1  # record i holds update i + 1

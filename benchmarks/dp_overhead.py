@@ -46,8 +46,17 @@ PHASES = ["env", "inference", "learn", "buffer", "communication"]
 def run_layout(overrides: list[str], budget: int, runs_dir: str) -> dict[str, float]:
     import msrl
 
-    warmup, *records = msrl.train(CONFIG, [f"runs_dir={runs_dir}", "progress=false", "eval_episodes=0",
-                                           "checkpoint_every=0", f"total_env_steps={budget}", *overrides]).metrics
+    warmup, *records = msrl.train(
+        CONFIG,
+        [
+            f"runs_dir={runs_dir}",
+            "progress=false",
+            "eval_episodes=0",
+            "checkpoint_every=0",
+            f"total_env_steps={budget}",
+            *overrides,
+        ],
+    ).metrics
     wall = sum(r["wall_time"] for r in records)
     steps = records[-1]["env_steps"] - warmup["env_steps"]
     row = {"steps_per_s": steps / wall}
@@ -109,11 +118,14 @@ def round_trip(rounds: int) -> dict[str, list[float]]:
     a, b = peer_cls.remote("a"), peer_cls.remote("b")
     ray.get([a.pair.remote(ray.get(b.path.remote()), b), b.pair.remote(ray.get(a.path.remote()), a)])
     out = {}
-    for label, direct in (("same-node socket (msrl per-step path)", True), ("Ray actor calls (cross-node path)", False)):
+    for label, direct in (
+        ("same-node socket (msrl per-step path)", True),
+        ("Ray actor calls (cross-node path)", False),
+    ):
         done = b.echo.remote(rounds, direct)
         times = ray.get(a.ping.remote(rounds, direct))
         ray.get(done)
-        out[label] = times[rounds // 10:]  # drop warm-up
+        out[label] = times[rounds // 10 :]  # drop warm-up
     for handle in (a, b):
         ray.kill(handle)
     return out
@@ -124,8 +136,12 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=65536, help="env steps per layout")
     parser.add_argument("--rounds", type=int, default=2000, help="round trips for the transport measurement")
     parser.add_argument("--only", nargs="*", choices=sorted(LAYOUTS), help="layouts to run (default: all)")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="runs per layout, interleaved; the table shows the median run (by env steps/s)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs per layout, interleaved; the table shows the median run (by env steps/s)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in args.only or LAYOUTS}
@@ -137,21 +153,29 @@ def main() -> None:
                 runs[name].append(run_layout(LAYOUTS[name], args.budget, runs_dir))
     rows = {name: sorted(found, key=lambda row: row["steps_per_s"])[len(found) // 2] for name, found in runs.items()}
     base = rows.get("local", {}).get("steps_per_s")
-    print(f"\n{platform.node()}: {os.cpu_count()} CPUs, torch {torch.__version__}, budget {args.budget:,} env steps, "
-          f"median of {args.repeats} interleaved runs per layout\n")
+    print(
+        f"\n{platform.node()}: {os.cpu_count()} CPUs, torch {torch.__version__}, budget {args.budget:,} env steps, "
+        f"median of {args.repeats} interleaved runs per layout\n"
+    )
     print("| layout | env steps/s | vs local | " + " | ".join(PHASES) + " |")
     print("|---|---|---|" + "---|" * len(PHASES))
     for name, row in rows.items():
         ratio = f"{row['steps_per_s'] / base:.2f}x" if base else "-"
         shares = " | ".join(f"{row[p]:.0%}" for p in PHASES)
         print(f"| {name} | {row['steps_per_s']:,.0f} | {ratio} | {shares} |")
-    print("\nPhase columns: share of wall time (slowest replica per fragment, summed over fragments, so they may exceed 100%).")
+    print(
+        "\nPhase columns: share of wall time (slowest replica per fragment, summed over fragments,"
+        " so they may exceed 100%)."
+    )
     trips = round_trip(args.rounds)
     print("\n| per-step transport (obs 32x4 float32 up, 32 actions down) | median | p90 |")
     print("|---|---|---|")
     for label, times in trips.items():
         ordered = sorted(times)
-        print(f"| {label} | {statistics.median(ordered) * 1e6:,.0f} µs | {ordered[int(len(ordered) * 0.9)] * 1e6:,.0f} µs |")
+        print(
+            f"| {label} | {statistics.median(ordered) * 1e6:,.0f} µs "
+            f"| {ordered[int(len(ordered) * 0.9)] * 1e6:,.0f} µs |"
+        )
 
 
 if __name__ == "__main__":

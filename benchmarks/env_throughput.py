@@ -18,7 +18,7 @@ import platform
 import shlex
 import sys
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -35,10 +35,15 @@ def random_actions(env: msrl.Environment, rng: np.random.Generator, count: int) 
     space = env.action_space
     if isinstance(space, msrl.Discrete):
         return [rng.integers(0, space.n, size=env.num_envs) for _ in range(count)]
-    return [rng.uniform(space.low, space.high, size=(env.num_envs,) + tuple(space.shape)).astype(np.float32) for _ in range(count)]
+    return [
+        rng.uniform(space.low, space.high, size=(env.num_envs,) + tuple(space.shape)).astype(np.float32)
+        for _ in range(count)
+    ]
 
 
-def steps_per_second(step: Callable[[object], object], actions: list, num_envs: int, seconds: float, sync: Callable[[], None]) -> float:
+def steps_per_second(
+    step: Callable[[object], object], actions: list, num_envs: int, seconds: float, sync: Callable[[], None]
+) -> float:
     """Median rate over repeated timed windows of ``len(actions)`` steps."""
     for action in actions[:3]:
         step(action)
@@ -69,8 +74,9 @@ def measure_msrl(env_id: str, backend: str, num_envs: int, seconds: float, **kwa
 
 
 def measure_sharded(env_id: str, num_envs: int, threads: int, seconds: float) -> float:
-    env = msrl.envs.ShardedEnv(lambda n, seed: msrl.envs.make(env_id, n, seed=seed, backend="numpy"), num_envs, 0,
-                               threads)
+    env = msrl.envs.ShardedEnv(
+        lambda n, seed: msrl.envs.make(env_id, n, seed=seed, backend="numpy"), num_envs, 0, threads
+    )
     try:
         env.reset()
         actions = random_actions(env, np.random.default_rng(0), 20)
@@ -98,18 +104,31 @@ def measure_gymnasium(env_id: str, num_envs: int, seconds: float) -> float:
 def rows(env_id: str, sizes: Sequence[int], seconds: float, threads: int) -> list[tuple[str, dict[int, float]]]:
     table: list[tuple[str, dict[int, float]]] = []
     try:
-        table.append(("gymnasium SyncVectorEnv", {n: measure_gymnasium(env_id, n, seconds) for n in sizes if n <= GYM_MAX_ENVS}))
-        table.append(("msrl gymnasium adapter", {n: measure_msrl(env_id, "gymnasium", n, seconds)
-                                                 for n in sizes if n <= GYM_MAX_ENVS}))
+        table.append(
+            ("gymnasium SyncVectorEnv", {n: measure_gymnasium(env_id, n, seconds) for n in sizes if n <= GYM_MAX_ENVS})
+        )
+        table.append(
+            (
+                "msrl gymnasium adapter",
+                {n: measure_msrl(env_id, "gymnasium", n, seconds) for n in sizes if n <= GYM_MAX_ENVS},
+            )
+        )
     except ImportError:
         print("gymnasium not installed: no baseline row", file=sys.stderr)
     torch.set_num_threads(1)
     table.append(("msrl numpy", {n: measure_msrl(env_id, "numpy", n, seconds) for n in sizes}))
-    table.append((f"msrl numpy, {threads} shards (cpu executor)", {n: measure_sharded(env_id, n, threads, seconds) for n in sizes if n >= threads}))
+    table.append(
+        (
+            f"msrl numpy, {threads} shards (cpu executor)",
+            {n: measure_sharded(env_id, n, threads, seconds) for n in sizes if n >= threads},
+        )
+    )
     table.append(("msrl torch (cpu, 1 thread)", {n: measure_msrl(env_id, "torch", n, seconds) for n in sizes}))
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name()
-        table.append((f"msrl torch ({name})", {n: measure_msrl(env_id, "torch", n, seconds, device="cuda") for n in sizes}))
+        table.append(
+            (f"msrl torch ({name})", {n: measure_msrl(env_id, "torch", n, seconds, device="cuda") for n in sizes})
+        )
         try:
             import fragments.cuda  # noqa: F401  registers the cuda backend
 
@@ -119,7 +138,9 @@ def rows(env_id: str, sizes: Sequence[int], seconds: float, threads: int) -> lis
     return table
 
 
-def markdown(table: list[tuple[str, dict[int, float]]], sizes: Sequence[int], baseline: str = "gymnasium SyncVectorEnv") -> str:
+def markdown(
+    table: list[tuple[str, dict[int, float]]], sizes: Sequence[int], baseline: str = "gymnasium SyncVectorEnv"
+) -> str:
     base = dict(table).get(baseline, {})
     lines = ["| backend | " + " | ".join(f"{n:,} envs" for n in sizes) + " |", "|---|" + "---:|" * len(sizes)]
     for name, rates in table:
@@ -146,8 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = rows(args.env, args.sizes, args.seconds, args.threads)
     print(f"{args.env}: env steps/s (M = million), ratio to gymnasium SyncVectorEnv in brackets; random actions\n")
     print(markdown(table, args.sizes))
-    print(f"\n`{shlex.join(['python', *sys.argv])}` -- {platform.platform()}, {os.cpu_count()} CPUs, "
-          f"torch {torch.__version__}, numpy {np.__version__}")
+    print(
+        f"\n`{shlex.join(['python', *sys.argv])}` -- {platform.platform()}, {os.cpu_count()} CPUs, "
+        f"torch {torch.__version__}, numpy {np.__version__}"
+    )
     return 0
 
 

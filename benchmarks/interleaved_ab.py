@@ -29,8 +29,10 @@ def figure(root: str, command: list[str], pattern: re.Pattern[str]) -> float:
     done = subprocess.run([sys.executable, *command], cwd=root, env=env, capture_output=True, text=True)
     found = pattern.search(done.stdout)
     if done.returncode != 0 or found is None:
-        sys.exit(f"interleaved_ab: error: {command[0]} in {root} exited {done.returncode} "
-                 f"{'without a match for --figure' if found is None else ''}: {done.stderr.strip()[-500:]}")
+        sys.exit(
+            f"interleaved_ab: error: {command[0]} in {root} exited {done.returncode} "
+            f"{'without a match for --figure' if found is None else ''}: {done.stderr.strip()[-500:]}"
+        )
     return float(found.group(1).replace(",", ""))
 
 
@@ -53,8 +55,10 @@ def main() -> None:
         got = {side: figure(args.a if side == "A" else args.b, command, pattern) for side in order}
         ratios.append(got["B"] / got["A"])
         print(f"| {pair} | {order} | {got['A']:,.0f} | {got['B']:,.0f} | {ratios[-1]:.3f} |", flush=True)
-    print(f"\nB/A: geometric mean {statistics.geometric_mean(ratios):.3f}, median {statistics.median(ratios):.3f}, "
-          f"range {min(ratios):.3f}-{max(ratios):.3f} over {args.pairs} pairs")
+    print(
+        f"\nB/A: geometric mean {statistics.geometric_mean(ratios):.3f}, median {statistics.median(ratios):.3f}, "
+        f"range {min(ratios):.3f}-{max(ratios):.3f} over {args.pairs} pairs"
+    )
 
 
 if __name__ == "__main__":

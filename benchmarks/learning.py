@@ -93,13 +93,30 @@ SPECS: dict[str, Spec] = {
     "ppo_cartpole": Spec("CartPole-v1", "ppo", "PPO", "ppo.yml", "CartPole-v1"),
     "ppo_pendulum": Spec("Pendulum-v1", "ppo", "PPO", "ppo.yml", "Pendulum-v1"),
     "sac_pendulum": Spec("Pendulum-v1", "sac", "SAC", "sac.yml", "Pendulum-v1"),
-    "impala_cartpole": Spec("CartPole-v1", "impala", "A2C", "a2c.yml", "CartPole-v1",
-                            note="IMPALA has no SB3 counterpart: its peer is SB3's A2C with rl-zoo's "
-                                 "CartPole-v1 hyper-parameters"),
-    "ppo_halfcheetah": Spec("HalfCheetah-v5", "ppo", "PPO", "ppo.yml", "HalfCheetah-v4",
-                            note="rl-zoo's entry is for HalfCheetah-v4; run on v5"),
-    "sac_halfcheetah": Spec("HalfCheetah-v5", "sac", "SAC", "sac.yml", "HalfCheetah-v4",
-                            note="rl-zoo's entry is for HalfCheetah-v4; run on v5"),
+    "impala_cartpole": Spec(
+        "CartPole-v1",
+        "impala",
+        "A2C",
+        "a2c.yml",
+        "CartPole-v1",
+        note="IMPALA has no SB3 counterpart: its peer is SB3's A2C with rl-zoo's CartPole-v1 hyper-parameters",
+    ),
+    "ppo_halfcheetah": Spec(
+        "HalfCheetah-v5",
+        "ppo",
+        "PPO",
+        "ppo.yml",
+        "HalfCheetah-v4",
+        note="rl-zoo's entry is for HalfCheetah-v4; run on v5",
+    ),
+    "sac_halfcheetah": Spec(
+        "HalfCheetah-v5",
+        "sac",
+        "SAC",
+        "sac.yml",
+        "HalfCheetah-v4",
+        note="rl-zoo's entry is for HalfCheetah-v4; run on v5",
+    ),
 }
 
 THRESHOLDS: dict[str, float] = {"CartPole-v1": 475.0, "Pendulum-v1": -250.0, "HalfCheetah-v5": 3000.0}
@@ -132,32 +149,78 @@ ZOO_HYPERPARAMS: dict[tuple[str, str], dict[str, Any]] = {
     ("a2c.yml", "CartPole-v1"): dict(n_envs=8, n_timesteps=5e5, policy="MlpPolicy", ent_coef=0.0),
     # hyperparams/dqn.yml, CartPole-v1 ("Almost Tuned")
     ("dqn.yml", "CartPole-v1"): dict(
-        n_timesteps=5e4, policy="MlpPolicy", learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
-        learning_starts=1000, gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
-        exploration_fraction=0.16, exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256])),
+        n_timesteps=5e4,
+        policy="MlpPolicy",
+        learning_rate=2.3e-3,
+        batch_size=64,
+        buffer_size=100_000,
+        learning_starts=1000,
+        gamma=0.99,
+        target_update_interval=10,
+        train_freq=256,
+        gradient_steps=128,
+        exploration_fraction=0.16,
+        exploration_final_eps=0.04,
+        policy_kwargs=dict(net_arch=[256, 256]),
+    ),
     # hyperparams/ppo.yml, CartPole-v1 ("Tuned")
     ("ppo.yml", "CartPole-v1"): dict(
-        n_envs=8, n_timesteps=1e5, policy="MlpPolicy", n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
-        n_epochs=20, ent_coef=0.0, learning_rate=Linear(0.001), clip_range=Linear(0.2)),
+        n_envs=8,
+        n_timesteps=1e5,
+        policy="MlpPolicy",
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=Linear(0.001),
+        clip_range=Linear(0.2),
+    ),
     # hyperparams/ppo.yml, Pendulum-v1 ("Tuned")
     ("ppo.yml", "Pendulum-v1"): dict(
-        n_envs=4, n_timesteps=1e5, policy="MlpPolicy", n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10,
-        ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4),
+        n_envs=4,
+        n_timesteps=1e5,
+        policy="MlpPolicy",
+        n_steps=1024,
+        gae_lambda=0.95,
+        gamma=0.9,
+        n_epochs=10,
+        ent_coef=0.0,
+        learning_rate=1e-3,
+        clip_range=0.2,
+        use_sde=True,
+        sde_sample_freq=4,
+    ),
     # hyperparams/sac.yml, Pendulum-v1
     ("sac.yml", "Pendulum-v1"): dict(n_timesteps=20_000, policy="MlpPolicy", learning_rate=1e-3),
     # hyperparams/ppo.yml, HalfCheetah-v4 ("Tuned")
     ("ppo.yml", "HalfCheetah-v4"): dict(
-        normalize=True, n_envs=1, policy="MlpPolicy", n_timesteps=1e6, batch_size=64, n_steps=512, gamma=0.98,
-        learning_rate=2.0633e-05, ent_coef=0.000401762, clip_range=0.1, n_epochs=20, gae_lambda=0.92,
-        max_grad_norm=0.8, vf_coef=0.58096,
-        policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU,
-                           net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+        normalize=True,
+        n_envs=1,
+        policy="MlpPolicy",
+        n_timesteps=1e6,
+        batch_size=64,
+        n_steps=512,
+        gamma=0.98,
+        learning_rate=2.0633e-05,
+        ent_coef=0.000401762,
+        clip_range=0.1,
+        n_epochs=20,
+        gae_lambda=0.92,
+        max_grad_norm=0.8,
+        vf_coef=0.58096,
+        policy_kwargs=dict(
+            log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256])
+        ),
+    ),
     # hyperparams/sac.yml, HalfCheetah-v4 (&mujoco-defaults)
     ("sac.yml", "HalfCheetah-v4"): dict(n_timesteps=1e6, policy="MlpPolicy", learning_starts=10_000),
 }
 
-RL_ZOO_BENCHMARK = ("https://github.com/DLR-RM/rl-baselines3-zoo/blob/"
-                    "22e3ff2450fd92033f7f032915e1f64894a09584/benchmark.md")
+RL_ZOO_BENCHMARK = (
+    "https://github.com/DLR-RM/rl-baselines3-zoo/blob/22e3ff2450fd92033f7f032915e1f64894a09584/benchmark.md"
+)
 
 
 @dataclass(frozen=True)
@@ -178,40 +241,85 @@ PUBLISHED: dict[str, list[Published]] = {
     ],
     "dqn_cartpole": [
         Published("rl-zoo SB3 DQN CartPole-v1", "500.000 ± 0.000", "50k", RL_ZOO_BENCHMARK, _ZOO_NOTE),
-        Published("CleanRL dqn.py CartPole-v1", "488.69 ± 16.11", "500k", "https://docs.cleanrl.dev/rl-algorithms/dqn/#dqnpy",
-                  _CLEANRL_NOTE),
+        Published(
+            "CleanRL dqn.py CartPole-v1",
+            "488.69 ± 16.11",
+            "500k",
+            "https://docs.cleanrl.dev/rl-algorithms/dqn/#dqnpy",
+            _CLEANRL_NOTE,
+        ),
     ],
     "ppo_cartpole": [
         Published("rl-zoo SB3 PPO CartPole-v1", "500.000 ± 0.000", "100k", RL_ZOO_BENCHMARK, _ZOO_NOTE),
-        Published("CleanRL ppo.py CartPole-v1", "490.04 ± 6.12", "500k", "https://docs.cleanrl.dev/rl-algorithms/ppo/#ppopy",
-                  _CLEANRL_NOTE),
+        Published(
+            "CleanRL ppo.py CartPole-v1",
+            "490.04 ± 6.12",
+            "500k",
+            "https://docs.cleanrl.dev/rl-algorithms/ppo/#ppopy",
+            _CLEANRL_NOTE,
+        ),
     ],
     "ppo_pendulum": [
         Published("rl-zoo SB3 PPO Pendulum-v1", "-172.225 ± 104.159", "100k", RL_ZOO_BENCHMARK, _ZOO_NOTE),
-        Published("CleanRL", "n/a", "", "https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_continuous_actionpy",
-                  "no Pendulum-v1 figure"),
+        Published(
+            "CleanRL",
+            "n/a",
+            "",
+            "https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_continuous_actionpy",
+            "no Pendulum-v1 figure",
+        ),
     ],
     "sac_pendulum": [
         Published("rl-zoo SB3 SAC Pendulum-v1", "-156.995 ± 88.714", "20k", RL_ZOO_BENCHMARK, _ZOO_NOTE),
-        Published("CleanRL", "n/a", "", "https://docs.cleanrl.dev/rl-algorithms/sac/#sac_continuous_actionpy",
-                  "no Pendulum-v1 figure"),
+        Published(
+            "CleanRL",
+            "n/a",
+            "",
+            "https://docs.cleanrl.dev/rl-algorithms/sac/#sac_continuous_actionpy",
+            "no Pendulum-v1 figure",
+        ),
     ],
     "impala_cartpole": [
-        Published("rl-zoo SB3 A2C CartPole-v1 (the peer; no IMPALA in rl-zoo)", "500.000 ± 0.000", "500k",
-                  RL_ZOO_BENCHMARK, _ZOO_NOTE),
+        Published(
+            "rl-zoo SB3 A2C CartPole-v1 (the peer; no IMPALA in rl-zoo)",
+            "500.000 ± 0.000",
+            "500k",
+            RL_ZOO_BENCHMARK,
+            _ZOO_NOTE,
+        ),
         Published("CleanRL", "n/a", "", "https://docs.cleanrl.dev/rl-algorithms/overview/", "CleanRL has no IMPALA"),
     ],
     "ppo_halfcheetah": [
-        Published("rl-zoo SB3 PPO HalfCheetah-v3", "5819.099 ± 663.530", "1M", RL_ZOO_BENCHMARK,
-                  _ZOO_NOTE + "; HalfCheetah-v3"),
-        Published("CleanRL ppo_continuous_action.py HalfCheetah-v4", "1442.64 ± 46.03", "1M",
-                  "https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_continuous_actionpy", _CLEANRL_NOTE + "; HalfCheetah-v4"),
+        Published(
+            "rl-zoo SB3 PPO HalfCheetah-v3",
+            "5819.099 ± 663.530",
+            "1M",
+            RL_ZOO_BENCHMARK,
+            _ZOO_NOTE + "; HalfCheetah-v3",
+        ),
+        Published(
+            "CleanRL ppo_continuous_action.py HalfCheetah-v4",
+            "1442.64 ± 46.03",
+            "1M",
+            "https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_continuous_actionpy",
+            _CLEANRL_NOTE + "; HalfCheetah-v4",
+        ),
     ],
     "sac_halfcheetah": [
-        Published("rl-zoo SB3 SAC HalfCheetah-v3", "9535.451 ± 100.470", "1M", RL_ZOO_BENCHMARK,
-                  _ZOO_NOTE + "; HalfCheetah-v3"),
-        Published("CleanRL sac_continuous_action.py HalfCheetah-v2", "9634.89 ± 1423.73", "1M",
-                  "https://docs.cleanrl.dev/rl-algorithms/sac/#sac_continuous_actionpy", _CLEANRL_NOTE + "; HalfCheetah-v2"),
+        Published(
+            "rl-zoo SB3 SAC HalfCheetah-v3",
+            "9535.451 ± 100.470",
+            "1M",
+            RL_ZOO_BENCHMARK,
+            _ZOO_NOTE + "; HalfCheetah-v3",
+        ),
+        Published(
+            "CleanRL sac_continuous_action.py HalfCheetah-v2",
+            "9634.89 ± 1423.73",
+            "1M",
+            "https://docs.cleanrl.dev/rl-algorithms/sac/#sac_continuous_actionpy",
+            _CLEANRL_NOTE + "; HalfCheetah-v2",
+        ),
     ],
 }
 
@@ -279,8 +387,14 @@ class RunResult:
 
 # -- msrl -------------------------------------------------------------------------------------------
 def msrl_overrides(seed: int, budget: int, eval_episodes: int, runs_dir: str) -> list[str]:
-    return [f"seed={seed}", f"total_env_steps={budget}", f"runs_dir={runs_dir}", f"eval_episodes={eval_episodes}",
-            "progress=false", "checkpoint_every=0"]
+    return [
+        f"seed={seed}",
+        f"total_env_steps={budget}",
+        f"runs_dir={runs_dir}",
+        f"eval_episodes={eval_episodes}",
+        "progress=false",
+        "checkpoint_every=0",
+    ]
 
 
 def run_msrl(config: str, seed: int, budget: int, eval_episodes: int, runs_dir: str) -> RunResult:
@@ -290,13 +404,17 @@ def run_msrl(config: str, seed: int, budget: int, eval_episodes: int, runs_dir: 
 
     stream = io.StringIO()
     try:
-        run = msrl.train(str(CONFIG_DIR / f"{config}.yaml"),
-                         overrides=msrl_overrides(seed, budget, eval_episodes, runs_dir), stream=stream)
+        run = msrl.train(
+            str(CONFIG_DIR / f"{config}.yaml"),
+            overrides=msrl_overrides(seed, budget, eval_episodes, runs_dir),
+            stream=stream,
+        )
     except BaseException:
         sys.stderr.write(stream.getvalue()[-4000:])
         raise
-    result = RunResult(config, "msrl", seed, int(run.env_steps), float(run.wall_time),
-                       [float(r) for r in run.evaluation.returns])
+    result = RunResult(
+        config, "msrl", seed, int(run.env_steps), float(run.wall_time), [float(r) for r in run.evaluation.returns]
+    )
     wall = 0.0
     for record in run.metrics:
         wall += float(record["wall_time"])
@@ -362,8 +480,9 @@ def run_sb3(config: str, spec: Spec, seed: int, budget: int, eval_episodes: int,
             for info in self.locals.get("infos", ()):
                 episode = info.get("episode")
                 if episode is not None:
-                    episodes.append(EpisodeBatch(int(self.num_timesteps), time.perf_counter() - started[0],
-                                                 float(episode["r"])))
+                    episodes.append(
+                        EpisodeBatch(int(self.num_timesteps), time.perf_counter() - started[0], float(episode["r"]))
+                    )
             return True
 
     started[0] = time.perf_counter()
@@ -373,10 +492,13 @@ def run_sb3(config: str, spec: Spec, seed: int, budget: int, eval_episodes: int,
     eval_env = make_vec_env(spec.env_id, n_envs=eval_episodes, seed=seed + EVAL_SEED_OFFSET)
     train_norm = model.get_vec_normalize_env()
     if train_norm is not None:
-        eval_env = VecNormalize(eval_env, training=False, norm_reward=False, **normalize_kwargs(zoo_hyperparameters(spec)))
+        eval_env = VecNormalize(
+            eval_env, training=False, norm_reward=False, **normalize_kwargs(zoo_hyperparameters(spec))
+        )
         eval_env.obs_rms = copy.deepcopy(train_norm.obs_rms)
-    returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True,
-                                 return_episode_rewards=True)
+    returns, _ = evaluate_policy(
+        model, eval_env, n_eval_episodes=eval_episodes, deterministic=True, return_episode_rewards=True
+    )
     eval_env.close()
     model.get_env().close()
     return RunResult(config, "sb3", seed, int(model.num_timesteps), wall, [float(r) for r in returns], episodes)
@@ -403,10 +525,19 @@ def summarize(config: str, spec: Spec, framework: str, results: Sequence[RunResu
     final_mean, final_std = _mean_std([r.final_return for r in results])
     wall_mean, wall_std = _mean_std([r.wall_seconds for r in results])
     return {
-        "config": config, "env_id": spec.env_id, "framework": framework, "label": framework_label(spec, framework),
-        "seeds": len(results), "budget": budget, "env_steps_mean": statistics.fmean(r.env_steps for r in results),
-        "final_return_mean": final_mean, "final_return_std": final_std, "wall_s_mean": wall_mean, "wall_s_std": wall_std,
-        "threshold": threshold, "reached": len(reached),
+        "config": config,
+        "env_id": spec.env_id,
+        "framework": framework,
+        "label": framework_label(spec, framework),
+        "seeds": len(results),
+        "budget": budget,
+        "env_steps_mean": statistics.fmean(r.env_steps for r in results),
+        "final_return_mean": final_mean,
+        "final_return_std": final_std,
+        "wall_s_mean": wall_mean,
+        "wall_s_std": wall_std,
+        "threshold": threshold,
+        "reached": len(reached),
         "seconds_to_threshold_mean": statistics.fmean(h.wall_seconds for h in reached) if reached else None,
         "steps_to_threshold_mean": statistics.fmean(h.env_steps for h in reached) if reached else None,
     }
@@ -420,8 +551,11 @@ def _published_cell(config: str) -> str:
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     lines = [
-        ("| config | framework | env steps | final greedy return | wall s | wall s to threshold | env steps to threshold "
-         "| reached | published (mean ± std @ training steps) |"),
+        (
+            "| config | framework | env steps | final greedy return | wall s | wall s to threshold "
+            "| env steps to threshold "
+            "| reached | published (mean ± std @ training steps) |"
+        ),
         "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     shown: set[str] = set()
@@ -435,7 +569,9 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
             f"| {config} | {row['label']} | {row['env_steps_mean']:,.0f} | "
             f"{row['final_return_mean']:.1f} ± {row['final_return_std']:.1f} | "
             f"{row['wall_s_mean']:,.1f} ± {row['wall_s_std']:.1f} | "
-            f"{seconds} | {steps} | {row['reached']}/{row['seeds']} | {_published_cell(row['config']) if first else ''} |")
+            f"{seconds} | {steps} | {row['reached']}/{row['seeds']} | "
+            f"{_published_cell(row['config']) if first else ''} |"
+        )
     return "\n".join(lines)
 
 
@@ -483,7 +619,9 @@ def plot(config: str, spec: Spec, results: Sequence[RunResult], budget: int, pat
             if max(len(x) for x in xs) < 40:  # few points (msrl: one per iteration): show where they are
                 for x, y in zip(xs, ys):
                     ax.plot(x, y, linestyle="none", marker=".", color=colours[framework], alpha=0.6)
-            ax.fill_between(grid, stack.min(axis=0), stack.max(axis=0), color=colours[framework], alpha=0.2, linewidth=0)
+            ax.fill_between(
+                grid, stack.min(axis=0), stack.max(axis=0), color=colours[framework], alpha=0.2, linewidth=0
+            )
     for ax, xlabel in zip(axes, ("env steps", "wall time [s]")):
         ax.axhline(threshold, color="black", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
         ax.set_xlabel(xlabel)
@@ -492,8 +630,7 @@ def plot(config: str, spec: Spec, results: Sequence[RunResult], budget: int, pat
         ax.legend(loc="best", fontsize=8)
     axes[0].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_steps_label))
     seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}–{seeds[-1]}"
-    fig.suptitle(f"{config}: {spec.env_id}, budget {budget:,} env steps, {seed_text}; "
-                 f"mean over seeds, band = min–max")
+    fig.suptitle(f"{config}: {spec.env_id}, budget {budget:,} env steps, {seed_text}; mean over seeds, band = min–max")
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -505,8 +642,9 @@ def _steps_label(x: float, _pos: Any = None) -> str:
     return f"{x / 1e3:g}k" if abs(x) >= 1e3 else f"{x:g}"
 
 
-def write_outputs(out: Path, rows: list[dict[str, Any]], results: list[RunResult], meta: dict[str, Any],
-                  table: str) -> None:
+def write_outputs(
+    out: Path, rows: list[dict[str, Any]], results: list[RunResult], meta: dict[str, Any], table: str
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.md").write_text(table + "\n", encoding="utf-8")
     with open(out / "summary.csv", "w", newline="", encoding="utf-8") as handle:
@@ -515,18 +653,49 @@ def write_outputs(out: Path, rows: list[dict[str, Any]], results: list[RunResult
         writer.writerows(rows)
     with open(out / "runs.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["config", "framework", "seed", "env_steps", "wall_s", "final_greedy_return",
-                         "eval_episodes", "training_episodes", "threshold", "wall_s_to_threshold", "env_steps_to_threshold"])
+        writer.writerow(
+            [
+                "config",
+                "framework",
+                "seed",
+                "env_steps",
+                "wall_s",
+                "final_greedy_return",
+                "eval_episodes",
+                "training_episodes",
+                "threshold",
+                "wall_s_to_threshold",
+                "env_steps_to_threshold",
+            ]
+        )
         for r in results:
             hit = r.reached(THRESHOLDS[SPECS[r.config].env_id])
-            writer.writerow([r.config, r.framework, r.seed, r.env_steps, f"{r.wall_seconds:.3f}", f"{r.final_return:.3f}",
-                             len(r.eval_returns), sum(b.count for b in r.episodes), THRESHOLDS[SPECS[r.config].env_id],
-                             "" if hit is None else f"{hit.wall_seconds:.3f}", "" if hit is None else hit.env_steps])
-    curves = {"meta": meta, "runs": [
-        {**{k: v for k, v in asdict(r).items() if k != "episodes"},
-         "episodes": [[b.env_steps, round(b.wall_seconds, 4), b.mean_return, b.count] for b in r.episodes],
-         "episodes_columns": ["env_steps", "wall_seconds", "mean_return", "count"]}
-        for r in results]}
+            writer.writerow(
+                [
+                    r.config,
+                    r.framework,
+                    r.seed,
+                    r.env_steps,
+                    f"{r.wall_seconds:.3f}",
+                    f"{r.final_return:.3f}",
+                    len(r.eval_returns),
+                    sum(b.count for b in r.episodes),
+                    THRESHOLDS[SPECS[r.config].env_id],
+                    "" if hit is None else f"{hit.wall_seconds:.3f}",
+                    "" if hit is None else hit.env_steps,
+                ]
+            )
+    curves = {
+        "meta": meta,
+        "runs": [
+            {
+                **{k: v for k, v in asdict(r).items() if k != "episodes"},
+                "episodes": [[b.env_steps, round(b.wall_seconds, 4), b.mean_return, b.count] for b in r.episodes],
+                "episodes_columns": ["env_steps", "wall_seconds", "mean_return", "count"],
+            }
+            for r in results
+        ],
+    }
     (out / "curves.json").write_text(json.dumps(curves), encoding="utf-8")
 
 
@@ -544,15 +713,21 @@ def _jsonable(value: Any) -> Any:
 def machine_info() -> str:
     import gymnasium
 
-    versions = [f"python {platform.python_version()}", f"torch {torch.__version__}", f"gymnasium {gymnasium.__version__}"]
+    versions = [
+        f"python {platform.python_version()}",
+        f"torch {torch.__version__}",
+        f"gymnasium {gymnasium.__version__}",
+    ]
     for name in ("stable_baselines3", "mujoco"):
         try:
             versions.append(f"{name.replace('_', '-')} {importlib.import_module(name).__version__}")
         except ImportError:
             pass
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"{platform.platform()}, {platform.processor() or platform.machine()}, "
-            f"cpu_count {os.cpu_count()} ({usable} usable); {', '.join(versions)}")
+    return (
+        f"{platform.platform()}, {platform.processor() or platform.machine()}, "
+        f"cpu_count {os.cpu_count()} ({usable} usable); {', '.join(versions)}"
+    )
 
 
 # -- main -------------------------------------------------------------------------------------------
@@ -566,21 +741,28 @@ def mujoco_problem(env_id: str) -> str | None:
         importlib.import_module("mujoco")
         gymnasium.make(env_id).close()
     except Exception as exc:  # ImportError, DependencyNotInstalled, ...
-        return f"{env_id} needs gymnasium[mujoco] (pip install -c constraints.txt -e '.[mujoco]'): {str(exc).splitlines()[0]}"
+        hint = "pip install -c constraints.txt -e '.[mujoco]'"
+        return f"{env_id} needs gymnasium[mujoco] ({hint}): {str(exc).splitlines()[0]}"
     return None
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", default=",".join(SPECS),
-                        help=f"comma-separated configs (default: all: {','.join(SPECS)})")
+    parser.add_argument(
+        "--configs", default=",".join(SPECS), help=f"comma-separated configs (default: all: {','.join(SPECS)})"
+    )
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per framework (default 3)")
     budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--steps-scale", type=float, default=1.0,
-                        help="multiply each config's total_env_steps (default 1.0)")
-    budget.add_argument("--steps", type=int, default=None, help="env-step budget for every config (overrides the configs')")
+    budget.add_argument(
+        "--steps-scale", type=float, default=1.0, help="multiply each config's total_env_steps (default 1.0)"
+    )
+    budget.add_argument(
+        "--steps", type=int, default=None, help="env-step budget for every config (overrides the configs')"
+    )
     parser.add_argument("--frameworks", default="msrl,sb3", help="comma-separated subset of msrl,sb3 (default both)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default benchmarks/results/learning)")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="output directory (default benchmarks/results/learning)"
+    )
     parser.add_argument("--eval-episodes", type=int, default=20, help="final greedy episodes per run (default 20)")
     args = parser.parse_args(argv)
     args.configs = [c.strip() for c in args.configs.split(",") if c.strip()]
@@ -624,12 +806,16 @@ def plan_configs(args: argparse.Namespace) -> tuple[list[Plan], list[str]]:
                 sys.exit(f"learning.py: error: {path.relative_to(REPO_ROOT)} is not a valid msrl config: {exc}")
             env_id = loaded.raw.get("algo", {}).get("env_id", spec.env_id)
             if loaded.run.algorithm != spec.msrl_algo or env_id != spec.env_id:
-                sys.exit(f"learning.py: error: {path.relative_to(REPO_ROOT)} trains {loaded.run.algorithm!r} on {env_id!r}; "
-                         f"this benchmark expects {spec.msrl_algo!r} on {spec.env_id!r}")
+                sys.exit(
+                    f"learning.py: error: {path.relative_to(REPO_ROOT)} trains {loaded.run.algorithm!r} on {env_id!r}; "
+                    f"this benchmark expects {spec.msrl_algo!r} on {spec.env_id!r}"
+                )
         elif "msrl" in args.frameworks or args.steps is None:
             need = "msrl's runs" if "msrl" in args.frameworks else "the default budget (its total_env_steps)"
-            sys.exit(f"learning.py: error: config {path.relative_to(REPO_ROOT)} not found; it is needed for {need}. "
-                     f"Choose other --configs{'' if 'msrl' in args.frameworks else ' or give --steps'}.")
+            sys.exit(
+                f"learning.py: error: config {path.relative_to(REPO_ROOT)} not found; it is needed for {need}. "
+                f"Choose other --configs{'' if 'msrl' in args.frameworks else ' or give --steps'}."
+            )
         if args.steps is not None:
             budget = args.steps
         else:
@@ -650,8 +836,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             import stable_baselines3  # noqa: F401
         except ImportError:
-            sys.exit("learning.py: error: stable-baselines3 is not installed; "
-                     "pip install -c constraints.txt -e '.[bench]'")
+            sys.exit(
+                "learning.py: error: stable-baselines3 is not installed; pip install -c constraints.txt -e '.[bench]'"
+            )
     command = shlex.join(["python", *sys.argv]) if argv is None else shlex.join(["python", __file__, *argv])
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -669,21 +856,37 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
         print(reason, flush=True)
     print(f"command: {command}\nmachine: {machine_info()}\n", flush=True)
     meta: dict[str, Any] = {
-        "command": command, "machine": machine_info(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "seeds": list(range(args.seeds)), "eval_episodes": args.eval_episodes, "window": WINDOW,
-        "frameworks": args.frameworks, "skipped": skipped, "configs": {}}
+        "command": command,
+        "machine": machine_info(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "seeds": list(range(args.seeds)),
+        "eval_episodes": args.eval_episodes,
+        "window": WINDOW,
+        "frameworks": args.frameworks,
+        "skipped": skipped,
+        "configs": {},
+    }
     rows: list[dict[str, Any]] = []
     results: list[RunResult] = []
     with tempfile.TemporaryDirectory(prefix="msrl-runs-", dir=out) as runs_dir:
         for p in plans:
-            print(f"== {p.config}: {p.spec.env_id}, budget {p.budget:,} env steps, SB3 torch threads {p.threads} "
-                  f"({p.threads_note})" + (f"; {p.spec.note}" if p.spec.note else ""), flush=True)
+            print(
+                f"== {p.config}: {p.spec.env_id}, budget {p.budget:,} env steps, SB3 torch threads {p.threads} "
+                f"({p.threads_note})" + (f"; {p.spec.note}" if p.spec.note else ""),
+                flush=True,
+            )
             meta["configs"][p.config] = {
-                "env_id": p.spec.env_id, "budget": p.budget, "threshold": THRESHOLDS[p.spec.env_id],
-                "msrl_algorithm": p.spec.msrl_algo, "sb3_algorithm": p.spec.sb3_algo, "sb3_torch_threads": p.threads,
-                "rl_zoo_entry": f"hyperparams/{p.spec.zoo_file} {p.spec.zoo_env}", "note": p.spec.note,
+                "env_id": p.spec.env_id,
+                "budget": p.budget,
+                "threshold": THRESHOLDS[p.spec.env_id],
+                "msrl_algorithm": p.spec.msrl_algo,
+                "sb3_algorithm": p.spec.sb3_algo,
+                "sb3_torch_threads": p.threads,
+                "rl_zoo_entry": f"hyperparams/{p.spec.zoo_file} {p.spec.zoo_env}",
+                "note": p.spec.note,
                 "rl_zoo_hyperparameters": _jsonable(zoo_hyperparameters(p.spec)),
-                "published": [asdict(x) for x in PUBLISHED.get(p.config, [])]}
+                "published": [asdict(x) for x in PUBLISHED.get(p.config, [])],
+            }
             mine: list[RunResult] = []
             for seed in range(args.seeds):  # interleaved: msrl seed 0, SB3 seed 0, msrl seed 1, ...
                 for framework in args.frameworks:
@@ -694,13 +897,16 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
                     mine.append(r)
                     hit = r.reached(THRESHOLDS[p.spec.env_id])
                     where = "not reached" if hit is None else f"at {hit.wall_seconds:.1f} s / {hit.env_steps:,} steps"
-                    print(f"  {framework_label(p.spec, framework):<32} seed {seed}: {r.env_steps:>9,} steps "
-                          f"{r.wall_seconds:8.1f} s  greedy {r.final_return:8.1f}  "
-                          f"threshold {where}",
-                          flush=True)
+                    print(
+                        f"  {framework_label(p.spec, framework):<32} seed {seed}: {r.env_steps:>9,} steps "
+                        f"{r.wall_seconds:8.1f} s  greedy {r.final_return:8.1f}  "
+                        f"threshold {where}",
+                        flush=True,
+                    )
             results.extend(mine)
-            rows.extend(summarize(p.config, p.spec, f, [r for r in mine if r.framework == f], p.budget)
-                        for f in args.frameworks)
+            rows.extend(
+                summarize(p.config, p.spec, f, [r for r in mine if r.framework == f], p.budget) for f in args.frameworks
+            )
             try:
                 plot(p.config, p.spec, mine, p.budget, out / f"{p.config}.png")
             except Exception:  # a plot must not cost the numbers
@@ -708,19 +914,32 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
             table = markdown_table(rows)
             write_outputs(out, rows, results, meta, table)
     seeds = "seed 0" if args.seeds == 1 else f"seeds 0–{args.seeds - 1} interleaved"
-    header = (f"Learning quality, msrl vs SB3 (rl-zoo hyper-parameters): same env-step budget per config, "
-              f"{seeds}, final greedy return over {args.eval_episodes} fresh episodes "
-              f"(mean ± std over seeds), threshold on the mean of the last {WINDOW} training episodes "
-              f"(time/steps: mean over the seeds that reached it).")
+    header = (
+        f"Learning quality, msrl vs SB3 (rl-zoo hyper-parameters): same env-step budget per config, "
+        f"{seeds}, final greedy return over {args.eval_episodes} fresh episodes "
+        f"(mean ± std over seeds), threshold on the mean of the last {WINDOW} training episodes "
+        f"(time/steps: mean over the seeds that reached it)."
+    )
     notes = [SPECS[p.config].note and f"- {p.config}: {SPECS[p.config].note}" for p in plans]
-    table = "\n\n".join(x for x in [
-        header, markdown_table(rows), "\n".join(n for n in notes if n), "\n".join(skipped),
-        sources_text([p.config for p in plans]), f"`{command}` -- {machine_info()}"] if x)
+    table = "\n\n".join(
+        x
+        for x in [
+            header,
+            markdown_table(rows),
+            "\n".join(n for n in notes if n),
+            "\n".join(skipped),
+            sources_text([p.config for p in plans]),
+            f"`{command}` -- {machine_info()}",
+        ]
+        if x
+    )
     print("\n" + table)
     if rows:
         write_outputs(out, rows, results, meta, table)
-        print(f"\nwrote {out}/summary.md, summary.csv, runs.csv, curves.json and "
-              f"{', '.join(p.config + '.png' for p in plans)}")
+        print(
+            f"\nwrote {out}/summary.md, summary.csv, runs.csv, curves.json and "
+            f"{', '.join(p.config + '.png' for p in plans)}"
+        )
     return 0
 
 

@@ -35,10 +35,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -131,8 +131,12 @@ class EvalSchedule:
         with self.clock.paused():
             point = EvalPoint(env_steps, self.clock.seconds, statistics.fmean(self.evaluate()))
         self.record.curve.append(point)
-        print(f"  {self.record.framework:>4} seed {self.record.seed}: {env_steps:>7,} steps  "
-              f"{point.train_seconds:6.1f} s  greedy {point.mean_return:6.1f}", file=sys.stderr, flush=True)
+        print(
+            f"  {self.record.framework:>4} seed {self.record.seed}: {env_steps:>7,} steps  "
+            f"{point.train_seconds:6.1f} s  greedy {point.mean_return:6.1f}",
+            file=sys.stderr,
+            flush=True,
+        )
         while self.next_at <= env_steps:
             self.next_at += self.every
 
@@ -147,12 +151,22 @@ def run_msrl(seed: int, budget: int, eval_every: int, eval_episodes: int, overri
 
     record, clock = RunRecord("msrl", seed), Stopwatch()
     with tempfile.TemporaryDirectory(prefix="msrl-bench-") as runs_dir:
-        trainer = Trainer(str(MSRL_CONFIG), [
-            "policy=local", "progress=false", "eval_episodes=0", "checkpoint_every=0",
-            f"runs_dir={runs_dir}", f"seed={seed}", f"total_env_steps={budget}", *overrides,
-        ])
-        schedule = EvalSchedule(record, clock, eval_every,
-                                lambda: trainer.evaluate(eval_episodes, seed=seed + EVAL_SEED_OFFSET).returns)
+        trainer = Trainer(
+            str(MSRL_CONFIG),
+            [
+                "policy=local",
+                "progress=false",
+                "eval_episodes=0",
+                "checkpoint_every=0",
+                f"runs_dir={runs_dir}",
+                f"seed={seed}",
+                f"total_env_steps={budget}",
+                *overrides,
+            ],
+        )
+        schedule = EvalSchedule(
+            record, clock, eval_every, lambda: trainer.evaluate(eval_episodes, seed=seed + EVAL_SEED_OFFSET).returns
+        )
         try:
             clock.start()
             while not trainer.done:
@@ -176,8 +190,17 @@ def sb3_zoo_hyperparameters() -> dict:
     with its ``lin_`` schedules: value * progress_remaining, decaying to 0."""
     from stable_baselines3.common.utils import LinearSchedule
 
-    return dict(policy="MlpPolicy", n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-                ent_coef=0.0, learning_rate=LinearSchedule(1e-3, 0.0, 1.0), clip_range=LinearSchedule(0.2, 0.0, 1.0))
+    return dict(
+        policy="MlpPolicy",
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=LinearSchedule(1e-3, 0.0, 1.0),
+        clip_range=LinearSchedule(0.2, 0.0, 1.0),
+    )
 
 
 def run_sb3(seed: int, budget: int, eval_every: int, eval_episodes: int) -> RunRecord:
@@ -193,13 +216,19 @@ def run_sb3(seed: int, budget: int, eval_every: int, eval_episodes: int) -> RunR
     record, clock = RunRecord("SB3", seed), Stopwatch()
     eval_seed = seed + EVAL_SEED_OFFSET
     eval_env = make_vec_env("CartPole-v1", n_envs=eval_episodes, seed=eval_seed)
-    model = PPO(env=make_vec_env("CartPole-v1", n_envs=8, seed=seed), device="cpu", seed=seed, verbose=0,
-                **sb3_zoo_hyperparameters())
+    model = PPO(
+        env=make_vec_env("CartPole-v1", n_envs=8, seed=seed),
+        device="cpu",
+        seed=seed,
+        verbose=0,
+        **sb3_zoo_hyperparameters(),
+    )
 
     def greedy_returns() -> list[float]:
         eval_env.seed(eval_seed)  # the same 20 fresh starts at every evaluation
-        returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True,
-                                     return_episode_rewards=True)
+        returns, _ = evaluate_policy(
+            model, eval_env, n_eval_episodes=eval_episodes, deterministic=True, return_episode_rewards=True
+        )
         return [float(r) for r in returns]
 
     schedule = EvalSchedule(record, clock, eval_every, greedy_returns)
@@ -254,22 +283,33 @@ def markdown_table(records: Sequence[RunRecord], threshold: float) -> str:
         other = sb3.get(r.seed) if r.framework == "msrl" else None
         speed = _ratio(r.steps_per_second, other.steps_per_second) if other else ""
         time_ratio = _ratio(other.seconds_to(threshold), r.seconds_to(threshold)) if other else ""
-        lines.append(f"| {r.framework} | {r.seed} | {r.env_steps:,} | {r.steps_per_second:,.0f} | "
-                     f"{_seconds(r.seconds_to(threshold))} | {r.final_return:.1f} | {speed} | {time_ratio} |")
+        lines.append(
+            f"| {r.framework} | {r.seed} | {r.env_steps:,} | {r.steps_per_second:,.0f} | "
+            f"{_seconds(r.seconds_to(threshold))} | {r.final_return:.1f} | {speed} | {time_ratio} |"
+        )
     return "\n".join(lines)
 
 
 def device_table(records: Sequence[RunRecord], threshold: float) -> str:
     """Device mode: one row per number of environments and seed, with the time split per iteration."""
     phases = ("env", "inference", "buffer", "learn", "communication")
-    lines = [f"| num_envs | seed | env steps | env steps/s | s/iter | " + " | ".join(f"{p} s/iter" for p in phases)
-             + f" | s to greedy >= {threshold:g} | final greedy return |",
-             "|---:|---:|---:|---:|---:|" + "---:|" * len(phases) + "---:|---:|"]
+    lines = [
+        "| num_envs | seed | env steps | env steps/s | s/iter | "
+        + " | ".join(f"{p} s/iter" for p in phases)
+        + f" | s to greedy >= {threshold:g} | final greedy return |",
+        "|---:|---:|---:|---:|---:|" + "---:|" * len(phases) + "---:|---:|",
+    ]
     for r in records:
-        per = lambda seconds: f"{seconds / r.iterations:.4f}" if r.iterations else "n/a"  # noqa: E731
-        lines.append(f"| {r.num_envs:,} | {r.seed} | {r.env_steps:,} | {r.steps_per_second:,.0f} | "
-                     f"{per(r.train_seconds)} | " + " | ".join(per(r.phase_seconds.get(p, 0.0)) for p in phases)
-                     + f" | {_seconds(r.seconds_to(threshold))} | {r.final_return:.1f} |")
+
+        def per(seconds: float, r: RunRecord = r) -> str:
+            return f"{seconds / r.iterations:.4f}" if r.iterations else "n/a"
+
+        lines.append(
+            f"| {r.num_envs:,} | {r.seed} | {r.env_steps:,} | {r.steps_per_second:,.0f} | "
+            f"{per(r.train_seconds)} | "
+            + " | ".join(per(r.phase_seconds.get(p, 0.0)) for p in phases)
+            + f" | {_seconds(r.seconds_to(threshold))} | {r.final_return:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -283,14 +323,21 @@ def run_device_mode(args: argparse.Namespace, command: str) -> int:
     records = []
     for num_envs in args.num_envs:
         for seed in args.seeds:
-            overrides = [f"policy.executor={args.executor}", f"policy.device={args.device}",
-                         f"algo.num_envs={num_envs}", "algo.fused=false", *args.overrides]
+            overrides = [
+                f"policy.executor={args.executor}",
+                f"policy.device={args.device}",
+                f"algo.num_envs={num_envs}",
+                "algo.fused=false",
+                *args.overrides,
+            ]
             record = run_msrl(seed, args.budget, args.eval_every, args.eval_episodes, overrides)
             record.num_envs = num_envs
             records.append(record)
-    print(f"\nPPO CartPole-v1 on {args.device} ({device_name(args.device)}), executor {args.executor}, "
-          f"budget {args.budget:,} env steps, greedy eval of {args.eval_episodes} episodes every "
-          f"{args.eval_every:,} steps (eval time excluded).\n")
+    print(
+        f"\nPPO CartPole-v1 on {args.device} ({device_name(args.device)}), executor {args.executor}, "
+        f"budget {args.budget:,} env steps, greedy eval of {args.eval_episodes} episodes every "
+        f"{args.eval_every:,} steps (eval time excluded).\n"
+    )
     print(device_table(records, args.threshold))
     print(f"\n`{command}` -- {machine_info()}")
     return 0
@@ -299,7 +346,11 @@ def run_device_mode(args: argparse.Namespace, command: str) -> int:
 def machine_info() -> str:
     import gymnasium
 
-    versions = [f"python {platform.python_version()}", f"torch {torch.__version__}", f"gymnasium {gymnasium.__version__}"]
+    versions = [
+        f"python {platform.python_version()}",
+        f"torch {torch.__version__}",
+        f"gymnasium {gymnasium.__version__}",
+    ]
     try:
         import stable_baselines3
 
@@ -307,26 +358,51 @@ def machine_info() -> str:
     except ImportError:
         pass
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"{platform.platform()}, {platform.processor() or platform.machine()}, "
-            f"cpu_count {os.cpu_count()} ({usable} usable); {', '.join(versions)}; "
-            f"torch.set_num_threads({TORCH_THREADS}) for both frameworks")
+    return (
+        f"{platform.platform()}, {platform.processor() or platform.machine()}, "
+        f"cpu_count {os.cpu_count()} ({usable} usable); {', '.join(versions)}; "
+        f"torch.set_num_threads({TORCH_THREADS}) for both frameworks"
+    )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", type=int, default=100_000, help="env steps per training run (default 100000)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1], help="seeds, one run per framework each (default 1)")
-    parser.add_argument("--eval-every", type=int, default=10_240, help="env steps between greedy evaluations (default 10240)")
-    parser.add_argument("--eval-episodes", type=int, default=20, help="greedy episodes (fresh envs) per evaluation (default 20)")
-    parser.add_argument("--threshold", type=float, default=475.0, help="greedy mean return counted as solved (default 475)")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[1], help="seeds, one run per framework each (default 1)"
+    )
+    parser.add_argument(
+        "--eval-every", type=int, default=10_240, help="env steps between greedy evaluations (default 10240)"
+    )
+    parser.add_argument(
+        "--eval-episodes", type=int, default=20, help="greedy episodes (fresh envs) per evaluation (default 20)"
+    )
+    parser.add_argument(
+        "--threshold", type=float, default=475.0, help="greedy mean return counted as solved (default 475)"
+    )
     parser.add_argument("--skip-sb3", action="store_true", help="run msrl only")
     parser.add_argument("--device", help="device mode: msrl alone on this torch device (cuda, cuda:N, cpu)")
-    parser.add_argument("--num-envs", type=int, nargs="+", default=[4096, 16384, 65536],
-                        help="device mode: numbers of environments, one run each (default 4096 16384 65536)")
-    parser.add_argument("--executor", default="torch", choices=["torch", "cuda"],
-                        help="device mode: torch (torch env backend) or cuda (CUDA C kernel envs); default torch")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override msrl's config (configs/ppo_cartpole.yaml), as with 'msrl train --set'")
+    parser.add_argument(
+        "--num-envs",
+        type=int,
+        nargs="+",
+        default=[4096, 16384, 65536],
+        help="device mode: numbers of environments, one run each (default 4096 16384 65536)",
+    )
+    parser.add_argument(
+        "--executor",
+        default="torch",
+        choices=["torch", "cuda"],
+        help="device mode: torch (torch env backend) or cuda (CUDA C kernel envs); default torch",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override msrl's config (configs/ppo_cartpole.yaml), as with 'msrl train --set'",
+    )
     args = parser.parse_args(argv)
     for name in ("budget", "eval_every", "eval_episodes"):
         if getattr(args, name) < 1:
@@ -348,8 +424,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         records.append(run_msrl(seed, args.budget, args.eval_every, args.eval_episodes, args.overrides))
         if not args.skip_sb3:
             records.append(run_sb3(seed, args.budget, args.eval_every, args.eval_episodes))
-    print(f"\nPPO CartPole-v1, budget {args.budget:,} env steps, greedy eval of {args.eval_episodes} episodes "
-          f"every {args.eval_every:,} steps (eval time excluded), torch threads {TORCH_THREADS}.\n")
+    print(
+        f"\nPPO CartPole-v1, budget {args.budget:,} env steps, greedy eval of {args.eval_episodes} episodes "
+        f"every {args.eval_every:,} steps (eval time excluded), torch threads {TORCH_THREADS}.\n"
+    )
     print(markdown_table(records, args.threshold))
     print(f"\n`{command}` -- {machine_info()}")
     return 0

@@ -23,8 +23,9 @@ import os
 import platform
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -110,23 +111,38 @@ class PerAgentTag:
         c, T, N, W, M = self.c, self.c.num_taggers, len(self.agents), self.c.world_size, self.c.observed
         out = {}
         for i, agent in enumerate(self.agents):
-            features = [self.x[i] / W, self.y[i] / W, self.speed[i] / self.top[i], math.cos(self.heading[i]),
-                        math.sin(self.heading[i]), float(self.active[i]), self.t / c.max_episode_steps]
+            features = [
+                self.x[i] / W,
+                self.y[i] / W,
+                self.speed[i] / self.top[i],
+                math.cos(self.heading[i]),
+                math.sin(self.heading[i]),
+                float(self.active[i]),
+                self.t / c.max_episode_steps,
+            ]
             others = [j for j in range(N) if j != i]
             if M < N - 1:
+
                 def key(j: int, i: int = i) -> tuple[float, int]:
                     d = (self.x[j] - self.x[i]) ** 2 + (self.y[j] - self.y[i]) ** 2
                     return (d if self.active[j] else math.inf), j
+
                 others = sorted(others, key=key)[:M]
             for j in others:
-                features += [(self.x[j] - self.x[i]) / W, (self.y[j] - self.y[i]) / W, self.speed[j] / self.top[j],
-                             float(j < T), float(self.active[j])]
+                features += [
+                    (self.x[j] - self.x[i]) / W,
+                    (self.y[j] - self.y[i]) / W,
+                    self.speed[j] / self.top[j],
+                    float(j < T),
+                    float(self.active[j]),
+                ]
             out[agent] = np.array(features, dtype=np.float32)
         return out
 
 
-def rate(step: Callable[[Any], Any], actions: list, num_envs: int, seconds: float,
-         sync: Callable[[], None] = lambda: None) -> float:
+def rate(
+    step: Callable[[Any], Any], actions: list, num_envs: int, seconds: float, sync: Callable[[], None] = lambda: None
+) -> float:
     """Median environment steps per second over windows of about ``seconds / 3`` (at least three);
     ``sync`` waits for a device's queued work before a clock is read."""
     start = time.perf_counter()
@@ -150,15 +166,15 @@ def tag_kwargs(agents: int, observed: int) -> dict[str, int]:
     return {"num_taggers": taggers, "num_runners": agents - taggers, "num_observed": observed}
 
 
-def measure_msrl(backend: str, envs: int, agents: int, observed: int, seconds: float, max_step: float,
-                 device: str | None = None) -> float | None:
+def measure_msrl(
+    backend: str, envs: int, agents: int, observed: int, seconds: float, max_step: float, device: str | None = None
+) -> float | None:
     """Env steps/s of ``backend``, or None when one step takes longer than ``max_step`` seconds."""
     options = {"device": device} if device else {}
     env = msrl.envs.make("Tag-v0", num_envs=envs, seed=0, backend=backend, **tag_kwargs(agents, observed), **options)
     rng = np.random.default_rng(0)
     n = env.groups["taggers"].action_space.n
-    actions = [{g: rng.integers(0, n, (envs, group.num_agents)) for g, group in env.groups.items()}
-               for _ in range(50)]
+    actions = [{g: rng.integers(0, n, (envs, group.num_agents)) for g, group in env.groups.items()} for _ in range(50)]
     if backend in ("torch", "cuda"):
         actions = [{g: torch.as_tensor(a, device=env.device) for g, a in action.items()} for action in actions]
     sync = torch.cuda.synchronize if str(env.device).startswith("cuda") else (lambda: None)
@@ -179,14 +195,24 @@ def measure_msrl(backend: str, envs: int, agents: int, observed: int, seconds: f
 def measure_training(envs: int, agents: int, steps: int) -> tuple[float, float]:
     """End to end: IPPO on Tag (8 nearest observed) under the local policy; env steps/s and the
     share of the time spent stepping the environment."""
-    import msrl
     import tempfile
+
+    import msrl
 
     with tempfile.TemporaryDirectory() as runs:
         kwargs = tag_kwargs(agents, 8)
-        overrides = [f"runs_dir={runs}", "progress=false", "eval_episodes=0", "checkpoint_every=0",
-                     f"algo.num_envs={envs}", "algo.num_steps=25", "algo.update_epochs=1", "algo.num_minibatches=1",
-                     f"total_env_steps={steps}", *(f"algo.env_kwargs.{k}={v}" for k, v in kwargs.items())]
+        overrides = [
+            f"runs_dir={runs}",
+            "progress=false",
+            "eval_episodes=0",
+            "checkpoint_every=0",
+            f"algo.num_envs={envs}",
+            "algo.num_steps=25",
+            "algo.update_epochs=1",
+            "algo.num_minibatches=1",
+            f"total_env_steps={steps}",
+            *(f"algo.env_kwargs.{k}={v}" for k, v in kwargs.items()),
+        ]
         run = msrl.train(str(REPO / "configs" / "ippo_tag.yaml"), overrides)
     later = run.metrics[1:]  # the first iteration pays for warm-up
     steps_done = sum(b["env_steps"] - a["env_steps"] for a, b in zip(run.metrics, later))
@@ -199,8 +225,10 @@ def measure_loop(envs: int, agents: int, observed: int, seconds: float) -> float
     batch = [PerAgentTag(constants, seed) for seed in range(envs)]
     rng = np.random.default_rng(0)
     n = constants.groups["taggers"].action_space.n
-    actions = [[{agent: int(a) for agent, a in zip(env.agents, rng.integers(0, n, agents))} for env in batch]
-               for _ in range(50)]
+    actions = [
+        [{agent: int(a) for agent, a in zip(env.agents, rng.integers(0, n, agents))} for env in batch]
+        for _ in range(50)
+    ]
 
     def step(per_env: list[dict[str, int]]) -> None:
         for env, action in zip(batch, per_env):
@@ -212,33 +240,50 @@ def measure_loop(envs: int, agents: int, observed: int, seconds: float) -> float
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a fraction of a second per row")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch's intra-op threads (default: torch's own choice); 1 on a machine shared with "
-                             "other jobs, where threads that wait for each other cost more than they share")
-    parser.add_argument("--backends", default="numpy,torch",
-                        help="comma-separated: numpy, torch (on --device), cuda (pycuda kernels; needs a GPU)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch's intra-op threads (default: torch's own choice); 1 on a machine shared with "
+        "other jobs, where threads that wait for each other cost more than they share",
+    )
+    parser.add_argument(
+        "--backends",
+        default="numpy,torch",
+        help="comma-separated: numpy, torch (on --device), cuda (pycuda kernels; needs a GPU)",
+    )
     parser.add_argument("--device", default=None, help="torch backend's device (default cpu; cuda for the GPU rows)")
-    parser.add_argument("--max-step-seconds", type=float, default=5.0,
-                        help="skip a size whose first step takes longer (default 5 s)")
-    parser.add_argument("--training-steps", type=int, default=20000,
-                        help="env steps of the end-to-end IPPO row with 10 agents; the others take as many agent "
-                             "steps (0: no training rows)")
+    parser.add_argument(
+        "--max-step-seconds", type=float, default=5.0, help="skip a size whose first step takes longer (default 5 s)"
+    )
+    parser.add_argument(
+        "--training-steps",
+        type=int,
+        default=20000,
+        help="env steps of the end-to-end IPPO row with 10 agents; the others take as many agent "
+        "steps (0: no training rows)",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     seconds = 0.3 if args.quick else 2.0
     backends = [b for b in args.backends.split(",") if b]
 
-    print(f"# Tag-v0 env steps/s ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"torch {torch.__version__} on {torch.get_num_threads()} threads, numpy {np.__version__})\n")
+    print(
+        f"# Tag-v0 env steps/s ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"torch {torch.__version__} on {torch.get_num_threads()} threads, numpy {np.__version__})\n"
+    )
     print("| backend | envs | agents | num_observed | env steps/s | agent steps/s | vs per-agent loop |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     loop = {}
     for envs, agents in LOOP_SIZES:
         for observed in OBSERVED:
             loop[envs, agents, observed] = rates = measure_loop(envs, agents, observed, seconds)
-            print(f"| per-agent Python loop | {envs} | {agents} | {observed} | {rates:,.0f} | {rates * agents:,.0f} | 1.0 |",
-                  flush=True)
+            print(
+                f"| per-agent Python loop | {envs} | {agents} | {observed} | {rates:,.0f} | "
+                f"{rates * agents:,.0f} | 1.0 |",
+                flush=True,
+            )
     for backend in backends:
         label = {"numpy": "NumPy", "torch": f"torch {args.device or 'cpu'} f32", "cuda": "CUDA C kernels"}[backend]
         for agents in AGENTS:
@@ -246,24 +291,40 @@ def main(argv: list[str] | None = None) -> None:
                 for observed in OBSERVED:
                     if observed == 0 and agents > ALL_OTHERS_UP_TO:
                         continue
-                    rates = measure_msrl(backend, envs, agents, observed, seconds, args.max_step_seconds,
-                                         args.device if backend == "torch" else None)
+                    rates = measure_msrl(
+                        backend,
+                        envs,
+                        agents,
+                        observed,
+                        seconds,
+                        args.max_step_seconds,
+                        args.device if backend == "torch" else None,
+                    )
                     if rates is None:
-                        print(f"| {label} | {envs} | {agents} | {observed} | one step > {args.max_step_seconds:g} s: "
-                              f"not run | | |", flush=True)
+                        print(
+                            f"| {label} | {envs} | {agents} | {observed} | one step > {args.max_step_seconds:g} s: "
+                            f"not run | | |",
+                            flush=True,
+                        )
                         continue
                     base = loop.get((envs, agents, observed))
                     ratio = f"{rates / base:.1f}x" if base else ""
-                    print(f"| {label} | {envs} | {agents} | {observed} | {rates:,.0f} | {rates * agents:,.0f} | "
-                          f"{ratio} |", flush=True)
+                    print(
+                        f"| {label} | {envs} | {agents} | {observed} | {rates:,.0f} | {rates * agents:,.0f} | "
+                        f"{ratio} |",
+                        flush=True,
+                    )
     if args.training_steps:
         print("\n| end to end: IPPO, local policy | envs | agents | env steps/s | agent steps/s | env share of time |")
         print("|---|---:|---:|---:|---:|---:|")
         for envs, agents in TRAINING:
             # the same number of agent steps per row (at least two iterations: the first is warm-up)
             rates, env_share = measure_training(envs, agents, max(args.training_steps * 10 // agents, 2 * envs * 25))
-            print(f"| NumPy env, torch CPU policy | {envs} | {agents} | {rates:,.0f} | {rates * agents:,.0f} | "
-                  f"{env_share:.0%} |", flush=True)
+            print(
+                f"| NumPy env, torch CPU policy | {envs} | {agents} | {rates:,.0f} | {rates * agents:,.0f} | "
+                f"{env_share:.0%} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

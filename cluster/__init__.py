@@ -7,15 +7,38 @@ from cluster._collective import backend_for
 from cluster._connect import CLUSTER_SWITCH, connect, loopback_only
 from cluster._direct import DirectListener, DirectSender
 from cluster._placement import (
-    PLACEMENT_TIMEOUT_S, bundles_of, check_feasible, create_placement_group, demand_of, describe_placement,
-    resources_in_use, wait_until_released,
+    PLACEMENT_TIMEOUT_S,
+    bundles_of,
+    check_feasible,
+    create_placement_group,
+    demand_of,
+    describe_placement,
+    resources_in_use,
+    wait_until_released,
 )
 from cluster._runtime import RayRuntime, actor_resources, merge_replica_metrics, starts_embedded
 from cluster._transport import Mailbox
 from cluster._worker import ComputeThread
 
 __all__ = [
-    "CLUSTER_SWITCH", "PLACEMENT_TIMEOUT_S", "ComputeThread", "DirectListener", "DirectSender", "Mailbox", "RayRuntime",
-    "actor_resources", "backend_for", "bundles_of", "check_feasible", "connect", "create_placement_group", "demand_of",
-    "describe_placement", "loopback_only", "merge_replica_metrics", "resources_in_use", "starts_embedded", "wait_until_released",
+    "CLUSTER_SWITCH",
+    "PLACEMENT_TIMEOUT_S",
+    "ComputeThread",
+    "DirectListener",
+    "DirectSender",
+    "Mailbox",
+    "RayRuntime",
+    "actor_resources",
+    "backend_for",
+    "bundles_of",
+    "check_feasible",
+    "connect",
+    "create_placement_group",
+    "demand_of",
+    "describe_placement",
+    "loopback_only",
+    "merge_replica_metrics",
+    "resources_in_use",
+    "starts_embedded",
+    "wait_until_released",
 ]

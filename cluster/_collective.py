@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import datetime
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -71,7 +72,9 @@ class RayStore(dist.Store):
         deadline = time.monotonic() + self.timeout_s
         while (value := self._call("get", key)) is None:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"rendezvous key {key!r} not set within {self.timeout_s:g} s: a learner replica did not start")
+                raise TimeoutError(
+                    f"rendezvous key {key!r} not set within {self.timeout_s:g} s: a learner replica did not start"
+                )
             time.sleep(0.005)
         return value
 
@@ -133,7 +136,7 @@ class GradientAllReduce:
         flat /= self.world_size
         offset = 0
         for tensor in tensors:
-            tensor.copy_(flat[offset:offset + tensor.numel()].view_as(tensor))
+            tensor.copy_(flat[offset : offset + tensor.numel()].view_as(tensor))
             offset += tensor.numel()
 
 

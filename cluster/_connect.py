@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 # Ray reads this once, at import, to decide whether a node may take part in a cluster.  Where it
 # may (the default on Linux), Ray advertises the node's network address and its GCS, raylet and
@@ -28,8 +29,16 @@ def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: A
         if address is None:
             # "local": never attach to another instance by accident.
             with loopback_only():
-                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, dashboard_host="127.0.0.1",
-                         configure_logging=True, logging_level="WARNING", log_to_driver=True, **kwargs)
+                ray.init(
+                    address="local",
+                    num_cpus=num_cpus,
+                    include_dashboard=False,
+                    dashboard_host="127.0.0.1",
+                    configure_logging=True,
+                    logging_level="WARNING",
+                    log_to_driver=True,
+                    **kwargs,
+                )
         else:
             ray.init(address=address, logging_level="WARNING", **kwargs)
     return dict(ray.cluster_resources())

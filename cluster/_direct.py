@@ -92,16 +92,32 @@ class DirectSender:
         self.sock.close()
 
 
-_NUMPY_DTYPES = {torch.float16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32, torch.int64,
-                 torch.uint8, torch.bool, torch.complex64, torch.complex128}
+_NUMPY_DTYPES = {
+    torch.float16,
+    torch.float32,
+    torch.float64,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+    torch.complex128,
+}
 
 
 class _Pickler(pickle.Pickler):
     """Plain CPU tensors as NumPy arrays; anything else (CUDA, autograd, other dtypes) as torch pickles it."""
 
     def reducer_override(self, obj: Any) -> Any:
-        if (type(obj) is torch.Tensor and obj.device.type == "cpu" and not obj.requires_grad
-                and obj.layout == torch.strided and obj.dtype in _NUMPY_DTYPES):
+        if (
+            type(obj) is torch.Tensor
+            and obj.device.type == "cpu"
+            and not obj.requires_grad
+            and obj.layout == torch.strided
+            and obj.dtype in _NUMPY_DTYPES
+        ):
             return torch.from_numpy, (obj.numpy(),)
         return NotImplemented
 

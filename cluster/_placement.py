@@ -17,8 +17,11 @@ RELEASE_TIMEOUT_S = 10.0
 
 def bundles_of(policy: Any) -> list[tuple[str, int, dict[str, float]]]:
     """``(fragment, replica, resources)`` for every fragment replica, in policy order."""
-    return [(spec.name, replica, {k: v for k, v in spec.resources.items() if v > 0})
-            for spec in policy.fragments for replica in range(spec.replicas)]
+    return [
+        (spec.name, replica, {k: v for k, v in spec.resources.items() if v > 0})
+        for spec in policy.fragments
+        for replica in range(spec.replicas)
+    ]
 
 
 def check_feasible(policy: Any, nodes: list[dict[str, float]]) -> None:
@@ -29,18 +32,27 @@ def check_feasible(policy: Any, nodes: list[dict[str, float]]) -> None:
     for key, value in sorted(demand.items(), key=lambda item: _order(item[0])):
         total = sum(node.get(key, 0.0) for node in nodes)
         if value > total + 1e-9:
-            raise ConfigError(f"policy {policy.name!r} asks for {_fmt_amount(key, value)} in all but the cluster has "
-                              f"{_fmt_quantity(key, total)}; cluster offers {offered}")
-    for (fragment, replica, resources) in bundles_of(policy):
+            raise ConfigError(
+                f"policy {policy.name!r} asks for {_fmt_amount(key, value)} in all but the cluster has "
+                f"{_fmt_quantity(key, total)}; cluster offers {offered}"
+            )
+    for fragment, _replica, resources in bundles_of(policy):
         if not any(_fits(resources, node) for node in nodes):
-            raise ConfigError(f"fragment {fragment!r} asks for {_fmt_resources(resources)} per replica but no node has that much; "
-                              f"cluster offers {offered}")
+            raise ConfigError(
+                f"fragment {fragment!r} asks for {_fmt_resources(resources)} per replica but no node has that much; "
+                f"cluster offers {offered}"
+            )
     if policy.placement == "STRICT_SPREAD" and _distinct_nodes_for(bundles, nodes) < len(bundles):
-        raise ConfigError(f"placement STRICT_SPREAD needs {len(bundles)} distinct nodes that each hold one fragment replica "
-                          f"({', '.join(_fmt_resources(b) for b in bundles)}) but the cluster has {len(nodes)}; cluster offers {offered}")
+        raise ConfigError(
+            f"placement STRICT_SPREAD needs {len(bundles)} distinct nodes that each hold one fragment replica "
+            f"({', '.join(_fmt_resources(b) for b in bundles)}) but the cluster has {len(nodes)}; "
+            f"cluster offers {offered}"
+        )
     if policy.placement == "STRICT_PACK" and not any(_fits(demand, node) for node in nodes):
-        raise ConfigError(f"placement STRICT_PACK needs {_fmt_resources(demand)} on one node but no node has that much; "
-                          f"cluster offers {offered}")
+        raise ConfigError(
+            f"placement STRICT_PACK needs {_fmt_resources(demand)} on one node but no node has that much; "
+            f"cluster offers {offered}"
+        )
 
 
 def create_placement_group(policy: Any, timeout_s: float = PLACEMENT_TIMEOUT_S) -> Any:
@@ -58,9 +70,11 @@ def create_placement_group(policy: Any, timeout_s: float = PLACEMENT_TIMEOUT_S) 
     if not ready:
         remove_placement_group(group)
         available = _fmt_resources(_offered(ray.available_resources(), asked))
-        raise ConfigError(f"policy {policy.name!r} could not be placed within {timeout_s:g} s ({len(bundles)} bundles, "
-                          f"{policy.placement}); the resources are held by other work. Cluster offers "
-                          f"{_describe_cluster(nodes, asked)}, available now {available}")
+        raise ConfigError(
+            f"policy {policy.name!r} could not be placed within {timeout_s:g} s ({len(bundles)} bundles, "
+            f"{policy.placement}); the resources are held by other work. Cluster offers "
+            f"{_describe_cluster(nodes, asked)}, available now {available}"
+        )
     return group
 
 
@@ -115,7 +129,9 @@ def _distinct_nodes_for(bundles: list[dict[str, float]], nodes: list[dict[str, f
     left = [("bundle", i) for i in range(len(bundles))]
     graph.add_nodes_from(left)
     graph.add_nodes_from(("node", j) for j in range(len(nodes)))
-    graph.add_edges_from((("bundle", i), ("node", j)) for i, b in enumerate(bundles) for j, n in enumerate(nodes) if _fits(b, n))
+    graph.add_edges_from(
+        (("bundle", i), ("node", j)) for i, b in enumerate(bundles) for j, n in enumerate(nodes) if _fits(b, n)
+    )
     return len(nx.bipartite.maximum_matching(graph, top_nodes=left)) // 2
 
 
@@ -134,8 +150,11 @@ def _offered(resources: dict[str, float], asked: set[str]) -> dict[str, float]:
     placement-group shares) unless the policy asks for that kind of resource (asking
     for ``accelerator_type:A100`` shows every node's accelerator type)."""
     kinds = {_kind(key) for key in asked}
-    return {key: value for key, value in resources.items()
-            if _kind(key) in kinds or not (key in _BYTES or key.startswith(_HIDDEN_PREFIXES) or _GROUP_SHARE.search(key))}
+    return {
+        key: value
+        for key, value in resources.items()
+        if _kind(key) in kinds or not (key in _BYTES or key.startswith(_HIDDEN_PREFIXES) or _GROUP_SHARE.search(key))
+    }
 
 
 def _kind(key: str) -> str:
@@ -154,13 +173,17 @@ def describe_placement(policy: Any, placement: dict[str, list[str]], addresses: 
         held = {key: value for key, value in spec.resources.items() if value > 0}
         with_ = _fmt_resources(held) if held else "no reserved resources"
         for replica, node in enumerate(placement.get(spec.name, [])):
-            lines.append(f"fragment {spec.name}[{replica}] on node {addresses.get(node, '?')} "
-                         f"({node[:8]}) with {with_}")
+            lines.append(
+                f"fragment {spec.name}[{replica}] on node {addresses.get(node, '?')} ({node[:8]}) with {with_}"
+            )
     return lines
 
 
 def _fmt_resources(resources: dict[str, float]) -> str:
-    return ", ".join(_fmt_amount(k, v) for k, v in sorted(resources.items(), key=lambda item: _order(item[0]))) or "nothing"
+    return (
+        ", ".join(_fmt_amount(k, v) for k, v in sorted(resources.items(), key=lambda item: _order(item[0])))
+        or "nothing"
+    )
 
 
 def _order(key: str) -> tuple[int, str]:
@@ -180,7 +203,7 @@ def _fmt_amount(key: str, value: float) -> str:
 
 def _fmt_quantity(key: str, value: float) -> str:
     if key in _BYTES:
-        for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
             if value >= size:
                 return f"{value / size:.4g} {unit}"
         return f"{_fmt(value)} bytes"

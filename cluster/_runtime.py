@@ -16,10 +16,10 @@ import shutil
 import sys
 from typing import Any
 
-from msrl.core import GLOBAL, ConfigError, MsrlError, WorkerLostError
-from fragments import BuildRecipe, FragmentedGraph, IterationResult
 from cluster._connect import connect
 from cluster._placement import create_placement_group, demand_of, describe_placement
+from fragments import BuildRecipe, FragmentedGraph, IterationResult
+from msrl.core import GLOBAL, ConfigError, MsrlError, WorkerLostError
 
 MAX_CONCURRENCY = 8  # queued iterations waiting on the compute thread, deliveries, close
 MAX_CPUS_PER_CORE = 4
@@ -33,8 +33,13 @@ LIVENESS_TIMEOUT_S = 30.0
 
 
 class RayRuntime:
-    def __init__(self, recipe: BuildRecipe, fdg: FragmentedGraph, address: str | None = None,
-                 liveness_timeout_s: float = LIVENESS_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        recipe: BuildRecipe,
+        fdg: FragmentedGraph,
+        address: str | None = None,
+        liveness_timeout_s: float = LIVENESS_TIMEOUT_S,
+    ) -> None:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -56,9 +61,13 @@ class RayRuntime:
                 self.workers[name] = []
                 for replica in range(spec.replicas):
                     strategy = PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=bundle)
-                    self.workers[name].append(worker_cls.options(
-                        **actor_resources(spec.resources), scheduling_strategy=strategy, name=None,
-                    ).remote(recipe, fdg, name, replica))
+                    self.workers[name].append(
+                        worker_cls.options(
+                            **actor_resources(spec.resources),
+                            scheduling_strategy=strategy,
+                            name=None,
+                        ).remote(recipe, fdg, name, replica)
+                    )
                     bundle += 1
             self._connect()
         except BaseException:
@@ -86,7 +95,9 @@ class RayRuntime:
         calls = []
         for name, handles in self.workers.items():
             for handle in handles:
-                calls.append(handle.connect.remote(self.workers, stale_ok.get(name, set()), stores.get(name), endpoints))
+                calls.append(
+                    handle.connect.remote(self.workers, stale_ok.get(name, set()), stores.get(name), endpoints)
+                )
         _get_each(calls)
 
     def _stale_ok_nodes(self) -> dict[str, set[str]]:
@@ -95,19 +106,27 @@ class RayRuntime:
             return {}
         stale: dict[str, set[str]] = {}
         for interface in self.fdg.interfaces:
-            if interface.src == self.output_fragment and interface.dst != self.output_fragment and interface.kind == GLOBAL:
+            if (
+                interface.src == self.output_fragment
+                and interface.dst != self.output_fragment
+                and interface.kind == GLOBAL
+            ):
                 stale.setdefault(interface.dst, set()).add(interface.value.node)
         return stale
 
     def placement(self) -> dict[str, list[str]]:
         """Fragment -> the Ray node id of each replica (for tests and ``msrl graph``)."""
-        return {name: self._await([((name, r), h.node_id.remote()) for r, h in enumerate(handles)])
-                for name, handles in self.workers.items()}
+        return {
+            name: self._await([((name, r), h.node_id.remote()) for r, h in enumerate(handles)])
+            for name, handles in self.workers.items()
+        }
 
     def worker_pids(self) -> dict[str, list[int]]:
         """Fragment -> the process id of each replica's worker (on its node)."""
-        return {name: self._await([((name, r), h.pid.remote()) for r, h in enumerate(handles)])
-                for name, handles in self.workers.items()}
+        return {
+            name: self._await([((name, r), h.pid.remote()) for r, h in enumerate(handles)])
+            for name, handles in self.workers.items()
+        }
 
     def placement_report(self) -> list[str]:
         """One line per fragment replica, in policy order, naming the node it runs on (IP
@@ -170,8 +189,11 @@ class RayRuntime:
 
     def _actors_behind(self, iteration: int) -> set[tuple[str, int]]:
         """Async: the actor replicas whose report of ``iteration`` is still to be collected."""
-        return {key for key in self._keys() if key[0] != self.output_fragment
-                and self.taken.get(key, 0) <= iteration and self.pending.get(key)}
+        return {
+            key
+            for key in self._keys()
+            if key[0] != self.output_fragment and self.taken.get(key, 0) <= iteration and self.pending.get(key)
+        }
 
     def _keys(self) -> list[tuple[str, int]]:
         return [(name, replica) for name, handles in self.workers.items() for replica in range(len(handles))]
@@ -203,9 +225,13 @@ class RayRuntime:
             if lags:  # an update may land before the rollout that fed it reports back
                 self.last_lag = sum(lags) / len(lags)
             merged["policy_lag"] = self.last_lag
-        return IterationResult(output=output, component_metrics=merged, timings=timings,
-                               fragment_timings=per_fragment if len(self.workers) > 1 else {},
-                               env_steps=sum(r["env_steps"] for r in results))
+        return IterationResult(
+            output=output,
+            component_metrics=merged,
+            timings=timings,
+            fragment_timings=per_fragment if len(self.workers) > 1 else {},
+            env_steps=sum(r["env_steps"] for r in results),
+        )
 
     def _drain(self) -> None:
         """Let in-flight iterations finish so every replica is between iterations."""
@@ -253,8 +279,11 @@ class RayRuntime:
         answer within ``liveness_timeout_s`` (stopped, hung or cut off), after it is killed."""
         import ray
 
-        pings = {(name, replica): handle.ping.options(concurrency_group="liveness").remote()
-                 for name, handles in self.workers.items() for replica, handle in enumerate(handles)}
+        pings = {
+            (name, replica): handle.ping.options(concurrency_group="liveness").remote()
+            for name, handles in self.workers.items()
+            for replica, handle in enumerate(handles)
+        }
         _, silent = ray.wait(list(pings.values()), num_returns=len(pings), timeout=self.liveness_timeout_s)
         for key, ref in pings.items():
             if ref not in silent:
@@ -262,16 +291,20 @@ class RayRuntime:
         for key, ref in pings.items():
             if ref in silent:
                 ray.kill(self.workers[key[0]][key[1]])
-                raise WorkerLostError(f"fragment {key[0]}[{key[1]}] answered no liveness check for "
-                                      f"{self.liveness_timeout_s:g} s (stopped, hung or cut off); it was killed")
+                raise WorkerLostError(
+                    f"fragment {key[0]}[{key[1]}] answered no liveness check for "
+                    f"{self.liveness_timeout_s:g} s (stopped, hung or cut off); it was killed"
+                )
 
     # -- state ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Each component's state from replica 0 of its fragment (what ``msrl eval``
         loads), plus every replica's state under ``_replicas`` for exact resume."""
         self._drain()
-        replicas = {name: self._await([((name, r), h.state_dict.remote()) for r, h in enumerate(handles)])
-                    for name, handles in self.workers.items()}
+        replicas = {
+            name: self._await([((name, r), h.state_dict.remote()) for r, h in enumerate(handles)])
+            for name, handles in self.workers.items()
+        }
         state: dict[str, Any] = {}
         for per_replica in replicas.values():
             state.update(per_replica[0])
@@ -285,7 +318,9 @@ class RayRuntime:
         for name, handles in self.workers.items():
             saved = replicas.get(name) if replicas else None
             if replicas is not None and (saved is None or len(saved) != len(handles)):
-                raise ValueError(f"the checkpoint has {len(saved or [])} replicas of fragment {name!r}, this policy {len(handles)}")
+                raise ValueError(
+                    f"the checkpoint has {len(saved or [])} replicas of fragment {name!r}, this policy {len(handles)}"
+                )
             for replica, handle in enumerate(handles):
                 calls.append(((name, replica), handle.load_state_dict.remote(saved[replica] if saved else state)))
         self._await(calls)
@@ -377,12 +412,17 @@ def _start_or_join(address: str | None, policy: Any) -> None:
         return
     cores = os.cpu_count() or 1
     if wanted > MAX_CPUS_PER_CORE * cores:
-        raise ConfigError(f"policy {policy.name!r} asks for {wanted} CPUs; the embedded Ray on this {cores}-core machine "
-                          f"offers at most {MAX_CPUS_PER_CORE * cores} ({MAX_CPUS_PER_CORE} per core): use fewer replicas "
-                          f"or CPUs per replica, or join a cluster with --address")
+        raise ConfigError(
+            f"policy {policy.name!r} asks for {wanted} CPUs; the embedded Ray on this {cores}-core machine "
+            f"offers at most {MAX_CPUS_PER_CORE * cores} ({MAX_CPUS_PER_CORE} per core): use fewer replicas "
+            f"or CPUs per replica, or join a cluster with --address"
+        )
     if wanted > cores:
-        print(f"msrl: policy {policy.name!r} asks for {wanted} CPUs on a {cores}-core machine; "
-              f"the embedded Ray offers {wanted} logical CPUs", file=sys.stderr)
+        print(
+            f"msrl: policy {policy.name!r} asks for {wanted} CPUs on a {cores}-core machine; "
+            f"the embedded Ray offers {wanted} logical CPUs",
+            file=sys.stderr,
+        )
     connect(None, num_cpus=max(cores, wanted))
     _EMBEDDED["session"] = ray.get_runtime_context().get_session_name()
 

@@ -67,9 +67,17 @@ class RayTransport:
     newest; the lag is recorded as ``policy_lag``.
     """
 
-    def __init__(self, fdg: FragmentedGraph, program: FragmentProgram, replica: int, mailbox: Mailbox,
-                 peers: dict[str, list[Any]], stale_ok: set[str] = frozenset(), max_lag: int = 1,
-                 direct: dict[tuple[str, int], Any] | None = None) -> None:
+    def __init__(
+        self,
+        fdg: FragmentedGraph,
+        program: FragmentProgram,
+        replica: int,
+        mailbox: Mailbox,
+        peers: dict[str, list[Any]],
+        stale_ok: set[str] = frozenset(),
+        max_lag: int = 1,
+        direct: dict[tuple[str, int], Any] | None = None,
+    ) -> None:
         self.fdg, self.program, self.replica, self.mailbox, self.peers = fdg, program, replica, mailbox, peers
         self.direct = direct or {}  # (fragment, replica) -> DirectSender, for values to same-node peers
         self.stale_ok, self.max_lag = stale_ok, max_lag

@@ -10,15 +10,16 @@ import atexit
 import os
 import queue
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from msrl.core import MsrlError
-from fragments import BuildRecipe, FragmentedGraph, build_replica
-from fragments.executors import get_executor
 from cluster._direct import DirectListener, DirectSender
 from cluster._transport import Mailbox, MailboxClosed, RayTransport
+from fragments import BuildRecipe, FragmentedGraph, build_replica
+from fragments.executors import get_executor
+from msrl.core import MsrlError
 
 
 class ComputeThread:
@@ -151,27 +152,41 @@ class FragmentWorker:
             raise self.init_error
         return self.node_id(), self.listener.path if self.listener is not None else None
 
-    def connect(self, peers: dict[str, list[Any]], stale_ok: set[str], store: Any = None,
-                endpoints: dict[str, list[tuple[str, str | None]]] | None = None) -> None:
+    def connect(
+        self,
+        peers: dict[str, list[Any]],
+        stale_ok: set[str],
+        store: Any = None,
+        endpoints: dict[str, list[tuple[str, str | None]]] | None = None,
+    ) -> None:
         """Wire the transport to every other replica (over sockets to same-node ones), start the
         executor and, for replicated learners, join the gradient all-reduce group."""
         self.compute.run(self._connect, peers, stale_ok, store, endpoints, self.node_id(), self.address())
 
-    def _connect(self, peers: dict[str, list[Any]], stale_ok: set[str], store: Any,
-                 endpoints: dict[str, list[tuple[str, str | None]]] | None, node: str, address: str) -> None:
+    def _connect(
+        self,
+        peers: dict[str, list[Any]],
+        stale_ok: set[str],
+        store: Any,
+        endpoints: dict[str, list[tuple[str, str | None]]] | None,
+        node: str,
+        address: str,
+    ) -> None:
         for name, replicas in (endpoints or {}).items():
             for replica, (peer_node, path) in enumerate(replicas):
                 if path is not None and peer_node == node and name != self.fragment:
                     self.senders[(name, replica)] = DirectSender(path)
-        self.transport = RayTransport(self.fdg, self.program, self.replica, self.mailbox, peers, stale_ok=stale_ok,
-                                      direct=self.senders)
+        self.transport = RayTransport(
+            self.fdg, self.program, self.replica, self.mailbox, peers, stale_ok=stale_ok, direct=self.senders
+        )
         self.executor = self.built.executor(self.fdg, self.transport)
         self.executor.setup()
         if store is not None:
             from cluster._collective import GradientAllReduce, learner_group
 
-            group = learner_group(store, f"{self.fragment}/grads/", self.replica, self.spec.replicas, address,
-                                  self.spec.device)
+            group = learner_group(
+                store, f"{self.fragment}/grads/", self.replica, self.spec.replicas, address, self.spec.device
+            )
             for name, component in self.executor.components.items():
                 if self.fdg.graph.components[name] == "learner":
                     component.grad_sync = self.grad_sync = GradientAllReduce(group, self.spec.replicas)
@@ -203,8 +218,14 @@ class FragmentWorker:
     def state_dict(self) -> dict[str, Any]:
         """Each of this fragment's components' state, tensors on the CPU: the driver (checkpoints,
         evaluation) may have no GPU even where this replica has one."""
-        return self.compute.run(lambda: _to_cpu({name: self.executor.components[name].state_dict()
-                                                 for name in self.fdg.fragments[self.fragment].components}))
+        return self.compute.run(
+            lambda: _to_cpu(
+                {
+                    name: self.executor.components[name].state_dict()
+                    for name in self.fdg.fragments[self.fragment].components
+                }
+            )
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         def load() -> None:

@@ -13,8 +13,16 @@ point: ``msrl.envs`` finds them by name when asked, and importing
 ``fragments`` registers nothing.
 """
 
-from fragments._build import (BuildRecipe, Replica, build_replica, check_builds, check_same_graph, copy_config,
-                              declare, run_info)
+from fragments._build import (
+    BuildRecipe,
+    Replica,
+    build_replica,
+    check_builds,
+    check_same_graph,
+    copy_config,
+    declare,
+    run_info,
+)
 from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface
 from fragments._interfaces import combine, concat_batched, route, sources, split_batched
 from fragments._local import LocalRuntime
@@ -37,10 +45,38 @@ def register_env_backends(register) -> None:
 
 
 __all__ = [
-    "BuildRecipe", "Replica", "build_replica", "check_builds", "check_same_graph", "copy_config", "declare", "run_info",
-    "PER_ITERATION", "PER_STEP", "Fragment", "FragmentProgram", "FragmentedGraph", "Interface", "IterationResult",
-    "LocalRuntime", "LoopBlock", "Recv", "Runtime", "build_program", "combine", "concat_batched", "fdg_figure", "fdg_to_dot", "fragment_colours",
-    "partition", "register_env_backends", "route", "sources", "split_batched", "write_dot", "write_png",
+    "BuildRecipe",
+    "Replica",
+    "build_replica",
+    "check_builds",
+    "check_same_graph",
+    "copy_config",
+    "declare",
+    "run_info",
+    "PER_ITERATION",
+    "PER_STEP",
+    "Fragment",
+    "FragmentProgram",
+    "FragmentedGraph",
+    "Interface",
+    "IterationResult",
+    "LocalRuntime",
+    "LoopBlock",
+    "Recv",
+    "Runtime",
+    "build_program",
+    "combine",
+    "concat_batched",
+    "fdg_figure",
+    "fdg_to_dot",
+    "fragment_colours",
+    "partition",
+    "register_env_backends",
+    "route",
+    "sources",
+    "split_batched",
+    "write_dot",
+    "write_png",
 ]
 
 _DRAWING = ("fdg_figure", "fdg_to_dot", "fragment_colours", "write_dot", "write_png")

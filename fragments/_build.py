@@ -25,12 +25,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from msrl.core import (Algorithm, BuildError, CarryRef, ConfigError, DataflowGraph, EnvDefaults, RunInfo, ValueRef,
-                       building, map_leaves, role_of, share, split_fields, trace)
 from fragments._fdg import FragmentedGraph
 from fragments._partition import partition
 from fragments._program import FragmentProgram, build_program
 from fragments.executors import Executor, get_executor
+from msrl.core import (
+    Algorithm,
+    BuildError,
+    CarryRef,
+    ConfigError,
+    DataflowGraph,
+    EnvDefaults,
+    RunInfo,
+    ValueRef,
+    building,
+    map_leaves,
+    role_of,
+    share,
+    split_fields,
+    trace,
+)
 
 
 @dataclass(frozen=True)
@@ -60,8 +74,9 @@ class Replica:
 
     def executor(self, fdg: FragmentedGraph, transport: Any = None) -> Executor:
         spec = fdg.fragments[self.fragment].spec
-        return self.executor_cls(self.program, self.components, fdg.graph.components, spec, replica=self.replica,
-                                 transport=transport)
+        return self.executor_cls(
+            self.program, self.components, fdg.graph.components, spec, replica=self.replica, transport=transport
+        )
 
 
 def _where(fdg: FragmentedGraph, fragment: str) -> str:
@@ -86,8 +101,9 @@ def run_info(recipe: BuildRecipe, fdg: FragmentedGraph | None, fragment: str | N
     return RunInfo.for_copy(recipe.seed, recipe.total_env_steps, replica, spec.replicas, spec.device)
 
 
-def declare(recipe: BuildRecipe, fdg: FragmentedGraph | None = None, fragment: str | None = None,
-            replica: int = 0) -> Algorithm:
+def declare(
+    recipe: BuildRecipe, fdg: FragmentedGraph | None = None, fragment: str | None = None, replica: int = 0
+) -> Algorithm:
     """The algorithm as one copy of ``fragment`` would build it (the whole run when
     ``fragment`` is None), with no component constructed: enough to trace it."""
     if fragment is None:
@@ -113,9 +129,11 @@ def build_replica(recipe: BuildRecipe, fdg: FragmentedGraph, fragment: str, repl
     except (MemoryError, RuntimeError) as exc:
         if isinstance(exc, RuntimeError) and "alloc" not in str(exc) and "out of memory" not in str(exc):
             raise
-        raise BuildError(f"copy {replica} of fragment {fragment!r} needs more memory than there is "
-                         f"({_first_line(exc)}); lower the algo sizes it allocates (num_envs, buffer_size...) "
-                         f"or spread them over more replicas") from None
+        raise BuildError(
+            f"copy {replica} of fragment {fragment!r} needs more memory than there is "
+            f"({_first_line(exc)}); lower the algo sizes it allocates (num_envs, buffer_size...) "
+            f"or spread them over more replicas"
+        ) from None
     graph = trace(algorithm)
     check_same_graph(graph, fdg.graph, f"copy {replica} of fragment {fragment!r}")
     program = build_program(partition(graph, fdg.policy), fragment)
@@ -151,20 +169,25 @@ def _env_counts(algorithm: Algorithm, only: list[str] | None) -> dict[str, int |
     return counts
 
 
-def _check_env_split(fragment: str, copies: int, per_copy: dict[str, int | None], local: dict[str, int | None],
-                     recipe: BuildRecipe) -> None:
+def _check_env_split(
+    fragment: str, copies: int, per_copy: dict[str, int | None], local: dict[str, int | None], recipe: BuildRecipe
+) -> None:
     fields = ", ".join(f"algo.{f}" for f in split_fields(recipe.config)) or "none"
     for env, count in per_copy.items():
         whole = local.get(env)
         if count is None or whole is None:
-            raise ConfigError(f"cannot tell how many environments {env!r} steps without building it, so msrl cannot "
-                              f"share them among the {copies} replicas of fragment {fragment!r}; make it with "
-                              f"msrl.envs.make or give its class a num_envs constructor argument")
+            raise ConfigError(
+                f"cannot tell how many environments {env!r} steps without building it, so msrl cannot "
+                f"share them among the {copies} replicas of fragment {fragment!r}; make it with "
+                f"msrl.envs.make or give its class a num_envs constructor argument"
+            )
         if count * copies != whole:
-            raise ConfigError(f"environment {env!r} steps {count} environments in each of the {copies} replicas of "
-                              f"fragment {fragment!r} ({count * copies} in all) where the run steps {whole}: the config "
-                              f"field that sets its count must be a per-run quantity, declared with msrl.split(...) "
-                              f"(per-run quantities of {recipe.algorithm.__name__}: {fields})")
+            raise ConfigError(
+                f"environment {env!r} steps {count} environments in each of the {copies} replicas of "
+                f"fragment {fragment!r} ({count * copies} in all) where the run steps {whole}: the config "
+                f"field that sets its count must be a per-run quantity, declared with msrl.split(...) "
+                f"(per-run quantities of {recipe.algorithm.__name__}: {fields})"
+            )
 
 
 def check_same_graph(graph: DataflowGraph, reference: DataflowGraph, what: str) -> None:
@@ -174,11 +197,15 @@ def check_same_graph(graph: DataflowGraph, reference: DataflowGraph, what: str) 
         return
     for ours, ref in zip(mine, theirs):
         if ours != ref:
-            raise BuildError(f"train_step traces differently for {what} than for the whole run ({ours[0]} vs "
-                             f"{ref[0]}): a per-run quantity (msrl.split) must not decide loop bounds or which calls "
-                             f"are made; use it only as an argument")
-    raise BuildError(f"train_step traces {len(mine)} steps for {what} but {len(theirs)} for the whole run: a per-run "
-                     f"quantity (msrl.split) must not decide loop bounds or which calls are made")
+            raise BuildError(
+                f"train_step traces differently for {what} than for the whole run ({ours[0]} vs "
+                f"{ref[0]}): a per-run quantity (msrl.split) must not decide loop bounds or which calls "
+                f"are made; use it only as an argument"
+            )
+    raise BuildError(
+        f"train_step traces {len(mine)} steps for {what} but {len(theirs)} for the whole run: a per-run "
+        f"quantity (msrl.split) must not decide loop bounds or which calls are made"
+    )
 
 
 def _shape(graph: DataflowGraph) -> list[tuple]:
@@ -187,14 +214,31 @@ def _shape(graph: DataflowGraph) -> list[tuple]:
             return CarryRef(leaf(value.init), value.update)
         return value if isinstance(value, ValueRef) else "const"
 
-    nodes = [(node.name, node.op, node.target if node.op == "call_component" else getattr(node.target, "__name__", "?"),
-              node.region, map_leaves(leaf, node.args), map_leaves(leaf, node.kwargs)) for node in graph.nodes]
+    nodes = [
+        (
+            node.name,
+            node.op,
+            node.target if node.op == "call_component" else getattr(node.target, "__name__", "?"),
+            node.region,
+            map_leaves(leaf, node.args),
+            map_leaves(leaf, node.kwargs),
+        )
+        for node in graph.nodes
+    ]
     regions = [(f"loop {r.name}", r.trip_count, tuple(r.nodes)) for r in graph.regions.values()]
     return nodes + regions
 
 
-__all__ = ["BuildRecipe", "Replica", "build_replica", "check_builds", "check_same_graph", "copy_config", "declare",
-           "run_info"]
+__all__ = [
+    "BuildRecipe",
+    "Replica",
+    "build_replica",
+    "check_builds",
+    "check_same_graph",
+    "copy_config",
+    "declare",
+    "run_info",
+]
 
 
 def _first_line(exc: BaseException) -> str:

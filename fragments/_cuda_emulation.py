@@ -22,8 +22,9 @@ import functools
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def find_cxx() -> str:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiler_version(cxx: str) -> str:
     out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
     return out.stdout.splitlines()[0] if out.stdout else cxx
@@ -258,7 +259,7 @@ class EmulatedModule:
             raise RuntimeError(f"emulated launch of {kernel} failed: {_ERRORS.get(code, f'error code {code}')}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached(source_name: str, defines: tuple[tuple[str, str], ...]) -> EmulatedModule:
     return EmulatedModule(source_name, dict(defines))
 

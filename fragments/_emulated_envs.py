@@ -31,8 +31,14 @@ if TYPE_CHECKING:
     from msrl.envs.tag import Tag
 
 
-def emulated_env(env: type[BatchedEnv], num_envs: int, seed: int = 0, dtype: Any = np.float32,
-                 threads_per_block: int = 256, **env_kwargs: Any) -> BatchedEnv:
+def emulated_env(
+    env: type[BatchedEnv],
+    num_envs: int,
+    seed: int = 0,
+    dtype: Any = np.float32,
+    threads_per_block: int = 256,
+    **env_kwargs: Any,
+) -> BatchedEnv:
     """``env``'s kernels on the CPU emulation; the state is ``dtype`` (float64 for
     exact comparisons with NumPy, float32 like the GPU).  Actions go to the kernels
     as int64 (``Discrete``) or float32 (``Box``: a float64 action is rounded to
@@ -51,7 +57,7 @@ def pendulum_emulated(num_envs: int, seed: int = 0, **options: Any) -> Pendulum:
     return emulated_env(Pendulum, num_envs, seed, **options)
 
 
-def tag_emulated(num_envs: int, seed: int = 0, **options: Any) -> "Tag":
+def tag_emulated(num_envs: int, seed: int = 0, **options: Any) -> Tag:
     """Tag-v0 on the CPU emulation of its kernels (options: ``emulated_env``, and Tag's
     constants, which are compiled into the kernels: one build per configuration).  One
     block per environment: ``threads_per_block`` threads stride over its agents, and

@@ -61,7 +61,9 @@ def combine(parts: list[tuple], interfaces: list[Interface]) -> tuple:
     the batch axis, in source-replica order; everything else arrives whole."""
     if len(parts) == 1:
         return parts[0]
-    return tuple(concat_batched([part[i] for part in parts]) if parts[0][i] is not None else None for i in range(len(parts[0])))
+    return tuple(
+        concat_batched([part[i] for part in parts]) if parts[0][i] is not None else None for i in range(len(parts[0]))
+    )
 
 
 def split_batched(value: Any, parts: int) -> list[Any]:
@@ -79,7 +81,9 @@ def split_batched(value: Any, parts: int) -> list[Any]:
     if isinstance(value, dict):
         columns = {key: split_batched(item, parts) for key, item in value.items()}
         return [{key: column[p] for key, column in columns.items()} for p in range(parts)]
-    raise TypeError(f"cannot split a batched {type(value).__name__} across replicas; use tensors, arrays, tuples or dicts")
+    raise TypeError(
+        f"cannot split a batched {type(value).__name__} across replicas; use tensors, arrays, tuples or dicts"
+    )
 
 
 def concat_batched(values: list[Any]) -> Any:
@@ -93,7 +97,9 @@ def concat_batched(values: list[Any]) -> Any:
         return _same_tuple(first, [concat_batched([v[i] for v in values]) for i in range(len(first))])
     if isinstance(first, dict):
         return {key: concat_batched([v[key] for v in values]) for key in first}
-    raise TypeError(f"cannot gather a batched {type(first).__name__} from replicas; use tensors, arrays, tuples or dicts")
+    raise TypeError(
+        f"cannot gather a batched {type(first).__name__} from replicas; use tensors, arrays, tuples or dicts"
+    )
 
 
 def _same_tuple(template: tuple, items: list[Any]) -> tuple:

@@ -13,14 +13,21 @@ something that launches.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from msrl.envs import ArrayBackend, BatchedEnv, Kernels, Launcher
 
 
-def kernel_env(env: type[BatchedEnv], num_envs: int, seed: int, arrays: ArrayBackend,
-               loader: Callable[[str, dict[str, object]], Launcher], threads_per_block: int,
-               **env_kwargs: Any) -> BatchedEnv:
+def kernel_env(
+    env: type[BatchedEnv],
+    num_envs: int,
+    seed: int,
+    arrays: ArrayBackend,
+    loader: Callable[[str, dict[str, object]], Launcher],
+    threads_per_block: int,
+    **env_kwargs: Any,
+) -> BatchedEnv:
     """``env(num_envs, seed, **env_kwargs)`` in ``arrays`` memory, stepped by its kernels
     (``env.kernel``), each launch with ``threads_per_block`` threads per block."""
     return env(num_envs, seed, backend=arrays, kernels=Kernels(loader, threads_per_block), **env_kwargs)

@@ -14,9 +14,9 @@ import hashlib
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 

@@ -13,8 +13,8 @@ import glob
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from fragments._kernel_source import (
     KERNEL_DIR,
@@ -61,7 +61,7 @@ def require_nvcc() -> str:
     return nvcc
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def nvcc_version(nvcc: str) -> str:
     out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
     lines = [line for line in out.splitlines() if line.strip()]

@@ -8,21 +8,23 @@ the value's kind.
 
 from __future__ import annotations
 
-from msrl.core import ConfigError
-from msrl.core import BATCHED, DataflowGraph, Node
-from fragments.executors import EXECUTORS
 from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface
+from fragments.executors import EXECUTORS
+from msrl.core import BATCHED, ConfigError, DataflowGraph, Node
 from policies import DistributionPolicy
 
 
 def partition(graph: DataflowGraph, policy: DistributionPolicy) -> FragmentedGraph:
     for spec in policy.fragments:  # executors are fragments' own table: policies only names them
         if spec.executor not in EXECUTORS:
-            raise ConfigError(f"fragment {spec.name!r}: unknown executor {spec.executor!r}; "
-                              f"valid choices: {', '.join(sorted(EXECUTORS))}")
+            raise ConfigError(
+                f"fragment {spec.name!r}: unknown executor {spec.executor!r}; "
+                f"valid choices: {', '.join(sorted(EXECUTORS))}"
+            )
     component_fragment = policy.assign(graph.components)
     fragments = {
-        spec.name: Fragment(spec, [c for c, f in component_fragment.items() if f == spec.name]) for spec in policy.fragments
+        spec.name: Fragment(spec, [c for c, f in component_fragment.items() if f == spec.name])
+        for spec in policy.fragments
     }
     empty = [name for name, fragment in fragments.items() if not fragment.components]
     if empty:
@@ -55,7 +57,9 @@ def partition(graph: DataflowGraph, policy: DistributionPolicy) -> FragmentedGra
     return fdg
 
 
-def _fragment_for(node: Node, component_fragment: dict[str, str], assignment: dict[str, str], policy: DistributionPolicy) -> str:
+def _fragment_for(
+    node: Node, component_fragment: dict[str, str], assignment: dict[str, str], policy: DistributionPolicy
+) -> str:
     if node.component is not None:
         return component_fragment[node.component]
     inputs = [ref for ref, _ in node.inputs()]

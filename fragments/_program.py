@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from msrl.core import LoopRegion, Node
 from fragments._fdg import FragmentedGraph, Interface
+from msrl.core import LoopRegion, Node
 
 
 @dataclass
@@ -58,7 +58,9 @@ class FragmentProgram:
     def recvs(self) -> list[Recv]:
         out: list[Recv] = []
         for step in self.steps:
-            out.extend(item for item in (step.body if isinstance(step, LoopBlock) else [step]) if isinstance(item, Recv))
+            out.extend(
+                item for item in (step.body if isinstance(step, LoopBlock) else [step]) if isinstance(item, Recv)
+            )
         return out
 
 
@@ -92,4 +94,3 @@ def build_program(fdg: FragmentedGraph, fragment: str) -> FragmentProgram:
         if isinstance(step, Node):
             blocks[node.region].carried.update(ref.node for ref, carried in node.inputs() if carried)
     return FragmentProgram(fragment, steps, sends)
-

@@ -19,7 +19,7 @@ Example::
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import networkx as nx
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -112,7 +112,7 @@ def _quote(text: str) -> str:
 
 def _tint(colour: str, white: float) -> str:
     """``colour`` mixed with ``white`` parts of white (0: unchanged, 1: white)."""
-    channels = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    channels = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
     return "#" + "".join(f"{round(c + (255 - c) * white):02x}" for c in channels)
 
 
@@ -226,8 +226,18 @@ def _draw_panel(ax, fragment: Fragment, x: float, rows_y: list[float], panel_w: 
     """The fragment's background, like a DOT cluster, titled with its label
     (drawn even when none of its components is called, so no fragment goes missing)."""
     top, bottom = max(rows_y, default=0.0) + 0.75, min(rows_y, default=0.0) - 0.35
-    ax.add_patch(FancyBboxPatch((x - panel_w / 2, bottom), panel_w, top - bottom, boxstyle="round,pad=0,rounding_size=0.15",
-                                facecolor=_tint(colour, 0.88), edgecolor=colour, linewidth=1.2, zorder=0))
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - panel_w / 2, bottom),
+            panel_w,
+            top - bottom,
+            boxstyle="round,pad=0,rounding_size=0.15",
+            facecolor=_tint(colour, 0.88),
+            edgecolor=colour,
+            linewidth=1.2,
+            zorder=0,
+        )
+    )
     name, details = fragment_label(fragment).split("  ", 1)
     ax.text(x, top - 0.08, name, ha="center", va="top", fontsize=10, weight="bold", zorder=1)
     ax.text(x, top - 0.3, details, ha="center", va="top", fontsize=8, zorder=1)
@@ -235,21 +245,53 @@ def _draw_panel(ax, fragment: Fragment, x: float, rows_y: list[float], panel_w: 
 
 def _draw_node(ax, label: str, centre: tuple[float, float], node_w: float, colour: str) -> None:
     x, y = centre
-    ax.add_patch(FancyBboxPatch((x - node_w / 2, y - _NODE_H / 2), node_w, _NODE_H, boxstyle="round,pad=0,rounding_size=0.08",
-                                facecolor=_tint(colour, 0.6), edgecolor=colour, linewidth=1.0, zorder=2))
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - node_w / 2, y - _NODE_H / 2),
+            node_w,
+            _NODE_H,
+            boxstyle="round,pad=0,rounding_size=0.08",
+            facecolor=_tint(colour, 0.6),
+            edgecolor=colour,
+            linewidth=1.0,
+            zorder=2,
+        )
+    )
     ax.text(x, y, label, ha="center", va="center", fontsize=9, zorder=3)
 
 
 def _arrow(ax, start: tuple[float, float], end: tuple[float, float], rad: float, colour: str, kind: str) -> None:
     style, width, _ = _PNG_STYLE[kind]
-    ax.annotate("", xy=end, xytext=start, zorder=4, arrowprops=dict(
-        arrowstyle="-|>", mutation_scale=12, color=colour, linestyle=style, linewidth=width,
-        connectionstyle=f"arc3,rad={rad}", shrinkA=0, shrinkB=0))
+    ax.annotate(
+        "",
+        xy=end,
+        xytext=start,
+        zorder=4,
+        arrowprops=dict(
+            arrowstyle="-|>",
+            mutation_scale=12,
+            color=colour,
+            linestyle=style,
+            linewidth=width,
+            connectionstyle=f"arc3,rad={rad}",
+            shrinkA=0,
+            shrinkB=0,
+        ),
+    )
 
 
 def _edge_label(ax, at: tuple[float, float], text: str, colour: str, ha: str = "center") -> None:
-    ax.text(*at, text, ha=ha, va="center", fontsize=8, color=colour, weight="bold", zorder=5,
-            bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none"))
+    ax.text(
+        *at,
+        text,
+        ha=ha,
+        va="center",
+        fontsize=8,
+        color=colour,
+        weight="bold",
+        zorder=5,
+        bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none"),
+    )
 
 
 def _draw_inner_edge(ax, start: tuple[float, float], end: tuple[float, float], kind: str, node_w: float) -> None:
@@ -270,8 +312,17 @@ def _draw_inner_edge(ax, start: tuple[float, float], end: tuple[float, float], k
     _arrow(ax, a, b, 2 * side * bulge / (b[1] - a[1]), colour, kind)
 
 
-def _draw_interface(ax, start, end, label: str, colour: str, node_w: float, pitch: float, repeat: int,
-                    placed: list[tuple[float, float, float]]) -> None:
+def _draw_interface(
+    ax,
+    start,
+    end,
+    label: str,
+    colour: str,
+    node_w: float,
+    pitch: float,
+    repeat: int,
+    placed: list[tuple[float, float, float]],
+) -> None:
     """Side to side between columns, labelled in the middle; arced when it
     passes other columns or joins a pair of nodes already joined.  Edges that
     cross share a midpoint, so a label that would cover one already drawn moves
@@ -299,14 +350,28 @@ def _draw_self_loop(ax, centre: tuple[float, float], node_w: float, kind: str, l
 
 def _draw_legend(ax, fdg: FragmentedGraph, picture: nx.MultiDiGraph, colours: dict[str, str], width: float) -> None:
     """Fragments (replicas, executor) and the edge kinds this picture uses."""
-    handles = [Patch(facecolor=_tint(colours[name], 0.6), edgecolor=colours[name],
-                     label=f"{name}: {f.replicas} replica{'s' if f.replicas > 1 else ''}, executor {f.spec.executor}")
-               for name, f in fdg.fragments.items()]
+    handles = [
+        Patch(
+            facecolor=_tint(colours[name], 0.6),
+            edgecolor=colours[name],
+            label=f"{name}: {f.replicas} replica{'s' if f.replicas > 1 else ''}, executor {f.spec.executor}",
+        )
+        for name, f in fdg.fragments.items()
+    ]
     kinds = {data["kind"] for _, _, data in picture.edges(data=True)}
-    handles += [Line2D([], [], color="#999999" if kind == ORDER else "#333333", linestyle=style, linewidth=line,
-                       label=text) for kind, (style, line, text) in _PNG_STYLE.items() if kind in kinds]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False,
-              ncol=2 if width >= 7 else 1)
+    handles += [
+        Line2D([], [], color="#999999" if kind == ORDER else "#333333", linestyle=style, linewidth=line, label=text)
+        for kind, (style, line, text) in _PNG_STYLE.items()
+        if kind in kinds
+    ]
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        fontsize=8,
+        frameon=False,
+        ncol=2 if width >= 7 else 1,
+    )
 
 
 # -- files -----------------------------------------------------------------------------------------------

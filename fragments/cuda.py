@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -148,9 +149,7 @@ class CudaModule:
             )
         return value.data_ptr()
 
-    def launch(
-        self, kernel: str, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[Any]
-    ) -> None:
+    def launch(self, kernel: str, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[Any]) -> None:
         """Launch ``kernel<<<grid, block>>>(*args)`` asynchronously (see the module
         docstring for the stream).  Tensors for pointers, numbers for scalars."""
         spec = self.source.kernels[kernel]
@@ -177,7 +176,7 @@ class CudaModule:
             self._drv.Context.pop()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_module(source_name: str, defines: tuple, device: torch.device) -> CudaModule:
     return CudaModule(source_name, dict(defines), device)
 
@@ -187,9 +186,16 @@ def cuda_module(source_name: str, defines: Mapping[str, object] | None, device: 
     return _cached_module(source_name, tuple(normalise_defines(defines).items()), device)
 
 
-def cuda_env(env: type[BatchedEnv], num_envs: int, seed: int = 0, device: str | torch.device = "cuda",
-             dtype: torch.dtype = torch.float32, threads_per_block: int = 256, validate: bool = False,
-             **env_kwargs: Any) -> BatchedEnv:
+def cuda_env(
+    env: type[BatchedEnv],
+    num_envs: int,
+    seed: int = 0,
+    device: str | torch.device = "cuda",
+    dtype: torch.dtype = torch.float32,
+    threads_per_block: int = 256,
+    validate: bool = False,
+    **env_kwargs: Any,
+) -> BatchedEnv:
     """``env`` (an ``msrl.envs`` environment with a ``kernel``) stepped by its CUDA C
     kernels on ``device``; state in ``dtype``.
 
@@ -205,8 +211,15 @@ def cuda_env(env: type[BatchedEnv], num_envs: int, seed: int = 0, device: str | 
     # cuda_module rejects non-cuda devices; the host code is device-agnostic,
     # which lets the tests drive it with CPU tensors and emulated launches.
     arrays = TorchArrays(device, dtype, validate, columns=False)
-    return kernel_env(env, num_envs, seed, arrays, lambda source, defines: cuda_module(source, defines, device),
-                      threads_per_block, **env_kwargs)
+    return kernel_env(
+        env,
+        num_envs,
+        seed,
+        arrays,
+        lambda source, defines: cuda_module(source, defines, device),
+        threads_per_block,
+        **env_kwargs,
+    )
 
 
 def cartpole_cuda(num_envs: int, seed: int = 0, **options: Any) -> CartPole:
@@ -221,7 +234,7 @@ def pendulum_cuda(num_envs: int, seed: int = 0, **options: Any) -> Pendulum:
     return cuda_env(Pendulum, num_envs, seed, **options)
 
 
-def tag_cuda(num_envs: int, seed: int = 0, **options: Any) -> "Tag":
+def tag_cuda(num_envs: int, seed: int = 0, **options: Any) -> Tag:
     """Tag-v0 as CUDA kernels (options: ``cuda_env``, and Tag's constants, compiled into
     the kernels: one build per configuration).  One block per environment, with
     ``threads_per_block`` threads striding over its agents; observations and rewards
@@ -233,7 +246,23 @@ def tag_cuda(num_envs: int, seed: int = 0, **options: Any) -> "Tag":
 
 
 __all__ = [
-    "CudaModule", "EmulatedModule", "KernelBuildError", "cartpole_cuda", "cartpole_emulated", "compile_ptx",
-    "compile_to_cache", "cuda_env", "cuda_module", "emulated_env", "emulated_module", "find_cxx", "find_nvcc",
-    "load_source", "pendulum_cuda", "pendulum_emulated", "require_cuda", "tag_cuda", "tag_emulated",
+    "CudaModule",
+    "EmulatedModule",
+    "KernelBuildError",
+    "cartpole_cuda",
+    "cartpole_emulated",
+    "compile_ptx",
+    "compile_to_cache",
+    "cuda_env",
+    "cuda_module",
+    "emulated_env",
+    "emulated_module",
+    "find_cxx",
+    "find_nvcc",
+    "load_source",
+    "pendulum_cuda",
+    "pendulum_emulated",
+    "require_cuda",
+    "tag_cuda",
+    "tag_emulated",
 ]

@@ -8,8 +8,9 @@ generic form (``fragments``, ``placement``, ``mode``) with no Python at all.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from msrl.core import ConfigError
 from policies._spec import DistributionPolicy, FragmentSpec
@@ -75,16 +76,31 @@ class CoarseParams:
 def _learner_fragment(components: list[str], params: Any) -> FragmentSpec:
     """The single-replica learner fragment of the single-learner presets, from their ``learner_*`` parameters."""
     device = _device(params.learner_device, params.learner_executor, params.learner_gpus)
-    return FragmentSpec("learner", components, executor=_executor(params.learner_executor, device),
-                        resources=_resources(params.learner_cpus, params.learner_gpus), device=device)
+    return FragmentSpec(
+        "learner",
+        components,
+        executor=_executor(params.learner_executor, device),
+        resources=_resources(params.learner_cpus, params.learner_gpus),
+        device=device,
+    )
 
 
 def _coarse(params: CoarseParams, name: str = "single_learner_coarse", mode: str = "sync") -> DistributionPolicy:
-    return DistributionPolicy(name, [
-        FragmentSpec("rollout", ["env", "actor", "buffer"], replicas=params.actors, executor=params.actor_executor,
-                     resources=_resources(params.actor_cpus, 0)),
-        _learner_fragment(["learner"], params),
-    ], placement=params.placement, mode=mode)
+    return DistributionPolicy(
+        name,
+        [
+            FragmentSpec(
+                "rollout",
+                ["env", "actor", "buffer"],
+                replicas=params.actors,
+                executor=params.actor_executor,
+                resources=_resources(params.actor_cpus, 0),
+            ),
+            _learner_fragment(["learner"], params),
+        ],
+        placement=params.placement,
+        mode=mode,
+    )
 
 
 @dataclass
@@ -116,11 +132,20 @@ class FineParams:
 
 
 def _fine(params: FineParams) -> DistributionPolicy:
-    return DistributionPolicy("single_learner_fine", [
-        FragmentSpec("env", ["env"], replicas=params.envs, executor=params.env_executor,
-                     resources=_resources(params.env_cpus, 0)),
-        _learner_fragment(["actor", "buffer", "learner"], params),
-    ], placement=params.placement)
+    return DistributionPolicy(
+        "single_learner_fine",
+        [
+            FragmentSpec(
+                "env",
+                ["env"],
+                replicas=params.envs,
+                executor=params.env_executor,
+                resources=_resources(params.env_cpus, 0),
+            ),
+            _learner_fragment(["actor", "buffer", "learner"], params),
+        ],
+        placement=params.placement,
+    )
 
 
 @dataclass
@@ -140,10 +165,20 @@ class MultiLearnerParams:
 
 def _multi_learner(params: MultiLearnerParams) -> DistributionPolicy:
     device = _device(params.device, params.executor, params.gpus)
-    return DistributionPolicy("multi_learner", [
-        FragmentSpec("worker", ["*"], replicas=params.learners, executor=_executor(params.executor, device),
-                     resources=_resources(params.cpus, params.gpus), device=device),
-    ], placement=params.placement)
+    return DistributionPolicy(
+        "multi_learner",
+        [
+            FragmentSpec(
+                "worker",
+                ["*"],
+                replicas=params.learners,
+                executor=_executor(params.executor, device),
+                resources=_resources(params.cpus, params.gpus),
+                device=device,
+            ),
+        ],
+        placement=params.placement,
+    )
 
 
 @dataclass
@@ -160,9 +195,14 @@ class GpuOnlyParams:
 
 def _gpu_only(params: GpuOnlyParams) -> DistributionPolicy:
     gpus = 1.0 if params.device.startswith("cuda") else 0.0
-    return DistributionPolicy("gpu_only", [
-        FragmentSpec("device", ["*"], executor=params.executor, resources=_resources(params.cpus, gpus), device=params.device),
-    ])
+    return DistributionPolicy(
+        "gpu_only",
+        [
+            FragmentSpec(
+                "device", ["*"], executor=params.executor, resources=_resources(params.cpus, gpus), device=params.device
+            ),
+        ],
+    )
 
 
 # name -> (parameter dataclass, builder)
@@ -203,12 +243,17 @@ def load_policy(spec: Any) -> DistributionPolicy:
     if isinstance(spec, str):
         spec = {"preset": spec}
     if not isinstance(spec, dict):
-        raise ConfigError(f"policy must be a preset name or a mapping, got {spec!r}; presets: {', '.join(preset_names())}")
+        raise ConfigError(
+            f"policy must be a preset name or a mapping, got {spec!r}; presets: {', '.join(preset_names())}"
+        )
     if "preset" in spec:
         values = dict(spec)
         name = values.pop("preset")
         if not isinstance(name, str) or name not in PRESETS:
-            raise ConfigError(f"unknown policy {name!r}; valid choices: {', '.join(preset_names())} or a custom policy with 'fragments'")
+            raise ConfigError(
+                f"unknown policy {name!r}; valid choices: {', '.join(preset_names())} "
+                "or a custom policy with 'fragments'"
+            )
         params_type, build = PRESETS[name]
         return build(_build_params(name, params_type, values))
     if "fragments" in spec:
@@ -230,7 +275,10 @@ def _custom(spec: dict[str, Any]) -> DistributionPolicy:
             raise ConfigError(f"policy.fragments[{index}] must be a mapping, got {raw!r}")
         bad = sorted(set(raw) - fragment_keys)
         if bad:
-            raise ConfigError(f"unknown key {bad[0]!r} in policy.fragments[{index}]; valid choices: {', '.join(sorted(fragment_keys))}")
+            raise ConfigError(
+                f"unknown key {bad[0]!r} in policy.fragments[{index}]; "
+                f"valid choices: {', '.join(sorted(fragment_keys))}"
+            )
         if "name" not in raw or "components" not in raw:
             raise ConfigError(f"policy.fragments[{index}] needs 'name' and 'components'")
         fragments.append(FragmentSpec(**raw))
@@ -240,5 +288,3 @@ def _custom(spec: dict[str, Any]) -> DistributionPolicy:
         placement=spec.get("placement", "PACK"),
         mode=spec.get("mode", "sync"),
     )
-
-

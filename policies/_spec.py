@@ -31,15 +31,23 @@ class FragmentSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"fragment name must be a non-empty string, got {self.name!r}")
-        if not isinstance(self.components, list) or not self.components or not all(isinstance(c, str) for c in self.components):
-            raise ConfigError(f"fragment {self.name!r}: components must be a non-empty list of names, got {self.components!r}")
+        if (
+            not isinstance(self.components, list)
+            or not self.components
+            or not all(isinstance(c, str) for c in self.components)
+        ):
+            raise ConfigError(
+                f"fragment {self.name!r}: components must be a non-empty list of names, got {self.components!r}"
+            )
         if not isinstance(self.replicas, int) or isinstance(self.replicas, bool) or self.replicas < 1:
             raise ConfigError(f"fragment {self.name!r}: replicas must be a positive integer, got {self.replicas!r}")
         if not isinstance(self.executor, str) or not self.executor:
             raise ConfigError(f"fragment {self.name!r}: executor must be a name, got {self.executor!r}")
         if not isinstance(self.device, str) or not self.device:
-            raise ConfigError(f"fragment {self.name!r}: device must be a torch device name, got {self.device!r}; "
-                              "valid choices: cpu, cuda, cuda:N")
+            raise ConfigError(
+                f"fragment {self.name!r}: device must be a torch device name, got {self.device!r}; "
+                "valid choices: cpu, cuda, cuda:N"
+            )
         self._check_resources()
         self.resources = {k: float(v) for k, v in self.resources.items()}
 
@@ -49,21 +57,31 @@ class FragmentSpec:
         ``accelerator_type:H100``)."""
         example = "e.g. {CPU: 1, learner_node: 1}"
         if not isinstance(self.resources, dict):
-            raise ConfigError(f"fragment {self.name!r}: resources must map names to non-negative numbers, {example}; "
-                              f"got {self.resources!r}")
+            raise ConfigError(
+                f"fragment {self.name!r}: resources must map names to non-negative numbers, {example}; "
+                f"got {self.resources!r}"
+            )
         for key, value in self.resources.items():
             if not isinstance(key, str) or not key.strip():
-                raise ConfigError(f"fragment {self.name!r}: resource names must be non-empty strings, {example}; got {key!r}")
+                raise ConfigError(
+                    f"fragment {self.name!r}: resource names must be non-empty strings, {example}; got {key!r}"
+                )
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-                raise ConfigError(f"fragment {self.name!r}: resources must map names to non-negative numbers, {example}; "
-                                  f"got {key}: {value!r}")
+                raise ConfigError(
+                    f"fragment {self.name!r}: resources must map names to non-negative numbers, {example}; "
+                    f"got {key}: {value!r}"
+                )
         if "object_store_memory" in self.resources:  # Ray refuses it in an actor's request: nothing would hold it
-            raise ConfigError(f"fragment {self.name!r}: resources cannot reserve object_store_memory (no replica can hold it); "
-                              "use memory: BYTES for a replica's memory")
+            raise ConfigError(
+                f"fragment {self.name!r}: resources cannot reserve object_store_memory (no replica can hold it); "
+                "use memory: BYTES for a replica's memory"
+            )
         memory = self.resources.get("memory", 0)
         if not float(memory).is_integer():
-            raise ConfigError(f"fragment {self.name!r}: resources.memory must be a whole number of bytes, "
-                              f"e.g. memory: 2147483648 for 2 GiB; got {memory!r}")
+            raise ConfigError(
+                f"fragment {self.name!r}: resources.memory must be a whole number of bytes, "
+                f"e.g. memory: 2147483648 for 2 GiB; got {memory!r}"
+            )
 
     @property
     def cpus(self) -> int:
@@ -114,18 +132,25 @@ class DistributionPolicy:
                     by_role.append((entry, fragment.name))
                 elif entry in roles:
                     if entry in assignment:
-                        raise ConfigError(f"component {entry!r} is placed in both {assignment[entry]!r} and {fragment.name!r}")
+                        raise ConfigError(
+                            f"component {entry!r} is placed in both {assignment[entry]!r} and {fragment.name!r}"
+                        )
                     assignment[entry] = fragment.name
                 elif entry in ROLES:  # a role, which this algorithm may not use (no buffer, say)
                     by_role.append((entry, fragment.name))
                 else:
                     choices = sorted(set(roles) | set(ROLES)) + ["*"]
-                    raise ConfigError(f"fragment {fragment.name!r} names unknown component {entry!r}; valid choices: {', '.join(choices)}")
+                    raise ConfigError(
+                        f"fragment {fragment.name!r} names unknown component {entry!r}; "
+                        f"valid choices: {', '.join(choices)}"
+                    )
         seen_roles: dict[str, str] = {}
         for role, fragment_name in by_role:
             if role in seen_roles and role != "*":
-                raise ConfigError(f"{role!r} is listed in both fragments {seen_roles[role]!r} and {fragment_name!r}; "
-                                  "name the components explicitly to split them")
+                raise ConfigError(
+                    f"{role!r} is listed in both fragments {seen_roles[role]!r} and {fragment_name!r}; "
+                    "name the components explicitly to split them"
+                )
             seen_roles[role] = fragment_name
         by_role.sort(key=lambda item: item[0] == "*")
         for role, fragment_name in by_role:
@@ -142,8 +167,14 @@ class DistributionPolicy:
             "placement": self.placement,
             "mode": self.mode,
             "fragments": [
-                {"name": f.name, "components": list(f.components), "replicas": f.replicas, "executor": f.executor,
-                 "resources": dict(f.resources), "device": f.device}
+                {
+                    "name": f.name,
+                    "components": list(f.components),
+                    "replicas": f.replicas,
+                    "executor": f.executor,
+                    "resources": dict(f.resources),
+                    "device": f.device,
+                }
                 for f in self.fragments
             ],
         }

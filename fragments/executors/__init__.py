@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-from msrl.core import ConfigError
 from fragments.executors._base import Executor, FragmentExecutionError, Transport
+from msrl.core import ConfigError
 from policies import FragmentSpec
 
 EXECUTORS = {
@@ -28,8 +28,9 @@ def check_fragment(spec: FragmentSpec, on_this_machine: bool) -> None:
     true on every machine), and with ``on_this_machine`` what this machine lacks for it (a GPU,
     pycuda: ``Executor.check_available``)."""
     if spec.executor not in EXECUTORS:
-        raise ConfigError(f"fragment {spec.name!r}: unknown executor {spec.executor!r}; "
-                          f"valid choices: {', '.join(sorted(EXECUTORS))}")
+        raise ConfigError(
+            f"fragment {spec.name!r}: unknown executor {spec.executor!r}; valid choices: {', '.join(sorted(EXECUTORS))}"
+        )
     executor = get_executor(spec.executor)
     if on_this_machine:
         executor.check_available(spec)

@@ -11,16 +11,27 @@ handed the ones built for its fragment, whose environments already follow its
 
 from __future__ import annotations
 
-from typing import Any, Callable, NoReturn, Protocol
+from collections.abc import Callable
+from typing import Any, NoReturn, Protocol
 
 import torch
 
-from msrl.core import (CarryRef, ConfigError, EnvDefaults, MsrlError, Node, ValueRef, deferring, has_deferred,
-                       map_leaves, pending_deferred, resolve_deferred)
 from fragments._program import FragmentProgram, LoopBlock, Recv
 from fragments.executors._instrument import Instrumentation
+from msrl.core import (
+    CarryRef,
+    ConfigError,
+    EnvDefaults,
+    MsrlError,
+    Node,
+    ValueRef,
+    deferring,
+    has_deferred,
+    map_leaves,
+    pending_deferred,
+    resolve_deferred,
+)
 from policies import FragmentSpec
-
 
 DEVICE_TYPES = ("cpu", "cuda")
 """The torch device types a fragment may name (``cpu``, ``cuda``, ``cuda:N``)."""
@@ -87,7 +98,9 @@ class Executor:
         self.replica = replica
         self.transport = transport
         if (program.sends or program.recvs()) and transport is None:
-            raise ValueError(f"fragment {program.fragment!r} exchanges values with other fragments but has no transport")
+            raise ValueError(
+                f"fragment {program.fragment!r} exchanges values with other fragments but has no transport"
+            )
         self.values: dict[str, tuple] = {}
         self.carried: dict[str, tuple] = {}
         nodes = program.nodes()
@@ -95,8 +108,9 @@ class Executor:
         self._arg_fns = {node.name: _compile_args(node) for node in nodes}
         # Values some step reads or another fragment receives: a deferred one among them is computed
         # when it is produced.  Only values nothing reads before the output may stay deferred.
-        self._read_early = {ref.node for node in nodes if node.op != "output"
-                            for ref, _ in node.inputs()} | set(program.sends)
+        self._read_early = {ref.node for node in nodes if node.op != "output" for ref, _ in node.inputs()} | set(
+            program.sends
+        )
 
     @classmethod
     def env_defaults(cls, spec: FragmentSpec) -> EnvDefaults:
@@ -113,8 +127,10 @@ class Executor:
         lack) included; ``check_available`` checks the machine where the fragment runs."""
         device = parse_device(spec)
         if device.type not in cls.device_types:
-            raise ConfigError(f"fragment {spec.name!r}: the {cls.kind} executor runs on device "
-                              f"{' or '.join(cls.device_types)}, got {spec.device!r}; valid choices: {cls.device_hint}")
+            raise ConfigError(
+                f"fragment {spec.name!r}: the {cls.kind} executor runs on device "
+                f"{' or '.join(cls.device_types)}, got {spec.device!r}; valid choices: {cls.device_hint}"
+            )
 
     @classmethod
     def check_available(cls, spec: FragmentSpec) -> None:
@@ -125,11 +141,15 @@ class Executor:
         if device.type != "cuda":
             return
         if not torch.cuda.is_available():
-            raise ConfigError(f"fragment {spec.name!r} asks for device {spec.device!r} but torch sees no CUDA GPU; use device=cpu")
+            raise ConfigError(
+                f"fragment {spec.name!r} asks for device {spec.device!r} but torch sees no CUDA GPU; use device=cpu"
+            )
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"fragment {spec.name!r} asks for device {spec.device!r} but torch sees "
-                              f"{torch.cuda.device_count()} GPU(s) here; valid choices: cuda, "
-                              f"{', '.join(f'cuda:{i}' for i in range(torch.cuda.device_count()))}")
+            raise ConfigError(
+                f"fragment {spec.name!r} asks for device {spec.device!r} but torch sees "
+                f"{torch.cuda.device_count()} GPU(s) here; valid choices: cuda, "
+                f"{', '.join(f'cuda:{i}' for i in range(torch.cuda.device_count()))}"
+            )
 
     def checks_env_outputs(self) -> bool:
         """Whether environment outputs are checked for NaN/inf every step (not where the
@@ -166,8 +186,10 @@ class Executor:
                 try:
                     value.resolve()
                 except Exception as exc:
-                    _reraise(f"while computing a deferred value of fragment {self.program.fragment}, "
-                             f"replica {self.replica}", exc)
+                    _reraise(
+                        f"while computing a deferred value of fragment {self.program.fragment}, replica {self.replica}",
+                        exc,
+                    )
         return resolve_deferred(result)
 
     def run_loop(self, block: LoopBlock) -> None:
@@ -200,7 +222,10 @@ class Executor:
             _reraise(self._where(node), exc)
 
     def _where(self, node: Node) -> str:
-        return f"while executing node {node.name} of fragment {self.program.fragment}, replica {self.replica} (traced at {node.site})"
+        return (
+            f"while executing node {node.name} of fragment {self.program.fragment}, replica {self.replica} "
+            f"(traced at {node.site})"
+        )
 
     # -- one method per op ---------------------------------------------------
     def call_component(self, node: Node, args: tuple, kwargs: dict) -> tuple:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,17 +28,28 @@ class Instrumentation:
     """Times component calls into their role's phase, counts the environment steps of
     every ``env.step`` node and, if ``check_finite``, rejects NaN/inf in what it returns."""
 
-    def __init__(self, nodes: list[Node], components: dict[str, Any], roles: dict[str, str], check_finite: bool) -> None:
+    def __init__(
+        self, nodes: list[Node], components: dict[str, Any], roles: dict[str, str], check_finite: bool
+    ) -> None:
         self.timings: dict[str, float] = {}
         self.env_steps = 0
         self._phase = {n.name: PHASE_OF_ROLE[roles[n.component]] for n in nodes if n.op == "call_component"}
-        self._steps = {n.name: components[n.component].num_envs for n in nodes
-                       if n.op == "call_component" and roles[n.component] == "env" and n.method == "step"}
-        self._observations = {n.name for n in nodes if n.op == "call_component" and roles[n.component] == "env"
-                              and n.method in ("reset", "observe")}
+        self._steps = {
+            n.name: components[n.component].num_envs
+            for n in nodes
+            if n.op == "call_component" and roles[n.component] == "env" and n.method == "step"
+        }
+        self._observations = {
+            n.name
+            for n in nodes
+            if n.op == "call_component" and roles[n.component] == "env" and n.method in ("reset", "observe")
+        }
         self._finite = check_finite
-        self._weights = {n.name for n in nodes if n.op == "call_component" and roles[n.component] == "learner"
-                         and n.method == "get_weights"}
+        self._weights = {
+            n.name
+            for n in nodes
+            if n.op == "call_component" and roles[n.component] == "learner" and n.method == "get_weights"
+        }
 
     def around(self, node: Node, run: Callable[[Node, tuple, dict], Any], args: tuple, kwargs: dict) -> Any:
         """Run ``run(node, args, kwargs)``, measured."""
@@ -82,9 +94,11 @@ def check_weights(values: tuple, component: str) -> None:
     for every loss to the end of the run and overwrite the last good checkpoint."""
     for leaf in iter_leaves(values):
         if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and not bool(torch.isfinite(leaf).all()):
-            raise DivergenceError(f"learner {component!r} has non-finite weights (NaN or inf) after its update; "
-                                  f"the run stops here, its last checkpoint kept: lower algo.learning_rate or look "
-                                  f"at the losses in metrics.jsonl")
+            raise DivergenceError(
+                f"learner {component!r} has non-finite weights (NaN or inf) after its update; "
+                f"the run stops here, its last checkpoint kept: lower algo.learning_rate or look "
+                f"at the losses in metrics.jsonl"
+            )
 
 
 def check_finite(values: tuple, component: str, method: str = "step") -> None:
@@ -99,5 +113,7 @@ def check_finite(values: tuple, component: str, method: str = "step") -> None:
             continue
         if not ok:
             name = STEP_OUTPUTS[index] if index < len(STEP_OUTPUTS) else f"output {index}"
-            raise EnvError(f"environment {component!r} returned a non-finite {name} (NaN or inf) from {method}(); "
-                           f"fix the environment or its inputs")
+            raise EnvError(
+                f"environment {component!r} returned a non-finite {name} (NaN or inf) from {method}(); "
+                f"fix the environment or its inputs"
+            )

@@ -11,8 +11,8 @@ import os
 
 import torch
 
-from msrl.core import EnvDefaults
 from fragments.executors._base import Executor
+from msrl.core import EnvDefaults
 from policies import FragmentSpec
 
 

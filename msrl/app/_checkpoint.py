@@ -53,8 +53,10 @@ def check_size(payload: Any) -> None:
         total = 1 + sum(size(child, depth + 1) for child in children)
         open_ids.discard(key)
         if total > MAX_VALUES:
-            raise CheckpointError(f"checkpoint expands to over {MAX_VALUES:,} values (shared references?); "
-                                  f"an msrl checkpoint holds a few thousand")
+            raise CheckpointError(
+                f"checkpoint expands to over {MAX_VALUES:,} values (shared references?); "
+                f"an msrl checkpoint holds a few thousand"
+            )
         sizes[key] = total
         return total
 
@@ -71,8 +73,10 @@ def digest(payload: Any) -> str:
         nonlocal visited
         visited += 1
         if visited > MAX_VALUES or depth > MAX_DEPTH:
-            raise CheckpointError(f"checkpoint holds over {MAX_VALUES:,} values or nests over {MAX_DEPTH} levels "
-                                  f"(shared references or a cycle?); an msrl checkpoint never does")
+            raise CheckpointError(
+                f"checkpoint holds over {MAX_VALUES:,} values or nests over {MAX_DEPTH} levels "
+                f"(shared references or a cycle?); an msrl checkpoint never does"
+            )
         if isinstance(value, torch.Tensor):
             data = value.detach().cpu().contiguous()
             sha.update(f"T{data.dtype}{tuple(data.shape)}".encode())
@@ -117,7 +121,9 @@ def load_checkpoint(path: str) -> dict[str, Any]:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any bytes reach here: torch's legacy reader raises IndexError, struct.error...
         # torch's own message suggests weights_only=False, which would run arbitrary pickled code: not repeated here.
-        raise CheckpointError(f"checkpoint {path!r} is corrupt or not an msrl checkpoint ({type(exc).__name__})") from exc
+        raise CheckpointError(
+            f"checkpoint {path!r} is corrupt or not an msrl checkpoint ({type(exc).__name__})"
+        ) from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path!r} is not an msrl checkpoint (expected format {FORMAT})")
     check_size(payload)
@@ -125,8 +131,10 @@ def load_checkpoint(path: str) -> dict[str, Any]:
     if not isinstance(manifest, dict) or not isinstance(manifest.get("sha256"), str):
         raise CheckpointError(f"checkpoint {path!r} has no manifest; it cannot be verified")
     if digest(payload) != manifest["sha256"]:
-        raise CheckpointError(f"checkpoint {path!r} does not match its manifest's SHA-256: its contents were changed "
-                              f"or damaged after it was written")
+        raise CheckpointError(
+            f"checkpoint {path!r} does not match its manifest's SHA-256: its contents were changed "
+            f"or damaged after it was written"
+        )
     missing = [key for key in _REQUIRED if key not in payload]
     if missing:
         raise CheckpointError(f"checkpoint {path!r} is incomplete: missing {', '.join(missing)}")

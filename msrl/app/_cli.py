@@ -11,7 +11,8 @@ import argparse
 import os
 import re
 import sys
-from typing import NoReturn, Sequence
+from collections.abc import Sequence
+from typing import NoReturn
 
 import fragments
 from msrl.app._compare import compare
@@ -37,10 +38,18 @@ def _parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train an algorithm from a YAML config")
     train.add_argument("config", nargs="?", help="YAML config file (optional with --resume)")
-    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a config value, e.g. --set algo.learning_rate=1e-3 --set policy=local")
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set algo.learning_rate=1e-3 --set policy=local",
+    )
     train.add_argument("--resume", metavar="CHECKPOINT", help="continue a run exactly from its checkpoint")
-    train.add_argument("--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)")
+    train.add_argument(
+        "--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)"
+    )
 
     evaluate = commands.add_parser("eval", help="greedy evaluation of a checkpoint")
     evaluate.add_argument("checkpoint")
@@ -50,33 +59,66 @@ def _parser() -> argparse.ArgumentParser:
     graph = commands.add_parser("graph", help="print the traced graph and its fragments, and draw them as DOT and PNG")
     graph.add_argument("config")
     graph.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    graph.add_argument("--out", metavar="PREFIX",
-                       help="write PREFIX.dot and PREFIX.png (default: fdg_<policy name> in the current directory)")
+    graph.add_argument(
+        "--out",
+        metavar="PREFIX",
+        help="write PREFIX.dot and PREFIX.png (default: fdg_<policy name> in the current directory)",
+    )
 
     compare = commands.add_parser(
-        "compare", help="run one config under several policies, placements and --set grids; table and plots",
+        "compare",
+        help="run one config under several policies, placements and --set grids; table and plots",
         description="Runs CONFIG once per policy x placement x --set grid point x seed, one run directory each, "
-                    "and writes a table (printed, CSV, Markdown) and PNG plots to <runs_dir>/compare-<name>/. "
-                    "Interrupt it at any time: finished runs are kept and the same command continues.")
+        "and writes a table (printed, CSV, Markdown) and PNG plots to <runs_dir>/compare-<name>/. "
+        "Interrupt it at any time: finished runs are kept and the same command continues.",
+    )
     compare.add_argument("config")
-    compare.add_argument("--policies", required=True, metavar="A,B,...",
-                         help="preset names (or custom policy YAML files), comma-separated")
-    compare.add_argument("--placements", default="", metavar="PACK,SPREAD,...",
-                         help="placement strategies to try for every policy that has one")
-    compare.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE[,VALUE...]",
-                         help="override a config value; several comma-separated values make a sweep axis")
+    compare.add_argument(
+        "--policies",
+        required=True,
+        metavar="A,B,...",
+        help="preset names (or custom policy YAML files), comma-separated",
+    )
+    compare.add_argument(
+        "--placements",
+        default="",
+        metavar="PACK,SPREAD,...",
+        help="placement strategies to try for every policy that has one",
+    )
+    compare.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,VALUE...]",
+        help="override a config value; several comma-separated values make a sweep axis",
+    )
     compare.add_argument("--budget", type=int, metavar="STEPS", help="env steps per run (total_env_steps)")
-    compare.add_argument("--seeds", type=int, default=1, metavar="N", help="seeds per combination (config seed, +1, ...)")
-    compare.add_argument("--target", type=float, metavar="RETURN",
-                         help="return whose time to reach is measured (default: the env's threshold, if known)")
+    compare.add_argument(
+        "--seeds", type=int, default=1, metavar="N", help="seeds per combination (config seed, +1, ...)"
+    )
+    compare.add_argument(
+        "--target",
+        type=float,
+        metavar="RETURN",
+        help="return whose time to reach is measured (default: the env's threshold, if known)",
+    )
     compare.add_argument("--name", help="comparison name (default: the config's name)")
-    compare.add_argument("--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)")
+    compare.add_argument(
+        "--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)"
+    )
 
     plot = commands.add_parser("plot", help="draw learning curves of finished runs into a PNG")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    plot.add_argument("--x", choices=["steps", "time"], default="steps",
-                      help="x axis: env steps or training wall-clock seconds (default: steps)")
-    plot.add_argument("--metric", default="episode_return", help="the metrics.jsonl key to draw (default: episode_return)")
+    plot.add_argument(
+        "--x",
+        choices=["steps", "time"],
+        default="steps",
+        help="x axis: env steps or training wall-clock seconds (default: steps)",
+    )
+    plot.add_argument(
+        "--metric", default="episode_return", help="the metrics.jsonl key to draw (default: episode_return)"
+    )
     plot.add_argument("--out", default="learning_curves.png", metavar="PNG", help="output file (default: %(default)s)")
     return parser
 
@@ -95,8 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     run = train(args.config, args.overrides, resume=args.resume, address=args.address)
-    print(f"trained {run.iterations} iterations, {run.env_steps:,} env steps in {run.wall_time:.1f} s; "
-          f"results in {run.run_dir}")
+    print(
+        f"trained {run.iterations} iterations, {run.env_steps:,} env steps in {run.wall_time:.1f} s; "
+        f"results in {run.run_dir}"
+    )
     if run.evaluation is not None:
         print(run.evaluation)
     return 0
@@ -128,8 +172,17 @@ def _graph(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     placements = [p.strip() for p in args.placements.split(",") if p.strip()]
-    result = compare(args.config, policies, placements=placements, overrides=args.overrides, budget=args.budget,
-                     seeds=args.seeds, address=args.address, target=args.target, name=args.name)
+    result = compare(
+        args.config,
+        policies,
+        placements=placements,
+        overrides=args.overrides,
+        budget=args.budget,
+        seeds=args.seeds,
+        address=args.address,
+        target=args.target,
+        name=args.name,
+    )
     print(f"results in {result.out_dir}: " + ", ".join(os.path.basename(f) for f in result.files.values()))
     return 0
 
@@ -158,6 +211,8 @@ def _check_out_prefix(prefix: str) -> None:
     """Fail before tracing, and before anything is printed, on an --out that cannot be written."""
     directory, name = os.path.split(prefix)
     if not name:
-        raise ConfigError(f"--out {prefix!r} names a directory; give a file prefix such as {os.path.join(prefix, 'fdg')!r}")
+        raise ConfigError(
+            f"--out {prefix!r} names a directory; give a file prefix such as {os.path.join(prefix, 'fdg')!r}"
+        )
     if not os.path.isdir(directory or "."):
         raise ConfigError(f"--out {prefix!r}: output directory {directory!r} does not exist")

@@ -17,7 +17,6 @@ from msrl.app._registry import get_algorithm
 from msrl.core import ConfigError, apply_overrides, build_dataclass, read_yaml
 from policies import load_policy
 
-
 MAX_NAME = 100
 """Longest run name: run directories get suffixes (``_2``...) and files inside, all within the
 file system's 255-byte name limit."""
@@ -81,10 +80,17 @@ def load_config(path: str | None, overrides: list[str] = (), base: dict[str, Any
 
 def validate(raw: dict[str, Any]) -> LoadedConfig:
     run = build_dataclass(RunConfig, raw, "")
-    if (not run.name or "/" in run.name or run.name.startswith(".") or len(run.name) > MAX_NAME
-            or not run.name.isprintable()):
-        raise ConfigError(f"name must be a plain directory name of at most {MAX_NAME} printable characters, "
-                          f"without '/' or a leading '.', got {run.name[:60]!r}{'...' if len(run.name) > 60 else ''}")
+    if (
+        not run.name
+        or "/" in run.name
+        or run.name.startswith(".")
+        or len(run.name) > MAX_NAME
+        or not run.name.isprintable()
+    ):
+        raise ConfigError(
+            f"name must be a plain directory name of at most {MAX_NAME} printable characters, "
+            f"without '/' or a leading '.', got {run.name[:60]!r}{'...' if len(run.name) > 60 else ''}"
+        )
     if os.path.exists(run.runs_dir) and not os.path.isdir(run.runs_dir):
         raise ConfigError(f"runs_dir {run.runs_dir!r} exists and is not a directory")
     if not 0 <= run.seed <= MAX_SEED:  # numpy refuses negative seeds; copies add 1,000,003 per copy

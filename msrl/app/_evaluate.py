@@ -53,8 +53,11 @@ def evaluate_algorithm(algorithm: Any, episodes: int, seed: int, max_steps: int 
         running = np.ones(episodes, dtype=bool)
         for _ in range(max_steps):
             action = actors[0].greedy(obs)
-            action = ({group: _to_numpy(a) for group, a in action.items()} if isinstance(action, dict)
-                      else np.asarray(_to_numpy(action)))
+            action = (
+                {group: _to_numpy(a) for group, a in action.items()}
+                if isinstance(action, dict)
+                else np.asarray(_to_numpy(action))
+            )
             obs, reward, terminated, truncated = env.step(action)
             returns += np.where(running, _mean_reward(reward), 0.0)
             running &= ~((_to_numpy(terminated) + _to_numpy(truncated)) > 0)

@@ -28,13 +28,17 @@ def load_components(recipe: fragments.BuildRecipe, states: dict[str, Any]) -> Al
         if role_of(component) in LOADED_ROLES:
             if not isinstance(states.get(name), dict) or (not states[name] and component.state_dict()):
                 # evaluating the untrained network it would leave would report a result of nothing
-                raise CheckpointError(f"checkpoint has no state for {role_of(component)} {name!r} of "
-                                      f"{recipe.algorithm.__name__}; it cannot be evaluated or loaded")
+                raise CheckpointError(
+                    f"checkpoint has no state for {role_of(component)} {name!r} of "
+                    f"{recipe.algorithm.__name__}; it cannot be evaluated or loaded"
+                )
             try:
                 component.load_state_dict(states[name])
             except (KeyError, RuntimeError, ValueError, TypeError) as exc:
-                raise CheckpointError(f"checkpoint state of {name!r} does not fit {recipe.algorithm.__name__}: "
-                                      f"{str(exc).splitlines()[0][:200]}") from exc
+                raise CheckpointError(
+                    f"checkpoint state of {name!r} does not fit {recipe.algorithm.__name__}: "
+                    f"{str(exc).splitlines()[0][:200]}"
+                ) from exc
     return algorithm
 
 

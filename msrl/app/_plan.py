@@ -27,8 +27,9 @@ class Plan:
 
 def recipe_of(config: LoadedConfig) -> fragments.BuildRecipe:
     """What building the configured algorithm takes, anywhere in the run."""
-    return fragments.BuildRecipe(get_algorithm(config.run.algorithm), config.algo, config.run.seed,
-                                 config.run.total_env_steps)
+    return fragments.BuildRecipe(
+        get_algorithm(config.run.algorithm), config.algo, config.run.seed, config.run.total_env_steps
+    )
 
 
 def plan(config: LoadedConfig) -> Plan:
@@ -71,5 +72,6 @@ def make_runtime(plan: Plan, address: str | None = None) -> fragments.Runtime:
         # The Ray started now is this machine alone, and every replica runs here: what it cannot
         # run fails now, not after Ray's start.
         preflight(plan.fdg.policy, on_this_machine=True)
-    return cluster.RayRuntime(plan.recipe, plan.fdg, address=address,
-                              liveness_timeout_s=plan.config.run.liveness_timeout_s)
+    return cluster.RayRuntime(
+        plan.recipe, plan.fdg, address=address, liveness_timeout_s=plan.config.run.liveness_timeout_s
+    )

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,8 +19,14 @@ X_AXES = {"steps": ("env_steps", "environment steps"), "time": ("wall_time", "tr
 """``--x`` choice -> (how x is read from the records, the axis label with its unit)."""
 
 LINE_STYLES = ("-", "--", "-.", ":")
-PHASE_COLOURS = {"env": "#4C72B0", "inference": "#55A868", "buffer": "#8172B2", "learn": "#C44E52",
-                 "communication": "#CCB974", "other": "#999999"}
+PHASE_COLOURS = {
+    "env": "#4C72B0",
+    "inference": "#55A868",
+    "buffer": "#8172B2",
+    "learn": "#C44E52",
+    "communication": "#CCB974",
+    "other": "#999999",
+}
 
 
 def curve(records: Sequence[Mapping[str, Any]], x: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -46,8 +53,14 @@ def _band(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.n
     return grid, values.mean(0), values.min(0), values.max(0)
 
 
-def plot_curves(groups: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], path: str | os.PathLike, *,
-                x: str = "steps", metric: str = "episode_return", title: str = "") -> str:
+def plot_curves(
+    groups: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+    path: str | os.PathLike,
+    *,
+    x: str = "steps",
+    metric: str = "episode_return",
+    title: str = "",
+) -> str:
     """Draw one line per group (its runs' mean, with a min-max band over seeds when it has several)
     into the PNG ``path``; returns the path.  Groups with no finite value are listed as such."""
     import matplotlib
@@ -66,7 +79,7 @@ def plot_curves(groups: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], pat
             ax.plot(*curves[0], label=label, linewidth=1.6, linestyle=style)
             continue
         grid, mean, low, high = _band(curves)
-        line, = ax.plot(grid, mean, label=f"{label} (mean of {len(curves)} seeds)", linewidth=1.6, linestyle=style)
+        (line,) = ax.plot(grid, mean, label=f"{label} (mean of {len(curves)} seeds)", linewidth=1.6, linestyle=style)
         ax.fill_between(grid, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel(X_AXES[x][1])
     ax.set_ylabel(f"{metric.replace('_', ' ')} (training episodes)")
@@ -79,8 +92,13 @@ def plot_curves(groups: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], pat
     return os.fspath(path)
 
 
-def plot_time_split(split: Mapping[str, Mapping[str, float]], path: str | os.PathLike, *, title: str = "",
-                    wall: Mapping[str, float] | None = None) -> str:
+def plot_time_split(
+    split: Mapping[str, Mapping[str, float]],
+    path: str | os.PathLike,
+    *,
+    title: str = "",
+    wall: Mapping[str, float] | None = None,
+) -> str:
     """A stacked bar per combination: mean seconds per iteration spent in each phase (the slowest
     replica's), with the iteration's wall time marked when ``wall`` gives it: replicas run their
     phases side by side, so the stack can rise above the wall time."""
@@ -98,8 +116,16 @@ def plot_time_split(split: Mapping[str, Mapping[str, float]], path: str | os.Pat
         ax.bar(range(len(labels)), heights, bottom=bottom, label=phase, color=PHASE_COLOURS[phase])
         bottom += heights
     if wall:
-        ax.scatter(range(len(labels)), [wall.get(label, 0.0) * 1000.0 for label in labels], marker="_", s=900,
-                   color="black", linewidths=2.5, zorder=3, label="wall time per iteration")
+        ax.scatter(
+            range(len(labels)),
+            [wall.get(label, 0.0) * 1000.0 for label in labels],
+            marker="_",
+            s=900,
+            color="black",
+            linewidths=2.5,
+            zorder=3,
+            label="wall time per iteration",
+        )
     ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("milliseconds per iteration (slowest replica per phase)")
     ax.set_title(title or "Where an iteration's time goes")

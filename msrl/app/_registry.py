@@ -27,7 +27,9 @@ def get_algorithm(name: str) -> type[Algorithm]:
     """A built-in algorithm by name, or a user's as ``package.module:ClassName``."""
     spec = BUILTIN.get(name, name)
     if ":" not in spec:
-        raise ConfigError(f"unknown algorithm {name!r}; valid choices: {', '.join(algorithm_names())} or 'module:Class'")
+        raise ConfigError(
+            f"unknown algorithm {name!r}; valid choices: {', '.join(algorithm_names())} or 'module:Class'"
+        )
     module_name, _, class_name = spec.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)

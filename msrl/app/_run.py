@@ -12,9 +12,10 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, TextIO
 
 import yaml
 
@@ -55,8 +56,11 @@ class Run:
         return os.path.join(self.run_dir, CHECKPOINT_NAME)
 
 
-def read_config(config: str | os.PathLike | Mapping[str, Any] | None, overrides: Sequence[str] = (),
-                resume: str | os.PathLike | None = None) -> tuple[LoadedConfig, dict[str, Any] | None]:
+def read_config(
+    config: str | os.PathLike | Mapping[str, Any] | None,
+    overrides: Sequence[str] = (),
+    resume: str | os.PathLike | None = None,
+) -> tuple[LoadedConfig, dict[str, Any] | None]:
     """The checked config of a run (from a file, a mapping, or a checkpoint to resume) and the checkpoint."""
     checkpoint = load_checkpoint(str(resume)) if resume is not None else None
     if checkpoint is not None:
@@ -81,9 +85,15 @@ class Trainer:
             print(trainer.evaluate(episodes=10))
     """
 
-    def __init__(self, config: str | os.PathLike | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
-                 resume: str | os.PathLike | None = None, address: str | None = None,
-                 stream: TextIO = sys.stderr) -> None:
+    def __init__(
+        self,
+        config: str | os.PathLike | Mapping[str, Any] | None,
+        overrides: Sequence[str] = (),
+        *,
+        resume: str | os.PathLike | None = None,
+        address: str | None = None,
+        stream: TextIO = sys.stderr,
+    ) -> None:
         self.config, checkpoint = read_config(config, overrides, resume)
         self.plan = plan(self.config)
         if checkpoint is not None:
@@ -122,7 +132,7 @@ class Trainer:
         self.steps_per_iteration = 0  # known after the first iteration
         self.wall_time = 0.0
 
-    def __enter__(self) -> "Trainer":
+    def __enter__(self) -> Trainer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -154,10 +164,15 @@ class Trainer:
         self.steps_per_iteration = result.env_steps
         if "episode_return" in result.component_metrics:
             self.last_return = result.component_metrics["episode_return"]
-        record: dict[str, Any] = {"iteration": self.iteration, "env_steps": self.env_steps,
-                                  "agent_steps": self.env_steps * self.plan.agents_per_env, "wall_time": elapsed,
-                                  "steps_per_s": result.env_steps / elapsed if elapsed > 0 else 0.0,
-                                  "restarts": self.restarts, "lost_env_steps": self.lost_env_steps}
+        record: dict[str, Any] = {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "agent_steps": self.env_steps * self.plan.agents_per_env,
+            "wall_time": elapsed,
+            "steps_per_s": result.env_steps / elapsed if elapsed > 0 else 0.0,
+            "restarts": self.restarts,
+            "lost_env_steps": self.lost_env_steps,
+        }
         record.update({k: _number(v) for k, v in result.component_metrics.items()})
         if isinstance(result.output, dict):
             record.update({k: _number(v) for k, v in result.output.items()})
@@ -204,14 +219,17 @@ class Trainer:
 
     def save(self) -> None:
         """Write the checkpoint (atomically): config, counters and every component's state."""
-        save_checkpoint(os.path.join(self.run_dir, CHECKPOINT_NAME), {
-            "config": self.config.raw,
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
-            "restarts": self.restarts,
-            "lost_env_steps": self.lost_env_steps,
-            "components": self.runtime.state_dict(),
-        })
+        save_checkpoint(
+            os.path.join(self.run_dir, CHECKPOINT_NAME),
+            {
+                "config": self.config.raw,
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "restarts": self.restarts,
+                "lost_env_steps": self.lost_env_steps,
+                "components": self.runtime.state_dict(),
+            },
+        )
 
     # -- recovery from lost workers ------------------------------------------------------------------
     def _make_runtime(self) -> Any:
@@ -234,8 +252,10 @@ class Trainer:
         path = os.path.join(self.run_dir, CHECKPOINT_NAME)
         while True:  # a worker lost while the new ones start or load the checkpoint costs another restart
             if self.restarts >= limit:
-                raise WorkerLostError(f"{lost}; the run stops after {self.restarts} restart(s) "
-                                      f"(max_restarts={limit}), its last checkpoint kept") from None
+                raise WorkerLostError(
+                    f"{lost}; the run stops after {self.restarts} restart(s) "
+                    f"(max_restarts={limit}), its last checkpoint kept"
+                ) from None
             self.restarts += 1
             self.runtime.close()
             iteration = env_steps = 0
@@ -249,9 +269,12 @@ class Trainer:
             except WorkerLostError as again:
                 lost = again
         self.lost_env_steps += self.env_steps - env_steps
-        print(f"msrl: {lost}; restart {self.restarts}/{limit} from "
-              f"{'the checkpoint at' if iteration else 'the start,'} iteration {iteration} "
-              f"({self.env_steps - env_steps} env steps lost)", file=self.stream)
+        print(
+            f"msrl: {lost}; restart {self.restarts}/{limit} from "
+            f"{'the checkpoint at' if iteration else 'the start,'} iteration {iteration} "
+            f"({self.env_steps - env_steps} env steps lost)",
+            file=self.stream,
+        )
         self.iteration, self.env_steps = iteration, env_steps
         self.metrics_file.close()
         self.scalars.close()
@@ -277,8 +300,14 @@ class Trainer:
         self.lock = None
 
 
-def train(config: str | os.PathLike | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
-          resume: str | os.PathLike | None = None, address: str | None = None, stream: TextIO = sys.stderr) -> Run:
+def train(
+    config: str | os.PathLike | Mapping[str, Any] | None,
+    overrides: Sequence[str] = (),
+    *,
+    resume: str | os.PathLike | None = None,
+    address: str | None = None,
+    stream: TextIO = sys.stderr,
+) -> Run:
     """Train as ``config`` says (a YAML path or a mapping, plus ``--set``-style overrides), or
     continue the run of checkpoint ``resume`` exactly; ``address`` joins a Ray cluster
     (``auto``, ``host:port``, ``ray://...``) instead of starting an embedded one when the
@@ -302,10 +331,18 @@ def train(config: str | os.PathLike | Mapping[str, Any] | None, overrides: Seque
         evaluation = None
         if trainer.config.run.eval_episodes:
             evaluation = trainer.evaluate(trainer.config.run.eval_episodes)
-            _write_json(os.path.join(trainer.run_dir, EVAL_NAME), {
-                "episodes": evaluation.episodes, "returns": evaluation.returns, "mean": evaluation.mean})
-        return Run(trainer.run_dir, read_metrics(trainer.run_dir), evaluation, trainer.iteration, trainer.env_steps,
-                   trainer.wall_time)
+            _write_json(
+                os.path.join(trainer.run_dir, EVAL_NAME),
+                {"episodes": evaluation.episodes, "returns": evaluation.returns, "mean": evaluation.mean},
+            )
+        return Run(
+            trainer.run_dir,
+            read_metrics(trainer.run_dir),
+            evaluation,
+            trainer.iteration,
+            trainer.env_steps,
+            trainer.wall_time,
+        )
 
 
 def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
@@ -337,9 +374,11 @@ def _check_losses(output: Any, iteration: int) -> None:
         except (TypeError, ValueError):
             continue
         if "loss" in key and not math.isfinite(value):
-            raise DivergenceError(f"iteration {iteration}: the learner's update reported {key} = {value}; the run "
-                                  f"stops here, its last checkpoint kept: lower algo.learning_rate or check the "
-                                  f"rewards and observations")
+            raise DivergenceError(
+                f"iteration {iteration}: the learner's update reported {key} = {value}; the run "
+                f"stops here, its last checkpoint kept: lower algo.learning_rate or check the "
+                f"rewards and observations"
+            )
 
 
 def _check_complete(checkpoint: dict[str, Any], config: LoadedConfig, components: Sequence[str]) -> None:
@@ -348,15 +387,19 @@ def _check_complete(checkpoint: dict[str, Any], config: LoadedConfig, components
     states = checkpoint["components"]
     missing = [name for name in components if not isinstance(states, dict) or name not in states]
     if missing:
-        raise CheckpointError(f"checkpoint has no state for component(s) {', '.join(map(repr, missing))} of "
-                              f"algorithm {config.run.algorithm!r}; it cannot be resumed")
+        raise CheckpointError(
+            f"checkpoint has no state for component(s) {', '.join(map(repr, missing))} of "
+            f"algorithm {config.run.algorithm!r}; it cannot be resumed"
+        )
 
 
 def _restore(runtime: Any, checkpoint: dict[str, Any], config: LoadedConfig) -> None:
     try:
         runtime.load_state_dict(checkpoint["components"])
     except (KeyError, RuntimeError, ValueError, TypeError) as exc:
-        raise CheckpointError(f"checkpoint does not match algorithm {config.run.algorithm!r}: {str(exc).splitlines()[0][:200]}") from exc
+        raise CheckpointError(
+            f"checkpoint does not match algorithm {config.run.algorithm!r}: {str(exc).splitlines()[0][:200]}"
+        ) from exc
 
 
 def _new_run_dir(runs_dir: str, name: str) -> str:
@@ -387,8 +430,10 @@ def _lock_run_dir(run_dir: str) -> Any:
         handle.seek(0)
         holder = handle.read().strip() or "unknown"
         handle.close()
-        raise ConfigError(f"run directory {run_dir!r} is in use by another msrl process (pid {holder}); "
-                          f"wait for it to finish, or resume a copy of the directory") from None
+        raise ConfigError(
+            f"run directory {run_dir!r} is in use by another msrl process (pid {holder}); "
+            f"wait for it to finish, or resume a copy of the directory"
+        ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(str(os.getpid()))
@@ -454,5 +499,13 @@ def _progress_bar(run: Any, initial: int, stream: TextIO) -> Any:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=run.total_env_steps, initial=initial, unit="step", unit_scale=True, file=stream, dynamic_ncols=True,
-                mininterval=0.5, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}] {postfix}")
+    return tqdm(
+        total=run.total_env_steps,
+        initial=initial,
+        unit="step",
+        unit_scale=True,
+        file=stream,
+        dynamic_ncols=True,
+        mininterval=0.5,
+        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}] {postfix}",
+    )

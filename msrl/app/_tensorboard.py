@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto.event_pb2 import Event, SessionLog
@@ -33,8 +34,9 @@ class ScalarLog:
         # second from overwriting the earlier file, and sorts the two in the order written
         self.events = EventsWriter(os.path.join(run_dir, "events"), f".{time.time_ns()}")
         if purge_step is not None:  # what SummaryWriter(purge_step=...) writes
-            self.events.write_event(Event(wall_time=time.time(), step=purge_step,
-                                          session_log=SessionLog(status=SessionLog.START)))
+            self.events.write_event(
+                Event(wall_time=time.time(), step=purge_step, session_log=SessionLog(status=SessionLog.START))
+            )
         self.events.flush()
 
     def write(self, record: Mapping[str, Any]) -> None:

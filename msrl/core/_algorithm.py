@@ -36,11 +36,15 @@ class RunInfo:
     device: str = "cpu"
 
     @classmethod
-    def for_copy(cls, seed: int, total_env_steps: int, copy: int, copies: int, device: str = "cpu") -> "RunInfo":
+    def for_copy(cls, seed: int, total_env_steps: int, copy: int, copies: int, device: str = "cpu") -> RunInfo:
         """The ``RunInfo`` of copy ``copy`` (from 0) of a fragment with ``copies`` copies.
         Copy 0 gets the run's seed as its data seed, so one copy reproduces ``local``."""
-        return cls(seed=seed, data_seed=seed + 1_000_003 * copy, total_env_steps=max(1, total_env_steps // copies),
-                   device=device)
+        return cls(
+            seed=seed,
+            data_seed=seed + 1_000_003 * copy,
+            total_env_steps=max(1, total_env_steps // copies),
+            device=device,
+        )
 
 
 class Algorithm:
@@ -79,7 +83,10 @@ class Algorithm:
     def __setattr__(self, name: str, value: Any) -> None:
         if isinstance(value, (Component, Declared)):
             if "_components" not in self.__dict__:
-                raise TypeError(f"{type(self).__name__}.__init__ must call super().__init__(config, run) before assigning components")
+                raise TypeError(
+                    f"{type(self).__name__}.__init__ must call super().__init__(config, run) "
+                    "before assigning components"
+                )
             if isinstance(value, Declared) and wanted(name):
                 value = value.build()  # a component of the fragment being built: constructed here, now
             self._components[name] = value

@@ -33,8 +33,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from msrl.core._errors import BuildError, ConfigError
 
@@ -75,8 +76,10 @@ def share(config: Any, copies: int, where: str = "") -> Any:
         if not isinstance(value, int) or isinstance(value, bool):
             raise ConfigError(f"algo.{name} is a per-run quantity (msrl.split) and must be an integer, got {value!r}")
         if value % copies:
-            raise ConfigError(f"algo.{name} ({value}) must be divisible by {where or f'{copies} copies'}: "
-                              f"each replica gets an equal share; valid values are multiples of {copies}")
+            raise ConfigError(
+                f"algo.{name} ({value}) must be divisible by {where or f'{copies} copies'}: "
+                f"each replica gets an equal share; valid values are multiples of {copies}"
+            )
         changes[name] = value // copies
     return dataclasses.replace(config, **changes) if changes else config
 
@@ -172,9 +175,11 @@ class Declared:
             return known[name]
         if name.startswith("__"):  # protocols probed by copy, pickle, hasattr: plainly absent
             raise AttributeError(name)
-        raise BuildError(f"{self.cls.__name__}.{name} was read while msrl built another fragment, where this "
-                         f"component is declared but not constructed; an algorithm's __init__ should only construct "
-                         f"components and assign them (read an environment's spaces from msrl.envs.spec(env_id))")
+        raise BuildError(
+            f"{self.cls.__name__}.{name} was read while msrl built another fragment, where this "
+            f"component is declared but not constructed; an algorithm's __init__ should only construct "
+            f"components and assign them (read an environment's spaces from msrl.envs.spec(env_id))"
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._known[name] = value

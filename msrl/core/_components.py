@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Tuple
+from typing import Any
 
 from msrl.core._build import Declared, declaring
 from msrl.core._spaces import Box, Discrete, Space
@@ -32,7 +32,7 @@ class _Kind:
     def __repr__(self) -> str:
         return self.name
 
-    def __getitem__(self, item: Any) -> "_Kind":  # allows Batched[np.ndarray] in hints
+    def __getitem__(self, item: Any) -> _Kind:  # allows Batched[np.ndarray] in hints
         return self
 
 
@@ -173,7 +173,7 @@ class Environment(Component):
         """The latest observation of every environment, without stepping."""
         raise NotImplementedError
 
-    def step(self, action: Any) -> Tuple[Batched, Batched, Batched, Batched]:
+    def step(self, action: Any) -> tuple[Batched, Batched, Batched, Batched]:
         """Advance every environment: ``(obs, reward, terminated, truncated)``."""
         raise NotImplementedError
 

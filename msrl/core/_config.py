@@ -34,8 +34,10 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise ConfigError(f"YAML aliases are not allowed in configs (alias *{event.anchor} at line "
-                              f"{event.start_mark.line + 1}); write the value out")
+            raise ConfigError(
+                f"YAML aliases are not allowed in configs (alias *{event.anchor} at line "
+                f"{event.start_mark.line + 1}); write the value out"
+            )
         return super().compose_node(parent, index)
 
 
@@ -48,8 +50,10 @@ def parse_yaml(text: str, source: str = "<string>") -> Any:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         tag = re.search(r"tag '([^']*)'", str(getattr(exc, "problem", "") or ""))
         if isinstance(exc, yaml.constructor.ConstructorError) and tag:  # !!python/... and other unsafe tags
-            raise ConfigError(f"{source}: YAML tag {tag.group(1)!r}{where} is not allowed in configs; only plain "
-                              f"values, lists and mappings are") from exc
+            raise ConfigError(
+                f"{source}: YAML tag {tag.group(1)!r}{where} is not allowed in configs; only plain "
+                f"values, lists and mappings are"
+            ) from exc
         raise ConfigError(f"{source} is not valid YAML{where}") from exc
 
 
@@ -97,8 +101,10 @@ def check_plain_tree(value: Any, what: str = "config") -> None:
             if depth >= MAX_CONFIG_DEPTH:
                 raise ConfigError(f"{what} is nested over {MAX_CONFIG_DEPTH} levels deep; a config is at most that")
             if not isinstance(item, tuple) and id(item) in seen:  # tuples are immutable: sharing one is harmless
-                raise ConfigError(f"{what} uses one mapping or list in several places (a shared reference); "
-                                  f"a config must be a plain tree: write each value out")
+                raise ConfigError(
+                    f"{what} uses one mapping or list in several places (a shared reference); "
+                    f"a config must be a plain tree: write each value out"
+                )
             seen.add(id(item))
             children = list(item.keys()) + list(item.values()) if isinstance(item, dict) else list(item)
             stack.extend((child, depth + 1) for child in children)
@@ -125,7 +131,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             if current is None:
                 current = {}
             if not isinstance(current, dict):
-                raise ConfigError(f"cannot set {key!r}: {'.'.join(parts[:depth + 1])} is not a mapping")
+                raise ConfigError(f"cannot set {key!r}: {'.'.join(parts[: depth + 1])} is not a mapping")
             target[part] = current
             target = current
         target[parts[-1]] = value
@@ -140,7 +146,9 @@ def build_dataclass(cls: type, values: Any, prefix: str) -> Any:
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ConfigError(f"unknown config key {prefix + str(unknown[0])!r}; valid choices: {', '.join(prefix + f for f in fields)}")
+        raise ConfigError(
+            f"unknown config key {prefix + str(unknown[0])!r}; valid choices: {', '.join(prefix + f for f in fields)}"
+        )
     return cls(**{key: coerce(value, hints[key], prefix + key) for key, value in values.items()})
 
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 _STATE = threading.local()  # per thread: executors run a replica's components on one thread
 

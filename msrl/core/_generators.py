@@ -41,8 +41,10 @@ def load_generator_state(generator: torch.Generator, state: Any) -> None:
     elif state.numel() in (PHILOX_STATE_BYTES, _cpu_state_bytes()):
         generator.manual_seed(_seed_of(state))
     else:
-        raise ValueError(f"a {generator.device.type} generator's state has {own} bytes, got {state.numel()} "
-                         f"(neither a CPU's {_cpu_state_bytes()} nor a CUDA generator's {PHILOX_STATE_BYTES})")
+        raise ValueError(
+            f"a {generator.device.type} generator's state has {own} bytes, got {state.numel()} "
+            f"(neither a CPU's {_cpu_state_bytes()} nor a CUDA generator's {PHILOX_STATE_BYTES})"
+        )
 
 
 def _seed_of(state: torch.Tensor) -> int:

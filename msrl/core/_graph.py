@@ -9,8 +9,9 @@ iteration hands to the next (``obs``) is a ``CarryRef`` in the body's arguments.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import networkx as nx
 
@@ -199,7 +200,9 @@ class DataflowGraph:
                 if producer is None:
                     raise GraphLintError(f"{node.name} reads {ref} which no node produces")
                 if ref.index >= len(producer.output_kinds):
-                    raise GraphLintError(f"{node.name} reads {ref} but {producer.name} has {len(producer.output_kinds)} outputs")
+                    raise GraphLintError(
+                        f"{node.name} reads {ref} but {producer.name} has {len(producer.output_kinds)} outputs"
+                    )
                 if carried:
                     if producer.region is None or producer.region != node.region:
                         raise GraphLintError(f"{node.name} carries {ref} from outside its loop")
@@ -214,8 +217,13 @@ class DataflowGraph:
                 raise GraphLintError(f"loop region {region.name} is not contiguous")
 
     def __str__(self) -> str:
-        lines = [f"DataflowGraph ({len(self.nodes)} nodes, components: {', '.join(f'{c}:{r}' for c, r in self.components.items())})"]
+        lines = [
+            f"DataflowGraph ({len(self.nodes)} nodes, "
+            f"components: {', '.join(f'{c}:{r}' for c, r in self.components.items())})"
+        ]
         for region in self.regions.values():
-            lines.append(f"  loop {region.name}: {region.trip_count} iterations of {', '.join(region.nodes)}  # {region.site}")
+            lines.append(
+                f"  loop {region.name}: {region.trip_count} iterations of {', '.join(region.nodes)}  # {region.site}"
+            )
         lines.extend(f"  {node}" for node in self.nodes)
         return "\n".join(lines)

@@ -36,7 +36,8 @@ import random
 import sys
 import sysconfig
 import types
-from typing import Any, Callable, Iterator, NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
 
 from msrl.core._build import Declared
 from msrl.core._components import Component
@@ -44,18 +45,22 @@ from msrl.core._errors import HiddenStateError
 from msrl.core._graph import iter_leaves
 from msrl.core._sites import PACKAGE_DIR, format_site, user_site
 
-
 _PLAIN = (numbers.Number, str, bytes, type(None), enum.Enum, range)
 _RUNS_ONCE = "Python in train_step runs once, when msrl traces it, so this value would be frozen at its first value"
 _FIX_STATE = "move the state into a component and call a component method from train_step"
 _FIX_CHANGE = "keep this state in a component and change it in one of the component's methods"
 _FIX_COUNTER = "keep the counter in a component and return the decision from one of its methods"
 _FIX_DRAW = "draw random numbers inside a component method, which runs every iteration"
-_LIBRARY_DIRS = tuple({os.path.join(os.path.abspath(path), "") for key, path in sysconfig.get_paths().items()
-                       if key in ("stdlib", "platstdlib", "purelib", "platlib")})
+_LIBRARY_DIRS = tuple(
+    {
+        os.path.join(os.path.abspath(path), "")
+        for key, path in sysconfig.get_paths().items()
+        if key in ("stdlib", "platstdlib", "purelib", "platlib")
+    }
+)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _code_kind(filename: str) -> str:
     """``tracer`` for msrl's core (this package), ``library`` for the standard library and
     installed packages, ``user`` for everything else.  Only the core is exempt: built-in
@@ -68,8 +73,10 @@ def _code_kind(filename: str) -> str:
     return "library" if path.startswith(_LIBRARY_DIRS) else "user"
 
 
-def _user_frame(frame: types.FrameType | None, entry: types.CodeType | None = None,
-                ) -> tuple[types.FrameType, types.FrameType | None] | None:
+def _user_frame(
+    frame: types.FrameType | None,
+    entry: types.CodeType | None = None,
+) -> tuple[types.FrameType, types.FrameType | None] | None:
     """The innermost frame of user code at or outside ``frame``, and the library frame it
     called (``random.randint`` is Python around the C draw), or ``None`` when msrl's tracer
     made the call.  ``entry`` (train_step's code) is user code wherever it is installed."""
@@ -98,8 +105,11 @@ def _refusing_change(expression: str) -> Callable[..., NoReturn]:
     """A method that refuses to change a frozen attribute; ``expression`` shows how, e.g. ``{path}.append()``."""
 
     def refuse(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
-        raise _hidden_state(f"train_step runs {expression.format(path=self._msrl_path)}, which changes a value "
-                            f"of type {self._msrl_kind} stored on the algorithm", _FIX_CHANGE)
+        raise _hidden_state(
+            f"train_step runs {expression.format(path=self._msrl_path)}, which changes a value "
+            f"of type {self._msrl_kind} stored on the algorithm",
+            _FIX_CHANGE,
+        )
 
     return refuse
 
@@ -158,8 +168,10 @@ class _Frozen:
         return True
 
     def _compute(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise _hidden_state(f"train_step computes with {self._msrl_path}, a value of type {self._msrl_kind} stored "
-                            "on the algorithm", _FIX_STATE)
+        raise _hidden_state(
+            f"train_step computes with {self._msrl_path}, a value of type {self._msrl_kind} stored on the algorithm",
+            _FIX_STATE,
+        )
 
     __array__ = __array_ufunc__ = __array_function__ = __len__ = __getitem__ = __contains__ = _compute
     __int__ = __float__ = __index__ = __complex__ = _compute
@@ -180,16 +192,23 @@ class _Frozen:
         return NotImplemented
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _frozen_class(kind: type) -> type:
     """``_Frozen`` named like ``kind``: errors about the value, such as a component argument
     of an unsupported type, then name its real type (``ndarray``), not the wrapper."""
     return type(kind.__name__, (_Frozen,), {"__slots__": ()})
 
 
-_CHANGES = {"__setitem__": "{path}[...] = ...", "__delitem__": "del {path}[...]", "__iadd__": "{path} += ...",
-            "__imul__": "{path} *= ...", "__ior__": "{path} |= ...", "__iand__": "{path} &= ...",
-            "__isub__": "{path} -= ...", "__ixor__": "{path} ^= ..."}
+_CHANGES = {
+    "__setitem__": "{path}[...] = ...",
+    "__delitem__": "del {path}[...]",
+    "__iadd__": "{path} += ...",
+    "__imul__": "{path} *= ...",
+    "__ior__": "{path} |= ...",
+    "__iand__": "{path} &= ...",
+    "__isub__": "{path} -= ...",
+    "__ixor__": "{path} ^= ...",
+}
 
 
 def _frozen_container(base: type, methods: str, operators: str) -> type:
@@ -200,19 +219,26 @@ def _frozen_container(base: type, methods: str, operators: str) -> type:
         self._msrl_path = path
 
     namespace: dict[str, Any] = {
-        "__slots__": ("_msrl_path",), "__init__": init, "_msrl_kind": base.__name__,
-        "__copy__": lambda self: base(self), "__deepcopy__": lambda self, memo: copy.deepcopy(base(self), memo),
+        "__slots__": ("_msrl_path",),
+        "__init__": init,
+        "_msrl_kind": base.__name__,
+        "__copy__": lambda self: base(self),
+        "__deepcopy__": lambda self, memo: copy.deepcopy(base(self), memo),
     }
     namespace.update({name: _refusing_change(f"{{path}}.{name}()") for name in methods.split()})
     namespace.update({name: _refusing_change(_CHANGES[name]) for name in operators.split()})
     return type(f"_Frozen{base.__name__.title()}", (base,), namespace)
 
 
-_FrozenList = _frozen_container(list, "append extend insert pop remove clear sort reverse",
-                                "__setitem__ __delitem__ __iadd__ __imul__")
+_FrozenList = _frozen_container(
+    list, "append extend insert pop remove clear sort reverse", "__setitem__ __delitem__ __iadd__ __imul__"
+)
 _FrozenDict = _frozen_container(dict, "update setdefault pop popitem clear", "__setitem__ __delitem__ __ior__")
-_FrozenSet = _frozen_container(set, "add discard remove pop clear update difference_update intersection_update "
-                               "symmetric_difference_update", "__ior__ __iand__ __isub__ __ixor__")
+_FrozenSet = _frozen_container(
+    set,
+    "add discard remove pop clear update difference_update intersection_update symmetric_difference_update",
+    "__ior__ __iand__ __isub__ __ixor__",
+)
 
 
 def freeze(value: Any, path: str, keep: tuple[type, ...] = ()) -> Any:
@@ -238,11 +264,29 @@ def freeze(value: Any, path: str, keep: tuple[type, ...] = ()) -> Any:
 
 
 _RANDOM_DRAWS = frozenset({"random", "getrandbits"})  # every draw of random.Random goes through one of them
-_TORCH_DRAWS = frozenset({
-    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal", "bernoulli",
-    "multinomial", "poisson", "uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_",
-    "log_normal_", "cauchy_",
-})
+_TORCH_DRAWS = frozenset(
+    {
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "normal",
+        "bernoulli",
+        "multinomial",
+        "poisson",
+        "uniform_",
+        "normal_",
+        "bernoulli_",
+        "random_",
+        "exponential_",
+        "geometric_",
+        "log_normal_",
+        "cauchy_",
+    }
+)
 
 
 def _random_draw(fn: Any) -> str | None:
@@ -270,7 +314,7 @@ def _iterator_in_next(frame: types.FrameType) -> str | None:
     if positions is None or None in positions:
         return None
     line, end_line, col, end_col = positions
-    lines = [text.encode() for text in linecache.getlines(code.co_filename)[line - 1:end_line]]
+    lines = [text.encode() for text in linecache.getlines(code.co_filename)[line - 1 : end_line]]
     if not lines:
         return None
     lines[-1] = lines[-1][:end_col]  # columns count UTF-8 bytes

@@ -45,8 +45,11 @@ def fold_loops(nodes: list[Node], loops: list[dict[str, Any]]) -> tuple[list[Nod
             if isinstance(leaf, ValueRef) and leaf.node in last_iteration:
                 return ValueRef(last_iteration[leaf.node], leaf.index)
             if isinstance(leaf, ValueRef) and leaf.node in in_body:
-                raise TraceError("a value from the first iteration of an msrl.steps() loop is used after the loop; "
-                                 "only the last iteration's values are available there", node.site)
+                raise TraceError(
+                    "a value from the first iteration of an msrl.steps() loop is used after the loop; "
+                    "only the last iteration's values are available there",
+                    node.site,
+                )
             return leaf
 
         node.args = map_leaves(after_loop, node.args)

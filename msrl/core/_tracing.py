@@ -18,7 +18,8 @@ import inspect
 import operator
 import types
 import typing
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from msrl.core import _components
 from msrl.core._build import Declared, component_class
@@ -95,7 +96,7 @@ class Proxy:
 
     __slots__ = ("_ref", "_tracer")
 
-    def __init__(self, ref: ValueRef, tracer: "Tracer") -> None:
+    def __init__(self, ref: ValueRef, tracer: Tracer) -> None:
         self._ref = ref
         self._tracer = tracer
 
@@ -117,14 +118,17 @@ class Proxy:
         )
 
     def __len__(self) -> int:
-        raise UnsupportedOperationError(f"len() of {self._describe()} needs real data; compute it inside a component", user_site())
+        raise UnsupportedOperationError(
+            f"len() of {self._describe()} needs real data; compute it inside a component", user_site()
+        )
 
-    def __getitem__(self, key: Any) -> "Proxy":
+    def __getitem__(self, key: Any) -> Proxy:
         return self._tracer.call_function(operator.getitem, (self, key))
 
     def __getattr__(self, name: str) -> Any:
         raise UnsupportedOperationError(
-            f"attribute {name!r} of {self._describe()} needs real data; traced values can only be passed to component methods",
+            f"attribute {name!r} of {self._describe()} needs real data; "
+            "traced values can only be passed to component methods",
             user_site(),
         )
 
@@ -157,7 +161,7 @@ class Proxy:
 class _ComponentProxy:
     """Stands in for a declared component while tracing; its methods record nodes."""
 
-    def __init__(self, name: str, component: Component, tracer: "Tracer") -> None:
+    def __init__(self, name: str, component: Component, tracer: Tracer) -> None:
         self._name = name
         self._component = component
         self._tracer = tracer
@@ -182,7 +186,7 @@ class _AlgorithmView:
     proxies, helper methods and properties run on the view, other attributes are
     frozen (see ``msrl.core._hidden_state``): Python here runs once, so state kept in them would too."""
 
-    def __init__(self, algorithm: Any, tracer: "Tracer") -> None:
+    def __init__(self, algorithm: Any, tracer: Tracer) -> None:
         object.__setattr__(self, "_algorithm", algorithm)
         object.__setattr__(self, "_tracer", tracer)
 
@@ -252,7 +256,8 @@ class Tracer:
                 return leaf
             if isinstance(leaf, (_ComponentProxy, Component)):
                 raise UnsupportedOperationError(
-                    "a component was passed as an argument; components talk only through the values their methods return",
+                    "a component was passed as an argument; "
+                    "components talk only through the values their methods return",
                     user_site(),
                 )
             raise UnsupportedOperationError(
@@ -278,7 +283,11 @@ class Tracer:
 
     def call_function(self, fn: Any, args: tuple) -> Proxy:
         kind = next(
-            (self.nodes_by_id[leaf._ref.node].output_kinds[leaf._ref.index] for leaf in iter_leaves(args) if isinstance(leaf, Proxy)),
+            (
+                self.nodes_by_id[leaf._ref.node].output_kinds[leaf._ref.index]
+                for leaf in iter_leaves(args)
+                if isinstance(leaf, Proxy)
+            ),
             BATCHED,
         )
         node = self.create_node("call_function", fn, args, {}, (kind,), fn.__name__)
@@ -292,19 +301,32 @@ class Tracer:
                 user_site(),
             )
         raise UnsupportedOperationError(
-            f"{type(component).__name__}.{method}() was called directly instead of through train_step's self", user_site()
+            f"{type(component).__name__}.{method}() was called directly instead of through train_step's self",
+            user_site(),
         )
 
     # -- loops ------------------------------------------------------------
     def loop(self, n: Any) -> Iterator[int]:
         site = user_site()
         if isinstance(n, Proxy):
-            raise ControlFlowError("the bound of msrl.steps() is a traced value; loop bounds must be static integers", site)
+            raise ControlFlowError(
+                "the bound of msrl.steps() is a traced value; loop bounds must be static integers", site
+            )
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise TraceError(f"msrl.steps() needs a positive integer, got {n!r}", site)
         if self._active_loop is not None:
-            raise TraceError("nested msrl.steps() loops are not supported; flatten the loop or move the inner one into a component", site)
-        loop = {"id": f"loop{len(self.loops)}", "trip_count": n, "site": site, "iteration": 0, "bodies": ([], []), "done": False}
+            raise TraceError(
+                "nested msrl.steps() loops are not supported; flatten the loop or move the inner one into a component",
+                site,
+            )
+        loop = {
+            "id": f"loop{len(self.loops)}",
+            "trip_count": n,
+            "site": site,
+            "iteration": 0,
+            "bodies": ([], []),
+            "done": False,
+        }
         self.loops.append(loop)
         self._active_loop = loop
         try:
@@ -320,8 +342,10 @@ class Tracer:
     def check_loops_completed(self) -> None:
         for loop in self.loops:
             if not loop["done"]:
-                raise TraceError("break or return inside an msrl.steps() loop is not supported; every iteration must run",
-                                 loop["site"])
+                raise TraceError(
+                    "break or return inside an msrl.steps() loop is not supported; every iteration must run",
+                    loop["site"],
+                )
 
 
 _TRACERS: list[Tracer] = []
@@ -361,7 +385,15 @@ def trace(algorithm: Any) -> DataflowGraph:
         _TRACERS.pop()
         _components._ACTIVE_TRACER.pop()
     tracer._counter += 1
-    output = Node(name="output", op="output", target=None, args=(output_args,), kwargs={}, site="train_step return", output_kinds=())
+    output = Node(
+        name="output",
+        op="output",
+        target=None,
+        args=(output_args,),
+        kwargs={},
+        site="train_step return",
+        output_kinds=(),
+    )
     nodes, regions = fold_loops(tracer.nodes + [output], tracer.loops)
     roles = {name: role_of(component) for name, component in components.items()}
     return DataflowGraph(nodes, regions, roles)

@@ -36,9 +36,10 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 from msrl.core import ConfigError, Declared, Space, component_class, constructing, env_defaults
 
@@ -81,8 +82,9 @@ _REGISTRY: dict[tuple[str, str], Backend] = {}
 _DEFAULT_BACKENDS = ("numpy", "gymnasium")
 
 
-def register(env_id: str, backend: str, factory: str | Callable[..., Any], *, on_device: bool = False,
-             shardable: bool = False) -> None:
+def register(
+    env_id: str, backend: str, factory: str | Callable[..., Any], *, on_device: bool = False, shardable: bool = False
+) -> None:
     """Register ``factory(num_envs=, seed=, **kwargs)`` as ``backend`` of ``env_id``.
 
     A user's own environment (a subclass of ``msrl.Environment``; see the README's
@@ -124,7 +126,9 @@ def backends(env_id: str) -> list[str]:
 def _choose_backend(env_id: str, available: list[str], backend: str | None) -> str:
     if backend is not None:
         if backend not in available:
-            raise ConfigError(f"environment {env_id!r} has no {backend!r} backend; valid choices: {', '.join(available)}")
+            raise ConfigError(
+                f"environment {env_id!r} has no {backend!r} backend; valid choices: {', '.join(available)}"
+            )
         return backend
     for preferred in env_defaults().backends + _DEFAULT_BACKENDS:
         if preferred in available:
@@ -188,19 +192,41 @@ def make(env_id: str, num_envs: int, seed: int = 0, backend: str | None = None, 
         else:
             env = factory(num_envs=num_envs, seed=seed, **call_kwargs)
         if not isinstance(env, Declared):
-            env.spec = EnvSpec(env_id, backend, dict(kwargs), seed, env.observation_space, env.action_space,
-                               getattr(env, "num_agents", 1), getattr(env, "groups", None))
+            env.spec = EnvSpec(
+                env_id,
+                backend,
+                dict(kwargs),
+                seed,
+                env.observation_space,
+                env.action_space,
+                getattr(env, "num_agents", 1),
+                getattr(env, "groups", None),
+            )
         return env
 
     env = build()
     if isinstance(env, Declared):  # building another fragment: describe it, construct nothing
         described = spec(env_id, **kwargs)
-        env_spec = EnvSpec(env_id, backend, dict(kwargs), seed, described.observation_space, described.action_space,
-                           described.num_agents, described.groups)
-        return Declared(component_class(env), build, num_envs=num_envs, num_agents=described.num_agents,
-                        groups=described.groups,
-                        observation_space=described.observation_space, action_space=described.action_space,
-                        spec=env_spec)
+        env_spec = EnvSpec(
+            env_id,
+            backend,
+            dict(kwargs),
+            seed,
+            described.observation_space,
+            described.action_space,
+            described.num_agents,
+            described.groups,
+        )
+        return Declared(
+            component_class(env),
+            build,
+            num_envs=num_envs,
+            num_agents=described.num_agents,
+            groups=described.groups,
+            observation_space=described.observation_space,
+            action_space=described.action_space,
+            spec=env_spec,
+        )
     return env
 
 
@@ -214,8 +240,16 @@ def _describe(env_id: str, frozen_kwargs: tuple) -> EnvSpec:
     with constructing():
         probe = factory(num_envs=1, seed=0, **dict(frozen_kwargs))
     try:
-        return EnvSpec(env_id, host, dict(frozen_kwargs), 0, probe.observation_space, probe.action_space,
-                       getattr(probe, "num_agents", 1), getattr(probe, "groups", None))
+        return EnvSpec(
+            env_id,
+            host,
+            dict(frozen_kwargs),
+            0,
+            probe.observation_space,
+            probe.action_space,
+            getattr(probe, "num_agents", 1),
+            getattr(probe, "groups", None),
+        )
     finally:
         probe.close()
 
@@ -253,8 +287,11 @@ register("Pendulum-v1", "torch", _lazy("msrl.envs.pendulum:Pendulum", backend="t
 register("Pendulum-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "Pendulum-v1"))
 register("simple_spread_v3", "numpy", "msrl.envs.simple_spread:SimpleSpread", shardable=True)
 register("simple_spread_v3", "torch", _lazy("msrl.envs.simple_spread:SimpleSpread", backend="torch"), on_device=True)
-register("simple_spread_v3", "pettingzoo", _lazy("msrl.envs._pettingzoo:PettingZooEnv", "mpe2.simple_spread_v3",
-                                                 group_names=(("agent", "agents"),)))  # msrl's group name
+register(
+    "simple_spread_v3",
+    "pettingzoo",
+    _lazy("msrl.envs._pettingzoo:PettingZooEnv", "mpe2.simple_spread_v3", group_names=(("agent", "agents"),)),
+)  # msrl's group name
 register("Tag-v0", "numpy", "msrl.envs.tag:Tag", shardable=True)
 register("Tag-v0", "torch", _lazy("msrl.envs.tag:Tag", backend="torch"), on_device=True)
 
@@ -289,8 +326,33 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'msrl.envs' has no attribute {name!r}")
 
 
-__all__ = ["ActionCheck", "ArrayBackend", "Backend", "BatchedEnv", "EnvSpec", "EpisodeTracker", "GymnasiumEnv",
-           "HostDynamics", "KernelDynamics", "Kernels", "Launcher", "MAX_KERNEL_AGENTS", "MIN_ENVS_PER_SHARD", "MultiAgentEnv",
-           "MultiAgentKernelDynamics", "NumpyArrays", "PLUGIN_GROUP",
-           "PettingZooEnv", "group_of",
-           "Physics", "PhiloxRNG", "ShardedEnv", "TorchArrays", "backends", "env_ids", "make", "register", "spec"]
+__all__ = [
+    "ActionCheck",
+    "ArrayBackend",
+    "Backend",
+    "BatchedEnv",
+    "EnvSpec",
+    "EpisodeTracker",
+    "GymnasiumEnv",
+    "HostDynamics",
+    "KernelDynamics",
+    "Kernels",
+    "Launcher",
+    "MAX_KERNEL_AGENTS",
+    "MIN_ENVS_PER_SHARD",
+    "MultiAgentEnv",
+    "MultiAgentKernelDynamics",
+    "NumpyArrays",
+    "PLUGIN_GROUP",
+    "PettingZooEnv",
+    "group_of",
+    "Physics",
+    "PhiloxRNG",
+    "ShardedEnv",
+    "TorchArrays",
+    "backends",
+    "env_ids",
+    "make",
+    "register",
+    "spec",
+]

@@ -52,7 +52,8 @@ class ActionCheck:
             self.shapes: tuple[tuple[int, ...], ...] = ((num_envs,),)
             self._values = "0 or 1" if space.n == 2 else f"integers in [0, {space.n - 1}]"
             self._expected = f"shape ({num_envs},) with values in " + (
-                "{0, 1}" if space.n == 2 else f"{{0, ..., {space.n - 1}}}")
+                "{0, 1}" if space.n == 2 else f"{{0, ..., {space.n - 1}}}"
+            )
         elif isinstance(space, Box):
             self._discrete = False
             shape = tuple(space.shape)

@@ -29,7 +29,9 @@ name from ``msrl.envs._base.ARRAY_BACKENDS``.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, ClassVar, ContextManager
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from typing import Any, ClassVar
 
 import torch
 
@@ -108,8 +110,12 @@ class ArrayBackend:
 
     def step_outputs(self, num_envs: int, obs_shape: tuple[int, ...]) -> tuple[Array, Array, Array, Array]:
         """Fresh float32 ``(obs, reward, terminated, truncated)`` for one step to fill."""
-        return (self.obs_buffer(num_envs, obs_shape), self.empty((num_envs,), "float32"),
-                self.empty((num_envs,), "float32"), self.empty((num_envs,), "float32"))
+        return (
+            self.obs_buffer(num_envs, obs_shape),
+            self.empty((num_envs,), "float32"),
+            self.empty((num_envs,), "float32"),
+            self.empty((num_envs,), "float32"),
+        )
 
     def stepping(self) -> ContextManager[Any]:
         """The context a step runs in."""

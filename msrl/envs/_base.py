@@ -23,12 +23,13 @@ serves every backend.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from msrl.core import Batched, CheckpointError, ConfigError, Environment, EnvError, Space
+from msrl.core import Batched, CheckpointError, ConfigError, EnvError, Environment, Space
 from msrl.envs._actions import ActionCheck
 from msrl.envs._arrays import Array, ArrayBackend, Rows
 from msrl.envs._episodes import EpisodeTracker
@@ -62,8 +63,9 @@ ARRAY_BACKENDS: dict[str, Callable[[Any, Any, bool], ArrayBackend]] = {"numpy": 
 """Array backend name -> ``builder(device, dtype, validate)``."""
 
 
-def array_backend(backend: str | ArrayBackend, device: Any = None, dtype: Any = None,
-                  validate: bool = False) -> ArrayBackend:
+def array_backend(
+    backend: str | ArrayBackend, device: Any = None, dtype: Any = None, validate: bool = False
+) -> ArrayBackend:
     """The backend named ``backend`` (``"numpy"`` or ``"torch"``) built from the options, or
     ``backend`` itself when it is already one (then the options must be left out)."""
     if isinstance(backend, ArrayBackend):
@@ -85,7 +87,7 @@ class Physics:
     source of randomness, so that seeds and checkpoints reproduce the draws.
     """
 
-    def __init__(self, env: "BatchedEnv", rng: Any) -> None:
+    def __init__(self, env: BatchedEnv, rng: Any) -> None:
         self.env = env
         self.rng = rng
 
@@ -109,7 +111,7 @@ class HostDynamics:
 
     exact_actions = False  # host physics takes actions in the backend's usual dtypes
 
-    def __init__(self, env: "BatchedEnv", physics: type[Physics], seed: int) -> None:
+    def __init__(self, env: BatchedEnv, physics: type[Physics], seed: int) -> None:
         self.name = env.arrays.name
         self.arrays = env.arrays
         self.rng = env.arrays.new_rng(seed)
@@ -124,8 +126,16 @@ class HostDynamics:
     def observe(self, state: Array, out: Array) -> None:
         self.physics.write_obs(state, out)
 
-    def step(self, state: Array, lengths: Array, action: Array, obs: Array, reward: Array, terminated: Array,
-             truncated: Array) -> tuple[Array, Rows]:
+    def step(
+        self,
+        state: Array,
+        lengths: Array,
+        action: Array,
+        obs: Array,
+        reward: Array,
+        terminated: Array,
+        truncated: Array,
+    ) -> tuple[Array, Rows]:
         new = self.physics.step(state, action, reward, terminated)
         rows = self.arrays.truncate(lengths, self._last_step, terminated, truncated)
         if rows is not None:
@@ -186,8 +196,17 @@ class BatchedEnv(Environment):
     """The CUDA C source (``fragments/kernels/<kernel>.cu``) with ``<kernel>_reset``,
     ``_step`` and ``_observe``; None when the environment has no kernels."""
 
-    def __init__(self, num_envs: int, seed: int = 0, *, backend: str | ArrayBackend = "numpy", device: Any = None,
-                 dtype: Any = None, validate: bool = False, kernels: Kernels | None = None) -> None:
+    def __init__(
+        self,
+        num_envs: int,
+        seed: int = 0,
+        *,
+        backend: str | ArrayBackend = "numpy",
+        device: Any = None,
+        dtype: Any = None,
+        validate: bool = False,
+        kernels: Kernels | None = None,
+    ) -> None:
         self.num_envs = check_num_envs(num_envs)
         self.arrays = array_backend(backend, device, dtype, validate)
         self.observation_space, self.action_space = self.spaces()
@@ -207,7 +226,9 @@ class BatchedEnv(Environment):
 
     def _action_check(self) -> Callable[[Any], Any]:
         """What ``step`` checks its actions with (``MultiAgentEnv`` checks one batch per group)."""
-        return ActionCheck(self.env_id, self.action_space, self.num_envs, self.arrays, exact=self.dynamics.exact_actions)
+        return ActionCheck(
+            self.env_id, self.action_space, self.num_envs, self.arrays, exact=self.dynamics.exact_actions
+        )
 
     def spaces(self) -> tuple[Space, Space]:
         """``(observation_space, action_space)``; override when they depend on constants."""
@@ -275,13 +296,13 @@ class BatchedEnv(Environment):
         """
         state = self.arrays.asarray(state)
         if tuple(state.shape) != (self.num_envs, self.state_dim):
-            raise EnvError(f"{self.env_id} state must have shape ({self.num_envs}, {self.state_dim}), "
-                           f"got {tuple(state.shape)}")
+            raise EnvError(
+                f"{self.env_id} state must have shape ({self.num_envs}, {self.state_dim}), got {tuple(state.shape)}"
+            )
         if mask is not None:
             mask = self.arrays.convert(mask, "bool")
             if tuple(mask.shape) != (self.num_envs,):
-                raise EnvError(f"{self.env_id} state mask must have shape ({self.num_envs},), "
-                               f"got {tuple(mask.shape)}")
+                raise EnvError(f"{self.env_id} state mask must have shape ({self.num_envs},), got {tuple(mask.shape)}")
             state = self.arrays.where(mask[:, None], state, self._state)
         self._state = self.arrays.own_state(state)
         if new_episode:
@@ -307,8 +328,9 @@ class BatchedEnv(Environment):
             raise CheckpointError(f"{name} checkpoint lacks {missing}; expected keys {list(_STATE_KEYS)}")
         shape = tuple(state["state"].shape)
         if shape != (self.num_envs, self.state_dim):
-            raise CheckpointError(f"{name} checkpoint holds state of shape {shape}, "
-                                  f"expected ({self.num_envs}, {self.state_dim})")
+            raise CheckpointError(
+                f"{name} checkpoint holds state of shape {shape}, expected ({self.num_envs}, {self.state_dim})"
+            )
         self._episodes.load_state_dict(state["episodes"])
         self.dynamics.rng.load_state_dict(state["rng"])
         self._state = self.arrays.own_state(self.arrays.asarray(state["state"]))

@@ -119,15 +119,15 @@ class EpisodeTracker:
         """Mean return and length of the episodes finished since the last call, and
         their number; ``{}`` when none finished."""
         total_return, total_length, count = self.arrays.host_floats(  # the one host copy
-            self._start.sum(), self._gross_length() - self.lengths.sum(), self._count)
+            self._start.sum(), self._gross_length() - self.lengths.sum(), self._count
+        )
         count += self._count_host
         self._total -= self._start  # the running episodes carry over into the next window
         self._start[...] = 0
         self._start_window(self.lengths.sum(), self.arrays.scalar(0, "int64"))
         if count == 0:
             return {}
-        return {"episode_return": total_return / count, "episode_length": total_length / count,
-                "episodes": int(count)}
+        return {"episode_return": total_return / count, "episode_length": total_length / count, "episodes": int(count)}
 
     # -- checkpoints --------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -149,13 +149,17 @@ class EpisodeTracker:
             raise CheckpointError(f"episode tracker state lacks {missing}; expected keys {list(_STATE_KEYS)}")
         for key in ("return_total", "return_start", "running_length"):
             if tuple(state[key].shape) != (self.num_envs,):
-                raise CheckpointError(f"episode tracker {key} has shape {tuple(state[key].shape)}, "
-                                      f"expected ({self.num_envs},) for {self.num_envs} envs")
+                raise CheckpointError(
+                    f"episode tracker {key} has shape {tuple(state[key].shape)}, "
+                    f"expected ({self.num_envs},) for {self.num_envs} envs"
+                )
         self._total = self.arrays.convert(state["return_total"], "float64")
         self._start = self.arrays.convert(state["return_start"], "float64")
         self.lengths = self.arrays.convert(state["running_length"], "int64")
-        self._start_window(self.arrays.scalar(int(state["gross_length"]), "int64"),
-                           self.arrays.scalar(int(state["finished_count"]), "int64"))
+        self._start_window(
+            self.arrays.scalar(int(state["gross_length"]), "int64"),
+            self.arrays.scalar(int(state["finished_count"]), "int64"),
+        )
 
 
 __all__ = ["EpisodeTracker"]

@@ -27,9 +27,9 @@ import numpy as np
 
 from msrl.core import Batched, Box, CheckpointError, ConfigError, Discrete, Environment, Space
 from msrl.envs._actions import ActionCheck
-from msrl.envs._numpy_arrays import NumpyArrays
 from msrl.envs._base import check_num_envs
 from msrl.envs._episodes import EpisodeTracker
+from msrl.envs._numpy_arrays import NumpyArrays
 
 _MUJOCO_HINT = 'with msrl: pip install "msrl[mujoco]"'
 
@@ -124,8 +124,13 @@ class GymnasiumEnv(Environment):
 
     def _make_vec(self, gym: Any, kwargs: dict[str, Any]) -> Any:
         try:
-            return gym.make_vec(self.env_id, self.num_envs, vectorization_mode="sync",
-                                vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}, **kwargs)
+            return gym.make_vec(
+                self.env_id,
+                self.num_envs,
+                vectorization_mode="sync",
+                vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+                **kwargs,
+            )
         except (gym.error.Error, ImportError, TypeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             hint = f"; {_MUJOCO_HINT}" if "mujoco" in first.lower() else ""
@@ -180,8 +185,9 @@ class GymnasiumEnv(Environment):
         were running when it was taken (those are dropped, not counted)."""
         missing = [k for k in ("episodes", "seed", "steps") if k not in state]
         if missing:
-            raise CheckpointError(f"GymnasiumEnv checkpoint lacks {missing}; "
-                                  f"expected keys ['episodes', 'seed', 'steps']")
+            raise CheckpointError(
+                f"GymnasiumEnv checkpoint lacks {missing}; expected keys ['episodes', 'seed', 'steps']"
+            )
         self._episodes.load_state_dict(state["episodes"])
         self._seed, self._steps = int(state["seed"]), int(state["steps"])
         self._obs = self._convert_obs(self._vec.reset(seed=_restart_seed(self._seed, self._steps))[0])

@@ -52,8 +52,9 @@ configuration is refused before anything is compiled or allocated.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from msrl.core import CheckpointError, ConfigError
 from msrl.envs._arrays import Array, Rows
@@ -101,7 +102,7 @@ class Kernels:
     loader: Callable[[str, dict[str, object]], Launcher]
     threads_per_block: int = 256
 
-    def dynamics(self, env: "BatchedEnv", seed: int) -> "KernelDynamics":
+    def dynamics(self, env: BatchedEnv, seed: int) -> KernelDynamics:
         from msrl.envs._multi_agent import MultiAgentEnv  # it imports this module (through _base)
 
         if isinstance(env, MultiAgentEnv):
@@ -115,7 +116,7 @@ class KernelDynamics:
     name = "kernels"
     exact_actions = True  # kernels take contiguous int64 or float32 actions
 
-    def __init__(self, env: "BatchedEnv", kernels: Kernels, seed: int) -> None:
+    def __init__(self, env: BatchedEnv, kernels: Kernels, seed: int) -> None:
         if env.kernel is None:
             raise ConfigError(f"{env.env_id} has no kernels; it runs on: {', '.join(env.physics)}")
         tpb = kernels.threads_per_block
@@ -132,7 +133,7 @@ class KernelDynamics:
         self.launcher = kernels.loader(env.kernel, {"MSRL_REAL": real, **env.kernel_defines()})
         self._reset, self._step, self._observe = (f"{env.kernel}_{k}" for k in ("reset", "step", "observe"))
 
-    def _layout(self, env: "BatchedEnv", tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    def _layout(self, env: BatchedEnv, tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` of every launch: one thread per environment."""
         return (-(-env.num_envs // tpb), 1, 1), (tpb, 1, 1)
 
@@ -147,10 +148,31 @@ class KernelDynamics:
     def observe(self, state: Array, out: Array) -> None:
         self.launch(self._observe, [state, out, self.num_envs])
 
-    def step(self, state: Array, lengths: Array, action: Array, obs: Array, reward: Array, terminated: Array,
-             truncated: Array) -> tuple[Array, Rows]:
-        self.launch(self._step, [state, lengths, action, obs, reward, terminated, truncated, self.num_envs,
-                                 self.rng.seed, self.rng.advance()])
+    def step(
+        self,
+        state: Array,
+        lengths: Array,
+        action: Array,
+        obs: Array,
+        reward: Array,
+        terminated: Array,
+        truncated: Array,
+    ) -> tuple[Array, Rows]:
+        self.launch(
+            self._step,
+            [
+                state,
+                lengths,
+                action,
+                obs,
+                reward,
+                terminated,
+                truncated,
+                self.num_envs,
+                self.rng.seed,
+                self.rng.advance(),
+            ],
+        )
         return state, self.arrays.finished_rows(terminated, truncated)
 
 
@@ -165,17 +187,19 @@ class MultiAgentKernelDynamics(KernelDynamics):
     actions, observations and rewards passed as one array per group (see the
     module docstring)."""
 
-    def __init__(self, env: "BatchedEnv", kernels: Kernels, seed: int) -> None:
+    def __init__(self, env: BatchedEnv, kernels: Kernels, seed: int) -> None:
         super().__init__(env, kernels, seed)
         self.groups = tuple(env.groups)  # type: ignore[attr-defined]
 
-    def _layout(self, env: "BatchedEnv", tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    def _layout(self, env: BatchedEnv, tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """One block per environment, checked against the layout's agent limit before the
         loader compiles anything."""
         agents = env.num_agents  # type: ignore[attr-defined]
         if agents > MAX_KERNEL_AGENTS:
-            raise ConfigError(f"{env.env_id} kernels support at most {MAX_KERNEL_AGENTS} agents per environment "
-                              f"(two 24-bit Philox stream blocks per agent), got {agents}")
+            raise ConfigError(
+                f"{env.env_id} kernels support at most {MAX_KERNEL_AGENTS} agents per environment "
+                f"(two 24-bit Philox stream blocks per agent), got {agents}"
+            )
         # No more threads than agents: a thread with no agent would only wait at the barriers.
         return (env.num_envs, 1, 1), (min(tpb, agents), 1, 1)
 
@@ -183,13 +207,31 @@ class MultiAgentKernelDynamics(KernelDynamics):
         self.launch(self._observe, [state, *(out[g] for g in self.groups), self.num_envs])
 
     def step(  # type: ignore[override]
-        self, state: Array, lengths: Array, action: dict[str, Array], obs: dict[str, Array],
-        reward: dict[str, Array], terminated: Array, truncated: Array,
+        self,
+        state: Array,
+        lengths: Array,
+        action: dict[str, Array],
+        obs: dict[str, Array],
+        reward: dict[str, Array],
+        terminated: Array,
+        truncated: Array,
     ) -> tuple[Array, Rows]:
         groups = self.groups
-        self.launch(self._step, [state, lengths, *(action[g] for g in groups), *(obs[g] for g in groups),
-                                 *(reward[g] for g in groups), terminated, truncated, self.num_envs, self.rng.seed,
-                                 self.rng.advance()])
+        self.launch(
+            self._step,
+            [
+                state,
+                lengths,
+                *(action[g] for g in groups),
+                *(obs[g] for g in groups),
+                *(reward[g] for g in groups),
+                terminated,
+                truncated,
+                self.num_envs,
+                self.rng.seed,
+                self.rng.advance(),
+            ],
+        )
         return state, self.arrays.finished_rows(terminated, truncated)
 
 

@@ -46,15 +46,21 @@ class GroupActionCheck:
     def __init__(self, env_id: str, groups: dict[str, AgentGroup], num_envs: int, arrays: Any, exact: bool) -> None:
         self.env_id, self.num_envs, self.arrays = env_id, num_envs, arrays
         self.groups = groups
-        self.checks = {name: ActionCheck(f"{env_id} group {name!r}", g.action_space, num_envs * g.num_agents, arrays,
-                                         exact=exact) for name, g in groups.items()}
-        self.shapes = {name: (num_envs, g.num_agents, *tuple(getattr(g.action_space, "shape", ()) or ()))
-                       for name, g in groups.items()}
+        self.checks = {
+            name: ActionCheck(f"{env_id} group {name!r}", g.action_space, num_envs * g.num_agents, arrays, exact=exact)
+            for name, g in groups.items()
+        }
+        self.shapes = {
+            name: (num_envs, g.num_agents, *tuple(getattr(g.action_space, "shape", ()) or ()))
+            for name, g in groups.items()
+        }
 
     def __call__(self, actions: Any) -> dict[str, Array]:
         if not isinstance(actions, dict):
-            raise EnvError(f"{self.env_id} takes a dict of actions keyed by group ({', '.join(self.groups)}), "
-                           f"got {type(actions).__name__}")
+            raise EnvError(
+                f"{self.env_id} takes a dict of actions keyed by group ({', '.join(self.groups)}), "
+                f"got {type(actions).__name__}"
+            )
         if set(actions) != set(self.groups):
             raise EnvError(f"{self.env_id} takes actions for groups {sorted(self.groups)}, got {sorted(actions)}")
         out = {}
@@ -94,14 +100,18 @@ class MultiAgentEnv(BatchedEnv):
         raise NotImplementedError
 
     def spaces(self) -> tuple[dict[str, Space], dict[str, Space]]:
-        return ({name: g.observation_space for name, g in self.groups.items()},
-                {name: g.action_space for name, g in self.groups.items()})
+        return (
+            {name: g.observation_space for name, g in self.groups.items()},
+            {name: g.action_space for name, g in self.groups.items()},
+        )
 
     # -- Environment API ---------------------------------------------------------
     def _obs_buffers(self) -> dict[str, Array]:
         # empty, not zeros: the physics writes every observation (as BatchedEnv's step_outputs)
-        return {name: self.arrays.empty((self.num_envs, self.groups[name].num_agents, *shape), "float32")
-                for name, shape in self._obs_shapes.items()}
+        return {
+            name: self.arrays.empty((self.num_envs, self.groups[name].num_agents, *shape), "float32")
+            for name, shape in self._obs_shapes.items()
+        }
 
     def observe(self) -> Batched:
         obs = self._obs_buffers()
@@ -122,8 +132,9 @@ class MultiAgentEnv(BatchedEnv):
         terminated = self.arrays.empty((self.num_envs,), "float32")
         truncated = self.arrays.empty((self.num_envs,), "float32")
         with self._stepping():
-            self._state, rows = self.dynamics.step(self._state, self._episodes.lengths, checked, obs, rewards,
-                                                   terminated, truncated)
+            self._state, rows = self.dynamics.step(
+                self._state, self._episodes.lengths, checked, obs, rewards, terminated, truncated
+            )
             total = None
             for name, reward in rewards.items():
                 group_sum = reward.sum(1)
@@ -158,7 +169,9 @@ class MultiAgentEnv(BatchedEnv):
         if not isinstance(groups, dict) or set(groups) != set(self.groups):
             from msrl.core import CheckpointError
 
-            raise CheckpointError(f"{type(self).__name__} checkpoint lacks the episodes of groups {sorted(self.groups)}")
+            raise CheckpointError(
+                f"{type(self).__name__} checkpoint lacks the episodes of groups {sorted(self.groups)}"
+            )
         super().load_state_dict(state)
         for name, tracker in self._group_episodes.items():
             tracker.load_state_dict(groups[name])

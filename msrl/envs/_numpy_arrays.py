@@ -8,7 +8,8 @@ emulated kernels.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -108,11 +109,16 @@ class NumpyArrays(ArrayBackend):
 
     def step_outputs(self, num_envs: int, obs_shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
         f32 = np.float32  # written out: this runs every step, and a small batch feels every call
-        return (np.empty((num_envs, *obs_shape), f32), np.empty(num_envs, f32), np.empty(num_envs, f32),
-                np.empty(num_envs, f32))
+        return (
+            np.empty((num_envs, *obs_shape), f32),
+            np.empty(num_envs, f32),
+            np.empty(num_envs, f32),
+            np.empty(num_envs, f32),
+        )
 
-    def truncate(self, lengths: np.ndarray, last_step: Any, terminated: np.ndarray,
-                 truncated: np.ndarray) -> np.ndarray | None:
+    def truncate(
+        self, lengths: np.ndarray, last_step: Any, terminated: np.ndarray, truncated: np.ndarray
+    ) -> np.ndarray | None:
         truncated[...] = lengths >= last_step  # faster than a comparison writing float32 itself
         rows = ((terminated + truncated) > 0).nonzero()[0]  # as finished_rows, one call less a step
         return rows if rows.size else None

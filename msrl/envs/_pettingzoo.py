@@ -35,7 +35,8 @@ never by ``import msrl.envs``.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -66,12 +67,14 @@ def parallel_env_factory(module: str) -> Callable[..., Any]:
     except ImportError as exc:
         missing = getattr(exc, "name", None)
         hint = '; pip install "msrl[multiagent]"' if missing in ("mpe2", "pettingzoo") else ""
-        raise ConfigError(f"{PREFIX}{module}: cannot import {module!r} ({exc}); name a module with a "
-                          f"parallel_env, {_EXAMPLE}{hint}") from None
+        raise ConfigError(
+            f"{PREFIX}{module}: cannot import {module!r} ({exc}); name a module with a parallel_env, {_EXAMPLE}{hint}"
+        ) from None
     factory = getattr(imported, "parallel_env", None)
     if not callable(factory):
-        raise ConfigError(f"{PREFIX}{module}: module {module!r} has no parallel_env; name a PettingZoo "
-                          f"environment module, {_EXAMPLE}")
+        raise ConfigError(
+            f"{PREFIX}{module}: module {module!r} has no parallel_env; name a PettingZoo environment module, {_EXAMPLE}"
+        )
     return factory
 
 
@@ -94,8 +97,15 @@ class PettingZooEnv(Environment):
         ((2, 3, 16), (2, 1))
     """
 
-    def __init__(self, env: str | Callable[..., Any], num_envs: int, seed: int = 0, *,
-                 group_names: Mapping[str, str] | Iterable[tuple[str, str]] = (), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        env: str | Callable[..., Any],
+        num_envs: int,
+        seed: int = 0,
+        *,
+        group_names: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+        **kwargs: Any,
+    ) -> None:
         self.env_id = f"{PREFIX}{env}" if isinstance(env, str) else getattr(env, "__name__", repr(env))
         self.num_envs = check_num_envs(num_envs)
         factory = parallel_env_factory(env) if isinstance(env, str) else env
@@ -138,15 +148,22 @@ class PettingZooEnv(Environment):
             lead = agents[0]
             obs_space, act_space = first.observation_space(lead), first.action_space(lead)
             for agent in agents[1:]:
-                for what, space, other in (("observation", obs_space, first.observation_space(agent)),
-                                           ("action", act_space, first.action_space(agent))):
+                for what, space, other in (
+                    ("observation", obs_space, first.observation_space(agent)),
+                    ("action", act_space, first.action_space(agent)),
+                ):
                     if other != space:
-                        raise ConfigError(f"{self.env_id}: agents {lead!r} and {agent!r} of group {name!r} have "
-                                          f"different {what} spaces ({space} and {other}); agents of one group "
-                                          f"must share spaces")
-            self.groups[name] = AgentGroup(name, len(agents),
-                                           _msrl_space(f"{self.env_id} agent {lead!r}", "observation", obs_space),
-                                           _msrl_space(f"{self.env_id} agent {lead!r}", "action", act_space))
+                        raise ConfigError(
+                            f"{self.env_id}: agents {lead!r} and {agent!r} of group {name!r} have "
+                            f"different {what} spaces ({space} and {other}); agents of one group "
+                            f"must share spaces"
+                        )
+            self.groups[name] = AgentGroup(
+                name,
+                len(agents),
+                _msrl_space(f"{self.env_id} agent {lead!r}", "observation", obs_space),
+                _msrl_space(f"{self.env_id} agent {lead!r}", "action", act_space),
+            )
             self._obs_offset[name] = int(getattr(obs_space, "start", 0))
             self._action_offset[name] = int(getattr(act_space, "start", 0))
             self._action_dtype[name] = np.dtype(act_space.dtype)
@@ -259,9 +276,12 @@ class PettingZooEnv(Environment):
 
     def state_dict(self) -> dict[str, Any]:
         """Episode counts, the seed and the steps taken: all a PettingZoo env lets us keep."""
-        return {"episodes": self._episodes.state_dict(),
-                "group_episodes": {name: t.state_dict() for name, t in self._group_episodes.items()},
-                "seed": self._seed, "steps": self._steps}
+        return {
+            "episodes": self._episodes.state_dict(),
+            "group_episodes": {name: t.state_dict() for name, t in self._group_episodes.items()},
+            "seed": self._seed,
+            "steps": self._steps,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the episode counts and restart every episode from a seed derived from the

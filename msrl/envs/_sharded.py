@@ -13,8 +13,9 @@ and joined group by group along the environment axis.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -41,8 +42,10 @@ class ShardedEnv(Environment):
         self.action_space = first.action_space
 
     def _each(self, method: str, *per_shard: list[Any]) -> list[Any]:
-        futures = [self.pool.submit(getattr(shard, method), *(args[i] for args in per_shard))
-                   for i, shard in enumerate(self.shards)]
+        futures = [
+            self.pool.submit(getattr(shard, method), *(args[i] for args in per_shard))
+            for i, shard in enumerate(self.shards)
+        ]
         return [future.result() for future in futures]
 
     def reset(self, seed: int | None = None) -> Any:
@@ -64,8 +67,11 @@ class ShardedEnv(Environment):
         if not parts:
             return {}
         count = sum(m["episodes"] for m in parts)
-        means = {key: sum(m[key] * m["episodes"] for m in parts) / count
-                 for key in parts[0] if key != "episodes" and all(key in m for m in parts)}
+        means = {
+            key: sum(m[key] * m["episodes"] for m in parts) / count
+            for key in parts[0]
+            if key != "episodes" and all(key in m for m in parts)
+        }
         return {**means, "episodes": count}
 
     def state_dict(self) -> dict[str, Any]:
@@ -73,8 +79,9 @@ class ShardedEnv(Environment):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if len(state.get("shards", ())) != len(self.shards):
-            raise ValueError(f"checkpoint has {len(state.get('shards', ()))} env shards, "
-                             f"this executor uses {len(self.shards)}")
+            raise ValueError(
+                f"checkpoint has {len(state.get('shards', ()))} env shards, this executor uses {len(self.shards)}"
+            )
         for shard, shard_state in zip(self.shards, state["shards"]):
             shard.load_state_dict(shard_state)
 

@@ -10,7 +10,9 @@ state is stored column by column for the CPU kernels' sake (see
 
 from __future__ import annotations
 
-from typing import Any, Callable, ContextManager
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,8 +43,12 @@ class TorchRNG:
             raise CheckpointError(f"checkpoint has an unusable torch generator state: {exc}") from None
 
 
-_FLOAT_DTYPES = {"float32": torch.float32, "float64": torch.float64, torch.float32: torch.float32,
-                 torch.float64: torch.float64}
+_FLOAT_DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    torch.float32: torch.float32,
+    torch.float64: torch.float64,
+}
 _TORCH_KINDS = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "bool": torch.bool}
 _UNSIGNED = {torch.uint8, *(getattr(torch, f"uint{bits}", None) for bits in (16, 32, 64))}
 
@@ -76,8 +82,14 @@ class TorchArrays(ArrayBackend):
 
     name = "torch"
 
-    def __init__(self, device: str | torch.device | None = "cpu", dtype: Any = torch.float32, validate: bool = False,
-                 columns: bool = True, sparse: bool | None = None) -> None:
+    def __init__(
+        self,
+        device: str | torch.device | None = "cpu",
+        dtype: Any = torch.float32,
+        validate: bool = False,
+        columns: bool = True,
+        sparse: bool | None = None,
+    ) -> None:
         if dtype not in _FLOAT_DTYPES:
             raise ConfigError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
         self.device = torch.device("cpu" if device is None else device)
@@ -130,15 +142,15 @@ class TorchArrays(ArrayBackend):
         if self.columns and len(obs_shape) == 1:
             # column by column like the state, so filling it is a plain copy (a
             # transposing copy costs 30 us at 4,096 envs)
-            return torch.empty_strided((num_envs, obs_shape[0]), (1, num_envs), dtype=torch.float32,
-                                       device=self.device)
+            return torch.empty_strided((num_envs, obs_shape[0]), (1, num_envs), dtype=torch.float32, device=self.device)
         return torch.empty((num_envs, *obs_shape), dtype=torch.float32, device=self.device)
 
     def stepping(self) -> ContextManager[Any]:
         return torch.inference_mode()
 
-    def truncate(self, lengths: torch.Tensor, last_step: Any, terminated: torch.Tensor,
-                 truncated: torch.Tensor) -> torch.Tensor | None:
+    def truncate(
+        self, lengths: torch.Tensor, last_step: Any, terminated: torch.Tensor, truncated: torch.Tensor
+    ) -> torch.Tensor | None:
         # flags stay float32 0/1 throughout: a bool-to-float conversion costs as much as a comparison
         torch.ge(lengths, last_step, out=truncated)
         return self.finished_rows(terminated, truncated)

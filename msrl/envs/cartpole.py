@@ -61,8 +61,7 @@ class NumpyCartPole(Physics):
         np.add(theta, tau * theta_dot, out=new[:, 2])
         np.add(theta_dot, tau * thetaacc, out=new[:, 3])
 
-        np.logical_or(np.abs(new[:, 0]) > c.x_threshold, np.abs(new[:, 2]) > c.theta_threshold_radians,
-                      out=terminated)
+        np.logical_or(np.abs(new[:, 0]) > c.x_threshold, np.abs(new[:, 2]) > c.theta_threshold_radians, out=terminated)
         reward.fill(1.0)  # +1 every step, the terminating one included
         return new
 
@@ -124,8 +123,9 @@ class CartPole(BatchedEnv):
         out = self.arrays.empty((self.num_envs, 2), "real")
         elapsed = self.arrays.copy(self._episodes.lengths)  # the kernel advances this copy
         rng = self.dynamics.rng
-        self.dynamics.launch("cartpole_rollout", [self._state, elapsed, self.num_envs, steps, rng.seed,
-                                                  rng.advance(steps), out])
+        self.dynamics.launch(
+            "cartpole_rollout", [self._state, elapsed, self.num_envs, steps, rng.seed, rng.advance(steps), out]
+        )
         # CartPole pays +1 per step: a running episode's return is its length.
         self._episodes.discard()
         self._episodes.adopt_running(elapsed, elapsed)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 class TorchCartPole(Physics):
     """CartPole-v1 physics on ``env.arrays``'s device and dtype (state stored column by column)."""
 
-    def __init__(self, env: "CartPole", rng: Any) -> None:
+    def __init__(self, env: CartPole, rng: Any) -> None:
         super().__init__(env, rng)
         device, dtype = env.arrays.device, env.arrays.dtype
         self.dtype, self.device = dtype, device
@@ -60,8 +60,9 @@ class TorchCartPole(Physics):
     def write_obs(self, state: torch.Tensor, out: torch.Tensor) -> None:
         out.copy_(state)
 
-    def step(self, state: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
-             terminated: torch.Tensor) -> torch.Tensor:
+    def step(
+        self, state: torch.Tensor, action: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor
+    ) -> torch.Tensor:
         """gymnasium's expressions, written with in-place ops to save allocations.
 
         Every rewrite is exact in IEEE arithmetic: operands of ``+`` and ``*``
@@ -81,8 +82,11 @@ class TorchCartPole(Physics):
         # thetaacc = (gravity * sintheta - costheta * temp)
         #            / (length * (4/3 - masspole * costheta**2 / total_mass))
         denom = torch.sub(self._four_thirds, (costheta * costheta).mul_(self._masspole).div_(total_mass))
-        thetaacc = torch.mul(sintheta, self._gravity, out=self._deriv_thetaacc).sub_(costheta * temp).div_(
-            denom.mul_(self._length))
+        thetaacc = (
+            torch.mul(sintheta, self._gravity, out=self._deriv_thetaacc)
+            .sub_(costheta * temp)
+            .div_(denom.mul_(self._length))
+        )
         # xacc = temp - polemass_length * thetaacc * costheta / total_mass
         torch.sub(temp, (thetaacc * polemass_length).mul_(costheta).div_(total_mass), out=self._deriv_xacc)
         self._deriv_velocities.copy_(state[:, 1::2])  # x_dot and theta_dot

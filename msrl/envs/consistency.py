@@ -54,8 +54,9 @@ towards the ``obs`` and ``reward`` fields (the flags are per environment).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 class TorchPendulum(Physics):
     """Pendulum-v1 physics on ``env.arrays``'s device and dtype."""
 
-    def __init__(self, env: "Pendulum", rng: Any) -> None:
+    def __init__(self, env: Pendulum, rng: Any) -> None:
         super().__init__(env, rng)
         self.dtype, self.device = env.arrays.dtype, env.arrays.device
         self._two_pi = torch.tensor(2 * math.pi, dtype=self.dtype, device=self.device)
@@ -48,8 +48,9 @@ class TorchPendulum(Physics):
         out[:, 1].copy_(torch.sin(th))
         out[:, 2].copy_(state[:, 1])
 
-    def step(self, state: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
-             terminated: torch.Tensor) -> torch.Tensor:
+    def step(
+        self, state: torch.Tensor, action: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor
+    ) -> torch.Tensor:
         c = self.env
         u = action.clamp(-c.max_torque, c.max_torque)
         th, thdot = state.unbind(1)

@@ -97,7 +97,7 @@ class NumpySimpleSpread(Physics):
     Pairwise terms are computed once per pair ``a < b``, as ``mpe2`` does.
     """
 
-    def __init__(self, env: "SimpleSpread", rng: Any) -> None:
+    def __init__(self, env: SimpleSpread, rng: Any) -> None:
         super().__init__(env, rng)
         n = env.N
         first, second = np.triu_indices(n, 1)
@@ -105,10 +105,12 @@ class NumpySimpleSpread(Physics):
         # agent i's partners j != i in increasing order: the pair index and the sign of its force on i
         partners = [[j for j in range(n) if j != i] for i in range(n)]
         pair_index = {(int(a), int(b)): p for p, (a, b) in enumerate(zip(first, second))}
-        self._pair_of = np.array([[pair_index[min(i, j), max(i, j)] for j in js] for i, js in enumerate(partners)],
-                                 dtype=np.intp).reshape(n, n - 1)
-        self._sign = np.array([[1.0 if i < j else -1.0 for j in js] for i, js in enumerate(partners)]
-                              ).reshape(n, n - 1, 1, 1)
+        self._pair_of = np.array(
+            [[pair_index[min(i, j), max(i, j)] for j in js] for i, js in enumerate(partners)], dtype=np.intp
+        ).reshape(n, n - 1)
+        self._sign = np.array([[1.0 if i < j else -1.0 for j in js] for i, js in enumerate(partners)]).reshape(
+            n, n - 1, 1, 1
+        )
         self._others = np.array(partners, dtype=np.intp).reshape(n, n - 1)
         self._incidence = np.zeros((n, len(first)))  # agent x pair: 1 where the agent is in the pair
         self._incidence[first, np.arange(len(first))] = 1.0
@@ -126,7 +128,7 @@ class NumpySimpleSpread(Physics):
         """Positions, velocities and landmarks as ``(N, 2, num_envs)`` views of ``state``."""
         n, planes = self.env.N, state.T
         shape = (n, 2, state.shape[0])
-        return planes[:2 * n].reshape(shape), planes[2 * n:4 * n].reshape(shape), planes[4 * n:].reshape(shape)
+        return planes[: 2 * n].reshape(shape), planes[2 * n : 4 * n].reshape(shape), planes[4 * n :].reshape(shape)
 
     def write_obs(self, state: np.ndarray, out: dict[str, np.ndarray]) -> None:
         n = self.env.N
@@ -136,9 +138,9 @@ class NumpySimpleSpread(Physics):
         obs[:, 2:4] = pos
         end = 4 + 2 * n
         for xy in (0, 1):
-            obs[:, 4 + xy:end:2] = landmarks[None, :, xy] - pos[:, None, xy]
-            obs[:, end + xy:end + 2 * (n - 1):2] = pos[self._others, xy] - pos[:, None, xy]
-        obs[:, end + 2 * (n - 1):] = 0.0  # the silent agents' communication
+            obs[:, 4 + xy : end : 2] = landmarks[None, :, xy] - pos[:, None, xy]
+            obs[:, end + xy : end + 2 * (n - 1) : 2] = pos[self._others, xy] - pos[:, None, xy]
+        obs[:, end + 2 * (n - 1) :] = 0.0  # the silent agents' communication
 
     def _pair_distances(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(p_a - p_b, |p_a - p_b|)`` for every pair ``a < b``: ``(P, 2, E)`` and ``(P, E)``."""
@@ -146,8 +148,9 @@ class NumpySimpleSpread(Physics):
         dx, dy = delta[:, 0], delta[:, 1]
         return delta, np.sqrt(dx * dx + dy * dy)
 
-    def step(self, state: np.ndarray, actions: dict[str, np.ndarray], rewards: dict[str, np.ndarray],
-             terminated: np.ndarray) -> np.ndarray:
+    def step(
+        self, state: np.ndarray, actions: dict[str, np.ndarray], rewards: dict[str, np.ndarray], terminated: np.ndarray
+    ) -> np.ndarray:
         c = self.env
         num, n = state.shape[0], c.N
         pos, vel, landmarks = self._planes(state)
@@ -166,10 +169,10 @@ class NumpySimpleSpread(Physics):
             force = force + signed[:, k]
 
         new = np.empty((c.state_dim, num))
-        new_pos = new[:2 * n].reshape(n, 2, num)
+        new_pos = new[: 2 * n].reshape(n, 2, num)
         np.add(pos, vel * c.dt, out=new_pos)
-        np.add(vel * (1 - c.damping), force * c.dt, out=new[2 * n:4 * n].reshape(n, 2, num))
-        new[4 * n:] = state.T[4 * n:]
+        np.add(vel * (1 - c.damping), force * c.dt, out=new[2 * n : 4 * n].reshape(n, 2, num))
+        new[4 * n :] = state.T[4 * n :]
 
         collisions = self._incidence @ (self._pair_distances(new_pos)[1] < c.dist_min)  # (N, E)
         to_landmarks = new_pos[:, None] - landmarks[None]  # [agent, landmark, xy, E]
@@ -212,8 +215,17 @@ class SimpleSpread(MultiAgentEnv):
     sensitivity = 5.0  # mpe2's default acceleration
     moves = ((0.0, 0.0), (-1.0, 0.0), (1.0, 0.0), (0.0, -1.0), (0.0, 1.0))  # discrete action -> direction
 
-    def __init__(self, num_envs: int, seed: int = 0, *, N: int = 3, local_ratio: float = 0.5,  # noqa: N803
-                 max_cycles: int = 25, continuous_actions: bool = False, **backend: Any) -> None:
+    def __init__(
+        self,
+        num_envs: int,
+        seed: int = 0,
+        *,
+        N: int = 3,
+        local_ratio: float = 0.5,  # noqa: N803
+        max_cycles: int = 25,
+        continuous_actions: bool = False,
+        **backend: Any,
+    ) -> None:
         if not isinstance(N, (int, np.integer)) or isinstance(N, bool) or N < 1:
             raise ConfigError(f"simple_spread_v3 needs N >= 1 agents, got N={N!r}")
         if not 0.0 <= local_ratio <= 1.0:

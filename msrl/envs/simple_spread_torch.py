@@ -23,15 +23,17 @@ if TYPE_CHECKING:
 class TorchSimpleSpread(Physics):
     """``simple_spread_v3`` physics on ``env.arrays``'s device and dtype."""
 
-    def __init__(self, env: "SimpleSpread", rng: Any) -> None:
+    def __init__(self, env: SimpleSpread, rng: Any) -> None:
         super().__init__(env, rng)
         self.dtype, self.device = env.arrays.dtype, env.arrays.device
         n = env.N
         self._moves = torch.tensor(env.moves, dtype=self.dtype, device=self.device) * env.sensitivity
         self._zero = torch.zeros((), dtype=self.dtype, device=self.device)
         others = [[j for j in range(n) if j != i] for i in range(n)]
-        self._others = (torch.arange(n, device=self.device)[:, None],
-                        torch.tensor(others, dtype=torch.int64, device=self.device).reshape(n, n - 1))
+        self._others = (
+            torch.arange(n, device=self.device)[:, None],
+            torch.tensor(others, dtype=torch.int64, device=self.device).reshape(n, n - 1),
+        )
 
     def draw_reset(self, n: int) -> torch.Tensor:
         c = self.env
@@ -51,8 +53,10 @@ class TorchSimpleSpread(Physics):
         obs[:, :, 4:end].copy_((landmarks[:, None] - pos[:, :, None]).reshape(-1, n, 2 * n))
         if n > 1:
             rel = pos[:, None] - pos[:, :, None]  # rel[e, i, j] = p_j - p_i
-            obs[:, :, end:end + 2 * (n - 1)].copy_(rel[:, self._others[0], self._others[1]].reshape(-1, n, 2 * (n - 1)))
-            obs[:, :, end + 2 * (n - 1):].zero_()  # the silent agents' communication
+            obs[:, :, end : end + 2 * (n - 1)].copy_(
+                rel[:, self._others[0], self._others[1]].reshape(-1, n, 2 * (n - 1))
+            )
+            obs[:, :, end + 2 * (n - 1) :].zero_()  # the silent agents' communication
 
     @staticmethod
     def _distances(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,8 +67,13 @@ class TorchSimpleSpread(Physics):
         dist.diagonal(dim1=1, dim2=2).fill_(float("inf"))
         return delta, dist
 
-    def step(self, state: torch.Tensor, actions: dict[str, torch.Tensor], rewards: dict[str, torch.Tensor],
-             terminated: torch.Tensor) -> torch.Tensor:
+    def step(
+        self,
+        state: torch.Tensor,
+        actions: dict[str, torch.Tensor],
+        rewards: dict[str, torch.Tensor],
+        terminated: torch.Tensor,
+    ) -> torch.Tensor:
         c = self.env
         num, n = state.shape[0], c.N
         s = state.reshape(num, 3, n, 2)

@@ -110,7 +110,8 @@ Example::
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -160,20 +161,21 @@ class NumpyTag(Physics):
     def draw_reset(self, n: int) -> np.ndarray:
         N, W = self.N, self.env.world_size
         state = np.zeros((n, 5 * N + 1))
-        state[:, :2 * N] = self.rng.uniform(0.0, W, size=(n, 2 * N))
-        state[:, 3 * N:4 * N] = self.rng.uniform(0.0, TWO_PI, size=(n, N))
-        state[:, 4 * N:5 * N] = 1.0
+        state[:, : 2 * N] = self.rng.uniform(0.0, W, size=(n, 2 * N))
+        state[:, 3 * N : 4 * N] = self.rng.uniform(0.0, TWO_PI, size=(n, N))
+        state[:, 4 * N : 5 * N] = 1.0
         return state
 
-    def step(self, state: np.ndarray, actions: dict[str, np.ndarray], rewards: dict[str, np.ndarray],
-             terminated: np.ndarray) -> np.ndarray:
+    def step(
+        self, state: np.ndarray, actions: dict[str, np.ndarray], rewards: dict[str, np.ndarray], terminated: np.ndarray
+    ) -> np.ndarray:
         c, N, T = self.env, self.N, self.T
         n = state.shape[0]
         # bools and integral floats index too once cast (the actions are checked)
         a = np.concatenate((actions["taggers"], actions["runners"]), axis=1, dtype=np.intp, casting="unsafe")
         move = self.moves[a]
-        old = state[:, :4 * N].reshape(n, 4, N)  # x, y, speed, heading
-        active = state[:, 4 * N:5 * N] > 0
+        old = state[:, : 4 * N].reshape(n, 4, N)  # x, y, speed, heading
+        active = state[:, 4 * N : 5 * N] > 0
 
         moved = np.empty((n, 4, N))
         heading = np.add(old[:, 3], move[..., 1], out=moved[:, 3])
@@ -188,13 +190,13 @@ class NumpyTag(Physics):
         hit = (clipped != position).any(1)
         position[...] = clipped
         new = state.copy()
-        np.copyto(new[:, :4 * N].reshape(n, 4, N), moved, where=active[:, None])
+        np.copyto(new[:, : 4 * N].reshape(n, 4, N), moved, where=active[:, None])
 
-        count, tagged = self._tags(new[:, :2 * N].reshape(n, 2, N), active)
+        count, tagged = self._tags(new[:, : 2 * N].reshape(n, 2, N), active)
         runners_active = active[:, T:]
         if c.runner_exits_game_after_tagged:
             runners_active = runners_active & ~tagged
-            new[:, 4 * N + T:5 * N] = runners_active
+            new[:, 4 * N + T : 5 * N] = runners_active
         t = np.add(state[:, 5 * N], 1.0, out=new[:, 5 * N])
 
         reward = np.where(hit, c.edge_hit_penalty, 0.0)
@@ -230,7 +232,7 @@ class NumpyTag(Physics):
     def write_obs(self, state: np.ndarray, out: dict[str, np.ndarray]) -> None:
         c, N, T, M = self.env, self.N, self.T, self.M
         n, W = state.shape[0], c.world_size
-        blocks = state[:, :5 * N].reshape(n, 5, N)  # x, y, speed, heading, active
+        blocks = state[:, : 5 * N].reshape(n, 5, N)  # x, y, speed, heading, active
         position, heading, active = blocks[:, :2], blocks[:, 3], blocks[:, 4]
         # Per agent: its own 7 features, then the 3 others see of it (speed, is_tagger, active).
         features = np.empty((n, N, 10), np.float32)
@@ -274,8 +276,13 @@ class NumpyTag(Physics):
                 pairs[..., 2:] = seen[rows, None]
                 pairs = pairs.reshape(-1, N * N, 5)
                 for obs, lo, hi in groups:
-                    np.take(pairs, self.other_pairs[lo:hi], axis=1, out=obs[rows, :, 7:].reshape(-1, hi - lo, M, 5),
-                            mode="clip")
+                    np.take(
+                        pairs,
+                        self.other_pairs[lo:hi],
+                        axis=1,
+                        out=obs[rows, :, 7:].reshape(-1, hi - lo, M, 5),
+                        mode="clip",
+                    )
 
 
 def nearest(d: np.ndarray, k: int) -> np.ndarray:
@@ -290,7 +297,7 @@ def nearest(d: np.ndarray, k: int) -> np.ndarray:
     """
     if d.shape[-1] <= SORT_MAX_AGENTS:
         return np.argsort(d, axis=-1, kind="stable")[..., :k]
-    kth = np.partition(d, k - 1, axis=-1)[..., k - 1:k]
+    kth = np.partition(d, k - 1, axis=-1)[..., k - 1 : k]
     chosen = d <= kth
     ties = np.count_nonzero(chosen, axis=-1) != k
     if ties.any():
@@ -313,10 +320,8 @@ def _real(name: str, value: Any, condition: str = "") -> float:
     """``value`` as a finite float; ``condition`` ``"> 0"`` or ``">= 0"`` also bounds it."""
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
     number = float(value) if ok else math.nan
-    if (not math.isfinite(number) or (condition == "> 0" and number <= 0)
-            or (condition == ">= 0" and number < 0)):
-        raise ConfigError(f"Tag-v0 {name} must be a finite number{' ' + condition if condition else ''}, "
-                          f"got {value!r}")
+    if not math.isfinite(number) or (condition == "> 0" and number <= 0) or (condition == ">= 0" and number < 0):
+        raise ConfigError(f"Tag-v0 {name} must be a finite number{' ' + condition if condition else ''}, got {value!r}")
     return number
 
 
@@ -338,15 +343,34 @@ class Tag(MultiAgentEnv):
     physics = {"numpy": NumpyTag, "torch": TorchTag}
     kernel = "tag"
 
-    def __init__(self, num_envs: int, seed: int = 0, *, num_taggers: int = 2, num_runners: int = 8,
-                 world_size: float = 10.0, max_episode_steps: int = 100, num_acceleration_levels: int = 3,
-                 min_acceleration: float = -0.5, max_acceleration: float = 0.5, num_turn_levels: int = 5,
-                 min_turn: float = -math.pi / 4, max_turn: float = math.pi / 4, tagger_max_speed: float = 1.0,
-                 runner_max_speed: float = 0.8, tagging_distance: float = 1.0, tag_reward_for_tagger: float = 1.0,
-                 tag_penalty_for_runner: float = -1.0, step_penalty_for_tagger: float = -0.01,
-                 step_reward_for_runner: float = 0.01, edge_hit_penalty: float = -0.1,
-                 end_of_game_reward_for_runner: float = 1.0, runner_exits_game_after_tagged: bool = True,
-                 num_observed: int = 0, **backend: Any) -> None:
+    def __init__(
+        self,
+        num_envs: int,
+        seed: int = 0,
+        *,
+        num_taggers: int = 2,
+        num_runners: int = 8,
+        world_size: float = 10.0,
+        max_episode_steps: int = 100,
+        num_acceleration_levels: int = 3,
+        min_acceleration: float = -0.5,
+        max_acceleration: float = 0.5,
+        num_turn_levels: int = 5,
+        min_turn: float = -math.pi / 4,
+        max_turn: float = math.pi / 4,
+        tagger_max_speed: float = 1.0,
+        runner_max_speed: float = 0.8,
+        tagging_distance: float = 1.0,
+        tag_reward_for_tagger: float = 1.0,
+        tag_penalty_for_runner: float = -1.0,
+        step_penalty_for_tagger: float = -0.01,
+        step_reward_for_runner: float = 0.01,
+        edge_hit_penalty: float = -0.1,
+        end_of_game_reward_for_runner: float = 1.0,
+        runner_exits_game_after_tagged: bool = True,
+        num_observed: int = 0,
+        **backend: Any,
+    ) -> None:
         self.num_taggers = _count("num_taggers", num_taggers, 1)
         self.num_runners = _count("num_runners", num_runners, 1)
         self.world_size = _real("world_size", world_size, "> 0")
@@ -359,8 +383,9 @@ class Tag(MultiAgentEnv):
         self.max_turn = _real("max_turn", max_turn)
         for low, high in (("min_acceleration", "max_acceleration"), ("min_turn", "max_turn")):
             if getattr(self, low) > getattr(self, high):
-                raise ConfigError(f"Tag-v0 {low} must be <= {high}, got {getattr(self, low)!r} > "
-                                  f"{getattr(self, high)!r}")
+                raise ConfigError(
+                    f"Tag-v0 {low} must be <= {high}, got {getattr(self, low)!r} > {getattr(self, high)!r}"
+                )
         self.tagger_max_speed = _real("tagger_max_speed", tagger_max_speed, "> 0")
         self.runner_max_speed = _real("runner_max_speed", runner_max_speed, "> 0")
         self.tagging_distance = _real("tagging_distance", tagging_distance, ">= 0")
@@ -371,8 +396,9 @@ class Tag(MultiAgentEnv):
         self.edge_hit_penalty = _real("edge_hit_penalty", edge_hit_penalty)
         self.end_of_game_reward_for_runner = _real("end_of_game_reward_for_runner", end_of_game_reward_for_runner)
         if not isinstance(runner_exits_game_after_tagged, (bool, np.bool_)):
-            raise ConfigError(f"Tag-v0 runner_exits_game_after_tagged must be True or False, "
-                              f"got {runner_exits_game_after_tagged!r}")
+            raise ConfigError(
+                f"Tag-v0 runner_exits_game_after_tagged must be True or False, got {runner_exits_game_after_tagged!r}"
+            )
         self.runner_exits_game_after_tagged = bool(runner_exits_game_after_tagged)
         self.num_observed = _count("num_observed", num_observed, 0)
         others = self.num_taggers + self.num_runners - 1
@@ -384,8 +410,10 @@ class Tag(MultiAgentEnv):
     def agent_groups(self) -> dict[str, AgentGroup]:
         obs = Box(-1.0, 1.0, (7 + 5 * self.observed,))  # every feature is in [-1, 1]
         action = Discrete(self.num_acceleration_levels * self.num_turn_levels)
-        return {"taggers": AgentGroup("taggers", self.num_taggers, obs, action),
-                "runners": AgentGroup("runners", self.num_runners, obs, action)}
+        return {
+            "taggers": AgentGroup("taggers", self.num_taggers, obs, action),
+            "runners": AgentGroup("runners", self.num_runners, obs, action),
+        }
 
     # -- tables every backend builds its physics from (float64, NumPy) -------------------
     def action_tables(self) -> tuple[np.ndarray, np.ndarray]:

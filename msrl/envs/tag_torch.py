@@ -33,7 +33,7 @@ class TorchTag(Physics):
     """Tag's rules over tensors on ``env.arrays``'s device and dtype, laid out as ``NumpyTag``'s arrays
     (the state row viewed as ``(num_envs, 5, N)`` blocks), pairwise parts chunked by environment."""
 
-    def __init__(self, env: "Tag", rng: Any) -> None:
+    def __init__(self, env: Tag, rng: Any) -> None:
         super().__init__(env, rng)
         from msrl.envs.tag import CHUNK_BYTES, SORT_MAX_AGENTS, env_chunks  # that module imports this one
 
@@ -51,8 +51,7 @@ class TorchTag(Physics):
         self._moves = torch.stack((const(acc), const(turn)), -1)  # (actions, 2): acceleration, turn
         self._last_action = acc.size - 1
         self._max_speed = const(env.max_speeds())
-        self._scale = torch.stack((const([env.world_size] * self.N), const([env.world_size] * self.N),
-                                   self._max_speed))
+        self._scale = torch.stack((const([env.world_size] * self.N), const([env.world_size] * self.N), self._max_speed))
         self._step_reward = const(env.step_rewards())
         self._is_tagger = const(env.is_tagger())
         self._other_pairs = torch.as_tensor(env.other_pairs(), device=device)
@@ -72,19 +71,24 @@ class TorchTag(Physics):
     def draw_reset(self, n: int) -> torch.Tensor:
         N, W = self.N, self.env.world_size
         fresh = torch.zeros((n, 5 * N + 1), dtype=self.dtype, device=self.device)
-        fresh[:, :2 * N].uniform_(0.0, W, generator=self.rng)
-        fresh[:, 3 * N:4 * N].uniform_(0.0, 2 * math.pi, generator=self.rng)
-        fresh[:, 4 * N:5 * N] = 1.0
+        fresh[:, : 2 * N].uniform_(0.0, W, generator=self.rng)
+        fresh[:, 3 * N : 4 * N].uniform_(0.0, 2 * math.pi, generator=self.rng)
+        fresh[:, 4 * N : 5 * N] = 1.0
         return fresh
 
-    def step(self, state: torch.Tensor, actions: dict[str, torch.Tensor], rewards: dict[str, torch.Tensor],
-             terminated: torch.Tensor) -> torch.Tensor:
+    def step(
+        self,
+        state: torch.Tensor,
+        actions: dict[str, torch.Tensor],
+        rewards: dict[str, torch.Tensor],
+        terminated: torch.Tensor,
+    ) -> torch.Tensor:
         c, N, T = self.env, self.N, self.T
         n = state.shape[0]
         a = torch.cat((actions["taggers"], actions["runners"]), 1).clamp_(0, self._last_action)
         move = self._moves[a]
-        old = state[:, :4 * N].view(n, 4, N)  # x, y, speed, heading
-        active = state[:, 4 * N:5 * N] > 0
+        old = state[:, : 4 * N].view(n, 4, N)  # x, y, speed, heading
+        active = state[:, 4 * N : 5 * N] > 0
 
         moved = torch.empty((n, 4, N), dtype=self.dtype, device=self.device)
         heading = torch.add(old[:, 3], move[..., 1], out=moved[:, 3])
@@ -98,13 +102,13 @@ class TorchTag(Physics):
         hit = (clipped != position).any(1)
         position.copy_(clipped)
         new = state.clone()  # keeps the state's column-by-column layout
-        new[:, :4 * N].view(n, 4, N).copy_(torch.where(active[:, None], moved, old))
+        new[:, : 4 * N].view(n, 4, N).copy_(torch.where(active[:, None], moved, old))
 
-        count, tagged = self._tags(new[:, :2 * N].view(n, 2, N), active)
+        count, tagged = self._tags(new[:, : 2 * N].view(n, 2, N), active)
         runners_active = active[:, T:]
         if c.runner_exits_game_after_tagged:
             runners_active = runners_active & ~tagged
-            new[:, 4 * N + T:5 * N] = runners_active
+            new[:, 4 * N + T : 5 * N] = runners_active
         t = state[:, 5 * N] + 1.0
         new[:, 5 * N] = t
 
@@ -128,7 +132,9 @@ class TorchTag(Physics):
         for rows in self.env_chunks(n, T * R * 24, self.chunk_bytes):
             delta = position[rows, :, None, T:] - position[rows, :, :T, None]  # runner minus tagger
             delta.mul_(delta)
-            within = (delta[:, 0] + delta[:, 1] <= self._tag_distance2) & active[rows, :T, None] & active[rows, None, T:]
+            within = (
+                (delta[:, 0] + delta[:, 1] <= self._tag_distance2) & active[rows, :T, None] & active[rows, None, T:]
+            )
             count[rows] = within.sum(2)
             tagged[rows] = within.any(1)
         return count, tagged
@@ -136,7 +142,7 @@ class TorchTag(Physics):
     def write_obs(self, state: torch.Tensor, out: dict[str, torch.Tensor]) -> None:
         N, T, M = self.N, self.T, self.M
         n, W = state.shape[0], self._world
-        blocks = state[:, :5 * N].view(n, 5, N)  # x, y, speed, heading, active
+        blocks = state[:, : 5 * N].view(n, 5, N)  # x, y, speed, heading, active
         position, heading, active = blocks[:, :2], blocks[:, 3], blocks[:, 4]
         # Per agent: its own 7 features, then the 3 others see of it (speed, is_tagger, active).
         features = torch.empty((n, N, 10), dtype=torch.float32, device=self.device)

@@ -8,8 +8,14 @@ from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, acti
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, sample_categorical
 from msrl.rl._clip import clip_grad_norm_
 from msrl.rl._gae import gae, normalize_advantages
-from msrl.rl._heads import (CategoricalHead, GaussianHead, gaussian_entropy, gaussian_log_prob, orthogonal_,
-                            sample_tanh_gaussian)
+from msrl.rl._heads import (
+    CategoricalHead,
+    GaussianHead,
+    gaussian_entropy,
+    gaussian_log_prob,
+    orthogonal_,
+    sample_tanh_gaussian,
+)
 from msrl.rl._mlp import mlp
 from msrl.rl._normalize import RewardScaler, RunningMeanStd
 from msrl.rl._polyak import polyak_update_
@@ -22,9 +28,39 @@ from msrl.rl._state import copy_weights, load_generator_state, load_state, save_
 from msrl.rl._twin_mlp import TwinMLP
 
 __all__ = [
-    "OBS_STATS", "ActorCritic", "ActorCriticActor", "CategoricalHead", "GaussianHead", "ReplayBatch", "ReplayBuffer",
-    "RewardScaler", "RolloutBatch", "RolloutBuffer", "RunningMeanStd", "TrajectoryBatch", "TwinMLP", "action_head", "action_layout",
-    "categorical_entropy", "categorical_log_prob", "check_action_space", "clip_grad_norm_", "copy_weights", "gae", "gaussian_entropy", "gaussian_log_prob",
-    "load_generator_state", "load_state", "mlp", "normalize_advantages", "nstep_returns", "orthogonal_", "polyak_update_", "ppo_losses", "sample_categorical", "sample_tanh_gaussian",
-    "save_state", "vtrace",
+    "OBS_STATS",
+    "ActorCritic",
+    "ActorCriticActor",
+    "CategoricalHead",
+    "GaussianHead",
+    "ReplayBatch",
+    "ReplayBuffer",
+    "RewardScaler",
+    "RolloutBatch",
+    "RolloutBuffer",
+    "RunningMeanStd",
+    "TrajectoryBatch",
+    "TwinMLP",
+    "action_head",
+    "action_layout",
+    "categorical_entropy",
+    "categorical_log_prob",
+    "check_action_space",
+    "clip_grad_norm_",
+    "copy_weights",
+    "gae",
+    "gaussian_entropy",
+    "gaussian_log_prob",
+    "load_generator_state",
+    "load_state",
+    "mlp",
+    "normalize_advantages",
+    "nstep_returns",
+    "orthogonal_",
+    "polyak_update_",
+    "ppo_losses",
+    "sample_categorical",
+    "sample_tanh_gaussian",
+    "save_state",
+    "vtrace",
 ]

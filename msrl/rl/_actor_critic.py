@@ -14,8 +14,9 @@ from msrl.rl._normalize import RunningMeanStd
 from msrl.rl._state import load_generator_state
 
 
-def action_head(features: int, action_space: Space, generator: torch.Generator | None = None,
-                log_std_init: float = 0.0) -> CategoricalHead | GaussianHead:
+def action_head(
+    features: int, action_space: Space, generator: torch.Generator | None = None, log_std_init: float = 0.0
+) -> CategoricalHead | GaussianHead:
     """A categorical head for ``Discrete`` actions, a diagonal Gaussian one for ``Box`` actions."""
     if isinstance(action_space, Discrete):
         return CategoricalHead(features, action_space.n, 0.01, generator)
@@ -37,19 +38,30 @@ class ActorCritic(nn.Module):
     ``dist_params`` (logits, or Gaussian mean and log-std).
     """
 
-    def __init__(self, obs_dim: int, action_space: Space, hidden: int = 64, seed: int = 0,
-                 log_std_init: float = 0.0, critic_dim: int | None = None) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_space: Space,
+        hidden: int = 64,
+        seed: int = 0,
+        log_std_init: float = 0.0,
+        critic_dim: int | None = None,
+    ) -> None:
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
-        sqrt2 = 2 ** 0.5
+        sqrt2 = 2**0.5
         self.critic = nn.Sequential(
-            orthogonal_(nn.Linear(obs_dim if critic_dim is None else critic_dim, hidden), sqrt2, generator), nn.Tanh(),
-            orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator), nn.Tanh(),
+            orthogonal_(nn.Linear(obs_dim if critic_dim is None else critic_dim, hidden), sqrt2, generator),
+            nn.Tanh(),
+            orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator),
+            nn.Tanh(),
             orthogonal_(nn.Linear(hidden, 1), 1.0, generator),
         )
         self.torso = nn.Sequential(
-            orthogonal_(nn.Linear(obs_dim, hidden), sqrt2, generator), nn.Tanh(),
-            orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator), nn.Tanh(),
+            orthogonal_(nn.Linear(obs_dim, hidden), sqrt2, generator),
+            nn.Tanh(),
+            orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator),
+            nn.Tanh(),
         )
         self.head = action_head(hidden, action_space, generator, log_std_init)
 
@@ -82,8 +94,14 @@ class ActorCriticActor(Actor):
     statistics drift apart: BENCHMARKS.md, "Matrix").  The buffer stores raw observations.
     """
 
-    def __init__(self, net: nn.Module, seed: int, device: str = "cpu", normalize_obs: bool = False,
-                 obs_shape: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        net: nn.Module,
+        seed: int,
+        device: str = "cpu",
+        normalize_obs: bool = False,
+        obs_shape: tuple[int, ...] = (),
+    ) -> None:
         self.device = torch.device(device)
         self.net = net.to(self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import torch
 
 
-def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_categorical(
+    logits: torch.Tensor, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one action per row (Gumbel-max) and return ``(action, log_prob)``."""
     uniform = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
     gumbel = -torch.log(-torch.log(uniform.clamp_(min=1e-20)))

@@ -80,8 +80,14 @@ class GaussianHead(nn.Module):
     """``features -> (mean, log_std)`` for ``dim`` continuous actions; ``log_std`` is one learned
     parameter per action dimension, the same in every state."""
 
-    def __init__(self, features: int, dim: int, gain: float = 0.01, log_std_init: float = 0.0,
-                 generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        features: int,
+        dim: int,
+        gain: float = 0.01,
+        log_std_init: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__()
         self.linear = orthogonal_(nn.Linear(features, dim), gain, generator)
         self.log_std = nn.Parameter(torch.full((dim,), float(log_std_init)))
@@ -91,8 +97,9 @@ class GaussianHead(nn.Module):
         return mean, self.log_std.expand_as(mean)
 
     @staticmethod
-    def sample(params: tuple[torch.Tensor, torch.Tensor],
-               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(
+        params: tuple[torch.Tensor, torch.Tensor], generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = params
         noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         action = mean + noise * log_std.exp()
@@ -111,8 +118,9 @@ class GaussianHead(nn.Module):
         return params[0]
 
 
-def sample_tanh_gaussian(mean: torch.Tensor, log_std: torch.Tensor,
-                         generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_tanh_gaussian(
+    mean: torch.Tensor, log_std: torch.Tensor, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A reparameterised sample ``tanh(mean + std * noise)`` in (-1, 1) and its log density (SAC,
     Haarnoja et al. 2018, appendix C): the Gaussian's, minus ``log(1 - tanh(u)^2)`` per dimension,
     written as ``2 (log 2 - u - softplus(-2u))`` which stays finite where tanh saturates."""
@@ -122,5 +130,11 @@ def sample_tanh_gaussian(mean: torch.Tensor, log_std: torch.Tensor,
     return torch.tanh(u), gaussian_log_prob(mean, log_std, u) - correction.sum(-1)
 
 
-__all__ = ["CategoricalHead", "GaussianHead", "gaussian_entropy", "gaussian_log_prob", "orthogonal_",
-           "sample_tanh_gaussian"]
+__all__ = [
+    "CategoricalHead",
+    "GaussianHead",
+    "gaussian_entropy",
+    "gaussian_log_prob",
+    "orthogonal_",
+    "sample_tanh_gaussian",
+]

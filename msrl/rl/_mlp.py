@@ -8,8 +8,9 @@ import torch
 from torch import nn
 
 
-def mlp(sizes: list[int] | tuple[int, ...], activation: type[nn.Module] = nn.ReLU,
-        generator: torch.Generator | None = None) -> nn.Sequential:
+def mlp(
+    sizes: list[int] | tuple[int, ...], activation: type[nn.Module] = nn.ReLU, generator: torch.Generator | None = None
+) -> nn.Sequential:
     """``Linear`` layers of ``sizes`` (input first, output last) with ``activation`` between them,
     initialised as ``nn.Linear`` does by default (uniform, bound ``1/sqrt(fan_in)``) but drawn from
     ``generator``, so a component's seed fixes its weights without touching torch's global RNG."""

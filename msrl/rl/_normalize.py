@@ -20,8 +20,9 @@ class RunningMeanStd:
     ``normalize(x)`` is ``clip((x - mean) / sqrt(var + eps), -clip, clip)``.
     """
 
-    def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-8, clip: float = 10.0,
-                 device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self, shape: tuple[int, ...] = (), epsilon: float = 1e-8, clip: float = 10.0, device: str | torch.device = "cpu"
+    ) -> None:
         self.mean = torch.zeros(shape, dtype=torch.float64, device=device)
         self.var = torch.ones(shape, dtype=torch.float64, device=device)
         self.count = 0
@@ -54,9 +55,9 @@ class RunningMeanStd:
         n = int(n) if n.is_integer() else n  # copies' equal shares average to a whole count
         if n <= 0:
             return
-        shift = (sums[1:1 + size] / n).reshape(self.mean.shape)
+        shift = (sums[1 : 1 + size] / n).reshape(self.mean.shape)
         batch_mean = self.mean + shift
-        batch_var = ((sums[1 + size:] / n).reshape(self.mean.shape) - shift.square()).clamp_(min=0.0)
+        batch_var = ((sums[1 + size :] / n).reshape(self.mean.shape) - shift.square()).clamp_(min=0.0)
         self._merge(batch_mean, batch_var, n)
 
     def _merge(self, batch_mean: torch.Tensor, batch_var: torch.Tensor, n: int | float) -> None:
@@ -80,7 +81,9 @@ class RunningMeanStd:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if tuple(state["mean"].shape) != tuple(self.mean.shape):
-            raise ValueError(f"running statistics of shape {tuple(state['mean'].shape)}, expected {tuple(self.mean.shape)}")
+            raise ValueError(
+                f"running statistics of shape {tuple(state['mean'].shape)}, expected {tuple(self.mean.shape)}"
+            )
         self.mean = state["mean"].to(self.mean.device, torch.float64).clone()
         self.var = state["var"].to(self.var.device, torch.float64).clone()
         count = float(state["count"])
@@ -92,8 +95,9 @@ class RewardScaler:
     (SB3's ``VecNormalize(norm_reward=True)``): the return estimate restarts at episode ends and the
     rewards are not centred, so their sign is kept."""
 
-    def __init__(self, num_envs: int, gamma: float, epsilon: float = 1e-8, clip: float = 10.0,
-                 device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self, num_envs: int, gamma: float, epsilon: float = 1e-8, clip: float = 10.0, device: str | torch.device = "cpu"
+    ) -> None:
         self.gamma = gamma
         self.returns = torch.zeros(num_envs, dtype=torch.float64, device=device)
         self.stats = RunningMeanStd((), epsilon, clip, device)

@@ -31,8 +31,15 @@ import torch
 from msrl.rl._gae import normalize_advantages
 
 
-def _policy_loss(logits: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-                 clip: float, norm_adv: bool, with_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _policy_loss(
+    logits: torch.Tensor,
+    actions: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    clip: float,
+    norm_adv: bool,
+    with_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     rows = logits.shape[0]
     log_probs = torch.log_softmax(logits, dim=-1)
     index = actions.long().unsqueeze(-1)
@@ -50,8 +57,14 @@ def _policy_loss(logits: torch.Tensor, actions: torch.Tensor, old_logprobs: torc
     return loss, grad.scatter_add_(-1, index, coef)
 
 
-def _value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, clip: float, clip_vloss: bool,
-                with_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    clip: float,
+    clip_vloss: bool,
+    with_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     rows = values.shape[0]
     error = values - returns
     squared = error * error
@@ -66,8 +79,11 @@ def _value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.T
             # branch max() picks must not decide whether the row gets a gradient at all.
             inside = (values - old_values).abs() <= clip
             grad_clipped = clipped_error * inside.to(error.dtype)
-            grad = torch.where(squared > clipped_squared, error,
-                               torch.where(squared < clipped_squared, grad_clipped, 0.5 * (error + grad_clipped)))
+            grad = torch.where(
+                squared > clipped_squared,
+                error,
+                torch.where(squared < clipped_squared, grad_clipped, 0.5 * (error + grad_clipped)),
+            )
     else:
         loss = 0.5 * squared.mean()
         grad = error.clone() if with_grad else None
@@ -76,7 +92,9 @@ def _value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.T
 
 class _PPOLossFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, values, actions, old_logprobs, old_values, advantages, returns, clip, clip_vloss, norm_adv):
+    def forward(
+        ctx, logits, values, actions, old_logprobs, old_values, advantages, returns, clip, clip_vloss, norm_adv
+    ):
         policy_loss, grad_logits = _policy_loss(logits, actions, old_logprobs, advantages, clip, norm_adv, True)
         value_loss, grad_values = _value_loss(values, old_values, returns, clip, clip_vloss, True)
         ctx.save_for_backward(grad_logits, grad_values)
@@ -88,13 +106,24 @@ class _PPOLossFunction(torch.autograd.Function):
         return (grad_logits * grad_policy_loss, grad_values * grad_value_loss) + (None,) * 8
 
 
-def ppo_losses(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor, old_logprobs: torch.Tensor,
-               old_values: torch.Tensor, advantages: torch.Tensor, returns: torch.Tensor, *, clip: float,
-               clip_vloss: bool = True, norm_adv: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def ppo_losses(
+    logits: torch.Tensor,
+    values: torch.Tensor,
+    actions: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    old_values: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    *,
+    clip: float,
+    clip_vloss: bool = True,
+    norm_adv: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(policy_loss, value_loss)`` for a minibatch of a categorical policy; see the module docstring."""
     if torch.is_grad_enabled() and (logits.requires_grad or values.requires_grad):
-        return _PPOLossFunction.apply(logits, values, actions, old_logprobs, old_values, advantages, returns,
-                                      clip, clip_vloss, norm_adv)
+        return _PPOLossFunction.apply(
+            logits, values, actions, old_logprobs, old_values, advantages, returns, clip, clip_vloss, norm_adv
+        )
     policy_loss, _ = _policy_loss(logits, actions, old_logprobs, advantages, clip, norm_adv, False)
     value_loss, _ = _value_loss(values, old_values, returns, clip, clip_vloss, False)
     return policy_loss, value_loss

@@ -25,7 +25,7 @@ class ReplayBatch(NamedTuple):
     def num_batches(self) -> int:
         return self.rewards.shape[1]
 
-    def minibatch(self, k: int) -> "ReplayBatch":
+    def minibatch(self, k: int) -> ReplayBatch:
         """The transitions of gradient step ``k``."""
         return ReplayBatch(*(field[:, k] for field in self))
 
@@ -46,11 +46,22 @@ class ReplayBuffer(Buffer):
     learner's fragment never leaves the device.
     """
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...] = (),
-                 action_dtype: torch.dtype = torch.int64, batch_size: int = 256, num_batches: int = 1,
-                 learning_starts: int = 0, seed: int = 0, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        action_shape: tuple[int, ...] = (),
+        action_dtype: torch.dtype = torch.int64,
+        batch_size: int = 256,
+        num_batches: int = 1,
+        learning_starts: int = 0,
+        seed: int = 0,
+        device: str = "cpu",
+    ) -> None:
         if capacity < 1 or batch_size < 1 or num_batches < 1:
-            raise ValueError(f"capacity, batch_size and num_batches must be >= 1, got {capacity}, {batch_size}, {num_batches}")
+            raise ValueError(
+                f"capacity, batch_size and num_batches must be >= 1, got {capacity}, {batch_size}, {num_batches}"
+            )
         self.capacity, self.batch_size, self.num_batches = capacity, batch_size, num_batches
         self.learning_starts = max(learning_starts, 1)
         self.device = torch.device(device)
@@ -86,14 +97,23 @@ class ReplayBuffer(Buffer):
     def sample(self) -> Batched:
         rows = self.batch_size if self.inserted >= self.learning_starts and self.size else 0
         index = torch.randint(self.size or 1, (rows, self.num_batches), generator=self.generator, device=self.device)
-        return ReplayBatch(self.obs[index], self.actions[index], self.rewards[index], self.next_obs[index],
-                           self.terminated[index])
+        return ReplayBatch(
+            self.obs[index], self.actions[index], self.rewards[index], self.next_obs[index], self.terminated[index]
+        )
 
     def state_dict(self) -> dict[str, Any]:
         n = self.size
-        return {"obs": self.obs[:n].clone(), "next_obs": self.next_obs[:n].clone(), "actions": self.actions[:n].clone(),
-                "rewards": self.rewards[:n].clone(), "terminated": self.terminated[:n].clone(),
-                "position": self.position, "size": n, "inserted": self.inserted, "generator": self.generator.get_state()}
+        return {
+            "obs": self.obs[:n].clone(),
+            "next_obs": self.next_obs[:n].clone(),
+            "actions": self.actions[:n].clone(),
+            "rewards": self.rewards[:n].clone(),
+            "terminated": self.terminated[:n].clone(),
+            "position": self.position,
+            "size": n,
+            "inserted": self.inserted,
+            "generator": self.generator.get_state(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         n = int(state["size"])

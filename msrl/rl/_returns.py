@@ -5,8 +5,14 @@ from __future__ import annotations
 import torch
 
 
-def nstep_returns(rewards: torch.Tensor, values: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
-                  last_value: torch.Tensor, gamma: float) -> torch.Tensor:
+def nstep_returns(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    last_value: torch.Tensor,
+    gamma: float,
+) -> torch.Tensor:
     """For a (T, N) rollout, ``R_t = r_t + gamma r_t+1 + ... + gamma^(T-t) V(s_T)``: rewards up to the
     end of the rollout or of the episode, bootstrapped from the value after the last step (A2C's
     target, Mnih et al. 2016).  An episode that ended by termination adds nothing after it; one cut
@@ -21,9 +27,18 @@ def nstep_returns(rewards: torch.Tensor, values: torch.Tensor, terminated: torch
     return returns
 
 
-def vtrace(behaviour_logprobs: torch.Tensor, target_logprobs: torch.Tensor, rewards: torch.Tensor,
-           values: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, last_value: torch.Tensor,
-           gamma: float, rho_bar: float = 1.0, c_bar: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def vtrace(
+    behaviour_logprobs: torch.Tensor,
+    target_logprobs: torch.Tensor,
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    last_value: torch.Tensor,
+    gamma: float,
+    rho_bar: float = 1.0,
+    c_bar: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """V-trace value targets ``v_s`` and policy-gradient advantages for a (T, N) trajectory batch
     (IMPALA, Espeholt et al. 2018, section 4.1).
 

@@ -50,9 +50,18 @@ class RolloutBuffer(Buffer):
     checkpoint.
     """
 
-    def __init__(self, num_steps: int, num_envs: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...] = (),
-                 action_dtype: torch.dtype = torch.int64, gamma: float = 0.99, gae_lambda: float = 0.95,
-                 device: str = "cpu", normalize_reward: bool = False) -> None:
+    def __init__(
+        self,
+        num_steps: int,
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        action_shape: tuple[int, ...] = (),
+        action_dtype: torch.dtype = torch.int64,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        device: str = "cpu",
+        normalize_reward: bool = False,
+    ) -> None:
         self.num_steps, self.num_envs = num_steps, num_envs
         self.gamma, self.gae_lambda = gamma, gae_lambda
         shape = (num_steps, num_envs)
@@ -66,7 +75,9 @@ class RolloutBuffer(Buffer):
         self.position = 0
         self.reward_scaler = RewardScaler(num_envs, gamma, device=device) if normalize_reward else None
 
-    def insert(self, obs: Any, action: Any, logprob: Any, value: Any, reward: Any, terminated: Any, truncated: Any) -> NoValue:
+    def insert(
+        self, obs: Any, action: Any, logprob: Any, value: Any, reward: Any, terminated: Any, truncated: Any
+    ) -> NoValue:
         t = self.position
         if t >= self.num_steps:
             raise RuntimeError(f"rollout buffer is full ({self.num_steps} steps); drain it first")
@@ -87,11 +98,24 @@ class RolloutBuffer(Buffer):
         if self.position != self.num_steps:
             raise RuntimeError(f"rollout buffer holds {self.position} of {self.num_steps} steps")
         self.position = 0
-        advantages, returns = gae(self.rewards, self.values, self.terminated, self.truncated, torch.as_tensor(last_value),
-                                 self.gamma, self.gae_lambda)
+        advantages, returns = gae(
+            self.rewards,
+            self.values,
+            self.terminated,
+            self.truncated,
+            torch.as_tensor(last_value),
+            self.gamma,
+            self.gae_lambda,
+        )
         flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
-        return RolloutBatch(flat(self.obs).clone(), flat(self.actions).clone(), flat(self.logprobs).clone(),
-                            flat(self.values).clone(), flat(advantages), flat(returns))
+        return RolloutBatch(
+            flat(self.obs).clone(),
+            flat(self.actions).clone(),
+            flat(self.logprobs).clone(),
+            flat(self.values).clone(),
+            flat(advantages),
+            flat(returns),
+        )
 
     def drain_trajectories(self, last_obs: Any) -> Batched:
         """The rollout as it was collected, for learners that compute their own targets from it
@@ -100,9 +124,15 @@ class RolloutBuffer(Buffer):
             raise RuntimeError(f"rollout buffer holds {self.position} of {self.num_steps} steps")
         self.position = 0
         env_major = lambda x: x.transpose(0, 1).clone()  # noqa: E731
-        return TrajectoryBatch(env_major(self.obs), env_major(self.actions), env_major(self.logprobs),
-                               env_major(self.rewards), env_major(self.terminated), env_major(self.truncated),
-                               torch.as_tensor(last_obs, dtype=self.obs.dtype, device=self.obs.device).clone())
+        return TrajectoryBatch(
+            env_major(self.obs),
+            env_major(self.actions),
+            env_major(self.logprobs),
+            env_major(self.rewards),
+            env_major(self.terminated),
+            env_major(self.truncated),
+            torch.as_tensor(last_obs, dtype=self.obs.dtype, device=self.obs.device).clone(),
+        )
 
     def state_dict(self) -> dict[str, Any]:
         # Checkpoints are taken between iterations, when the buffer is empty.

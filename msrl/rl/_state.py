@@ -9,6 +9,7 @@ from torch import nn
 
 from msrl.core import load_generator_state
 
+
 def save_state(owner: Any, *names: str) -> dict[str, Any]:
     """``owner``'s attributes ``names`` as checkpoint state: modules and optimizers by their
     ``state_dict()``, generators by their state, numbers as they are."""
@@ -24,7 +25,9 @@ def save_state(owner: Any, *names: str) -> dict[str, Any]:
         elif isinstance(value, (int, float)):
             state[name] = value
         else:
-            raise TypeError(f"save_state: {name} is a {type(value).__name__}, not a module, optimizer, generator, tensor or number")
+            raise TypeError(
+                f"save_state: {name} is a {type(value).__name__}, not a module, optimizer, generator, tensor or number"
+            )
     return state
 
 

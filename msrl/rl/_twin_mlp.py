@@ -57,9 +57,9 @@ def _tanh_(x: torch.Tensor) -> torch.Tensor:
 
 def _forward(x: torch.Tensor, weights: tuple[torch.Tensor, ...], layout: _Layout) -> tuple[torch.Tensor, ...]:
     w1, b1, w2, b2, wp, bp, wv, bv = weights
-    t1 = _tanh_(torch.addmm(b1, x, w1))                                   # [B, 2H]: both towers
-    towers = t1.view(x.shape[0], 2, layout.hidden).transpose(0, 1)          # [2, B, H]
-    t2 = _tanh_(torch.baddbmm(b2, towers, w2))                            # [2, B, H]
+    t1 = _tanh_(torch.addmm(b1, x, w1))  # [B, 2H]: both towers
+    towers = t1.view(x.shape[0], 2, layout.hidden).transpose(0, 1)  # [2, B, H]
+    t2 = _tanh_(torch.baddbmm(b2, towers, w2))  # [2, B, H]
     logits = torch.addmm(bp, t2[0], wp)
     value = torch.addmm(bv, t2[1], wv).squeeze(-1)
     return logits, value, t1, t2
@@ -69,8 +69,9 @@ class _TwinFunction(torch.autograd.Function):
     """The forward pass above with its backward written out: one autograd node per call."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, flat: torch.Tensor, weights: tuple[torch.Tensor, ...],
-                layout: _Layout) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        ctx, x: torch.Tensor, flat: torch.Tensor, weights: tuple[torch.Tensor, ...], layout: _Layout
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``flat`` is the parameter autograd differentiates; ``weights`` are views of it, split once."""
         logits, value, t1, t2 = _forward(x, weights, layout)
         ctx.save_for_backward(x, flat, t1, t2)
@@ -84,8 +85,9 @@ class _TwinFunction(torch.autograd.Function):
         rows, h = x.shape[0], layout.hidden
         if grad_logits is None:
             grad_logits = torch.zeros(rows, layout.outputs, dtype=flat.dtype, device=flat.device)
-        grad_value = (torch.zeros(rows, dtype=flat.dtype, device=flat.device) if grad_value is None
-                      else grad_value).unsqueeze(-1)
+        grad_value = (
+            torch.zeros(rows, dtype=flat.dtype, device=flat.device) if grad_value is None else grad_value
+        ).unsqueeze(-1)
         w1, _, w2, _, wp, _, wv, _ = ctx.weights
         grad = torch.empty_like(flat)
         g_w1, g_b1, g_w2, g_b2, g_wp, g_bp, g_wv, g_bv = layout.split(grad)

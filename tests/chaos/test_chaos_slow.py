@@ -1,5 +1,6 @@
 """The long chaos cases (issue 15), left out of CI (``-m slow``): a killed learner and a stopped
-(SIGSTOP) worker, each recovered from as if nothing happened; a rollout worker killed twice at random iterations of a full PPO CartPole run,
+(SIGSTOP) worker, each recovered from as if nothing happened; a rollout worker killed twice at
+random iterations of a full PPO CartPole run,
 which still reaches the threshold; twenty learner kills at random moments, mid-iteration included,
 none of which hangs; and a node of a simulated multi-node cluster removed under a running fragment."""
 
@@ -13,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from test_worker_faults import COMMON, STEPS_PER_ITERATION, _learning, _signal_between
 
 import msrl
 from msrl.app import Trainer, read_metrics
-from test_worker_faults import COMMON, STEPS_PER_ITERATION, _learning, _signal_between, undisturbed  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +40,8 @@ def test_a_killed_learner_resumes_from_the_last_checkpoint(undisturbed: list[dic
 
 
 def test_a_stopped_worker_is_killed_and_recovered_from_within_the_liveness_bound(
-        undisturbed: list[dict], tmp_path: Path) -> None:
+    undisturbed: list[dict], tmp_path: Path
+) -> None:
     with Trainer(CONFIG, [f"runs_dir={tmp_path}", *COMMON, "liveness_timeout_s=5"]) as trainer:
         for _ in range(3):
             trainer.step()
@@ -83,8 +85,15 @@ def test_twenty_learner_kills_at_random_moments_never_hang(tmp_path: Path) -> No
     learner's weights when it dies: the case that once hung the run forever."""
     rng = random.Random(20)
     kills = 20
-    overrides = [f"runs_dir={tmp_path}", *COARSE, "checkpoint_every=2", "total_env_steps=10000000",
-                 "eval_episodes=0", f"max_restarts={kills}", "liveness_timeout_s=10"]
+    overrides = [
+        f"runs_dir={tmp_path}",
+        *COARSE,
+        "checkpoint_every=2",
+        "total_env_steps=10000000",
+        "eval_episodes=0",
+        f"max_restarts={kills}",
+        "liveness_timeout_s=10",
+    ]
     with Trainer(CONFIG, overrides) as trainer:
         done = 0
         while done < kills:
@@ -119,8 +128,16 @@ def test_a_removed_node_is_recovered_from_on_the_nodes_left(tmp_path: Path) -> N
             sim.add_node(num_cpus=2)
             sim.wait_for_nodes()
             ray.init(address=sim.address)
-            overrides = [f"runs_dir={tmp_path}", *COARSE, "checkpoint_every=2", "total_env_steps=20480",
-                         "eval_episodes=0", "policy.placement=SPREAD", "algo.num_envs=8", "algo.num_steps=64"]
+            overrides = [
+                f"runs_dir={tmp_path}",
+                *COARSE,
+                "checkpoint_every=2",
+                "total_env_steps=20480",
+                "eval_episodes=0",
+                "policy.placement=SPREAD",
+                "algo.num_envs=8",
+                "algo.num_steps=64",
+            ]
             with Trainer(CONFIG, overrides, address=sim.address) as trainer:
                 for _ in range(3):
                     trainer.step()
@@ -139,4 +156,3 @@ def test_a_removed_node_is_recovered_from_on_the_nodes_left(tmp_path: Path) -> N
             ray.shutdown()
             sim.shutdown()
     assert msrl.load(Path(trainer.run_dir) / "checkpoint.pt") is not None
-

@@ -23,8 +23,15 @@ from msrl.app import Trainer, read_metrics
 
 CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml")
 ITERATIONS = 6
-COMMON = ["progress=false", "eval_episodes=0", "policy=single_learner_coarse", "checkpoint_every=2",
-          "algo.num_envs=8", "algo.num_steps=32", f"total_env_steps={ITERATIONS * 8 * 32}"]
+COMMON = [
+    "progress=false",
+    "eval_episodes=0",
+    "policy=single_learner_coarse",
+    "checkpoint_every=2",
+    "algo.num_envs=8",
+    "algo.num_steps=32",
+    f"total_env_steps={ITERATIONS * 8 * 32}",
+]
 STEPS_PER_ITERATION = 8 * 32
 TIMING = ("wall_time", "steps_per_s", "restarts", "lost_env_steps")
 
@@ -49,15 +56,9 @@ def _learning(records: list[dict]) -> list[dict]:
     return [{k: v for k, v in record.items() if k not in TIMING and not k.startswith("time_")} for record in records]
 
 
-@pytest.fixture(scope="module")
-def undisturbed(tmp_path_factory) -> list[dict]:
-    run = msrl.train(CONFIG, [f"runs_dir={tmp_path_factory.mktemp('runs')}", *COMMON])
-    assert run.metrics[-1]["restarts"] == 0 and run.metrics[-1]["lost_env_steps"] == 0
-    return run.metrics
-
-
 def test_a_rollout_worker_killed_twice_is_recovered_from_and_the_run_learns_as_without_faults(
-        undisturbed: list[dict], tmp_path: Path) -> None:
+    undisturbed: list[dict], tmp_path: Path
+) -> None:
     sockets_before = set(Path(tempfile.gettempdir()).glob("msrl-*"))
     with Trainer(CONFIG, [f"runs_dir={tmp_path}", *COMMON]) as trainer:
         # killed after iterations 3 and 5: the checkpoints before them are at 2 and 4

@@ -18,7 +18,9 @@ NUM_ENVS, NUM_STEPS = 8, 8
 def small_config(policy: dict):
     """configs/ppo_cartpole.yaml for 4 iterations of 8 envs x 8 steps under ``policy``."""
     raw = yaml.safe_load(CONFIG.read_text())
-    raw.update(total_env_steps=4 * NUM_ENVS * NUM_STEPS, progress=False, eval_episodes=0, checkpoint_every=0, policy=policy)
+    raw.update(
+        total_env_steps=4 * NUM_ENVS * NUM_STEPS, progress=False, eval_episodes=0, checkpoint_every=0, policy=policy
+    )
     raw["algo"] = {**raw["algo"], "num_envs": NUM_ENVS, "num_steps": NUM_STEPS}
     return load_config(None, [], base=raw)
 

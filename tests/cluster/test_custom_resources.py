@@ -21,13 +21,13 @@ import yaml
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 from ray.util.placement_group import placement_group_table  # noqa: E402
+from sim_helpers import CONFIG, NUM_ENVS, NUM_STEPS, small_config, wait_until_idle  # noqa: E402
 
 from cluster import loopback_only  # noqa: E402
 from msrl import ConfigError  # noqa: E402
 from msrl.app import make_runtime, plan  # noqa: E402
-from sim_helpers import CONFIG, NUM_ENVS, NUM_STEPS, small_config, wait_until_idle  # noqa: E402
 
-GiB = 2 ** 30
+GiB = 2**30
 HEAD = {"num_cpus": 2, "memory": 1 * GiB}
 NODE_A = {"num_cpus": 1, "memory": 4 * GiB, "resources": {"learner_node": 1}}
 NODE_B = {"num_cpus": 2, "memory": 2 * GiB, "resources": {"env_node": 2}}
@@ -54,11 +54,20 @@ def ray_cluster():
 
 def policy(learner: dict, rollout: dict | None = None, placement: str = "PACK") -> dict:
     """``single_learner_coarse`` written out as a custom policy."""
-    return {"name": "labelled", "placement": placement, "fragments": [
-        {"name": "rollout", "components": ["env", "actor", "buffer"], "replicas": 2, "executor": "cpu",
-         "resources": rollout or {"CPU": 1, "env_node": 1}},
-        {"name": "learner", "components": ["learner"], "replicas": 1, "executor": "cpu", "resources": learner},
-    ]}
+    return {
+        "name": "labelled",
+        "placement": placement,
+        "fragments": [
+            {
+                "name": "rollout",
+                "components": ["env", "actor", "buffer"],
+                "replicas": 2,
+                "executor": "cpu",
+                "resources": rollout or {"CPU": 1, "env_node": 1},
+            },
+            {"name": "learner", "components": ["learner"], "replicas": 1, "executor": "cpu", "resources": learner},
+        ],
+    }
 
 
 def live_groups() -> list[str]:
@@ -103,7 +112,7 @@ def test_labelled_fragments_run_on_their_nodes(ray_cluster):
         ]
 
         # Each actor holds what its bundle reserved: the label and the memory, not only the CPU.
-        learner, = runtime.workers["learner"]
+        (learner,) = runtime.workers["learner"]
         assert ray.get(learner.assigned_resources.remote()) == {"CPU": 1.0, "memory": 2.0 * GiB, "learner_node": 1.0}
         for rollout in runtime.workers["rollout"]:
             assert ray.get(rollout.assigned_resources.remote()) == {"CPU": 1.0, "env_node": 1.0}
@@ -121,12 +130,19 @@ def test_labelled_fragments_run_on_their_nodes(ray_cluster):
     assert live_groups() == []
 
 
-@pytest.mark.parametrize("learner, asked", [
-    ({"CPU": 1, "gpu_node": 1}, "policy 'labelled' asks for 1 gpu_node in all but the cluster has 0"),
-    ({"CPU": 1, "learner_node": 2}, "policy 'labelled' asks for 2 learner_node in all but the cluster has 1"),
-    # Each resource exists, but no node has both.
-    ({"CPU": 2, "learner_node": 1}, "fragment 'learner' asks for 2 CPU, 1 learner_node per replica but no node has that much"),
-], ids=["unknown-label", "too-much-of-a-label", "label-and-cpus-on-no-one-node"])
+@pytest.mark.parametrize(
+    "learner, asked",
+    [
+        ({"CPU": 1, "gpu_node": 1}, "policy 'labelled' asks for 1 gpu_node in all but the cluster has 0"),
+        ({"CPU": 1, "learner_node": 2}, "policy 'labelled' asks for 2 learner_node in all but the cluster has 1"),
+        # Each resource exists, but no node has both.
+        (
+            {"CPU": 2, "learner_node": 1},
+            "fragment 'learner' asks for 2 CPU, 1 learner_node per replica but no node has that much",
+        ),
+    ],
+    ids=["unknown-label", "too-much-of-a-label", "label-and-cpus-on-no-one-node"],
+)
 def test_a_custom_resource_the_cluster_lacks_fails_fast(ray_cluster, learner, asked):
     message = fails_fast(policy(learner))
     assert asked in message
@@ -139,7 +155,10 @@ def test_memory_is_checked_per_node(ray_cluster):
     assert "fragment 'learner' asks for 1 CPU, 5 GiB memory per replica but no node has that much" in message
     # The offer shows each node's memory, since the policy asks for memory.
     assert offered_nodes(message) == {
-        "2 CPU, 1 GiB memory", "1 CPU, 4 GiB memory, 1 learner_node", "2 CPU, 2 GiB memory, 2 env_node"}
+        "2 CPU, 1 GiB memory",
+        "1 CPU, 4 GiB memory, 1 learner_node",
+        "2 CPU, 2 GiB memory, 2 env_node",
+    }
     message = fails_fast(policy({"CPU": 1}, rollout={"CPU": 1, "memory": 4 * GiB}))
     assert re.search(r"asks for 8 GiB memory in all but the cluster has 7 GiB; cluster offers", message), message
 
@@ -155,9 +174,15 @@ def test_compare_places_pack_and_spread_differently(ray_cluster, tmp_path: Path)
     raw["algo"] = {**raw["algo"], "num_envs": NUM_ENVS, "num_steps": NUM_STEPS}
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(raw))
     wait_until_idle(CPUS)
-    result = compare(tmp_path / "small.yaml", ["single_learner_coarse"], placements=["PACK", "SPREAD"],
-                     overrides=[f"runs_dir={tmp_path}", "eval_episodes=0", "checkpoint_every=0"],
-                     budget=4 * NUM_ENVS * NUM_STEPS, stream=io.StringIO(), table_stream=io.StringIO())
+    result = compare(
+        tmp_path / "small.yaml",
+        ["single_learner_coarse"],
+        placements=["PACK", "SPREAD"],
+        overrides=[f"runs_dir={tmp_path}", "eval_episodes=0", "checkpoint_every=0"],
+        budget=4 * NUM_ENVS * NUM_STEPS,
+        stream=io.StringIO(),
+        table_stream=io.StringIO(),
+    )
     nodes = {row["combination"]: row["nodes"] for row in result.table}
     assert nodes["single_learner_coarse SPREAD"] == 3 and nodes["single_learner_coarse PACK"] < 3, nodes
     for row in result.rows:

@@ -33,7 +33,7 @@ def _listeners() -> set[tuple[str, int]]:
             if width == 8:
                 address = ipaddress.IPv4Address(raw[::-1])
             else:  # four little-endian 32-bit words
-                address = ipaddress.IPv6Address(b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+                address = ipaddress.IPv6Address(b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
                 address = address.ipv4_mapped or address
             found.add((str(address), int(hex_port, 16)))
     return found

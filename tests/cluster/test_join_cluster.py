@@ -13,8 +13,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -49,21 +49,46 @@ def _head_node(dashboard_port: int | None = None) -> Iterator[str]:
     ray.shutdown()
     port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="msrl-ray-")  # its own sessions, on a short path (Unix sockets live there)
-    dashboard = (["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}"]
-                 if dashboard_port else ["--include-dashboard=false"])
+    dashboard = (
+        ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}"]
+        if dashboard_port
+        else ["--include-dashboard=false"]
+    )
     env = {**LOOPBACK_ENV, "PATH": f"{RAY_BIN.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.Popen(
-        [str(RAY_BIN), "start", "--head", "--block", f"--port={port}", "--num-cpus=3", *dashboard,
-         "--disable-usage-stats", f"--temp-dir={temp_dir}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env,
+        [
+            str(RAY_BIN),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=3",
+            *dashboard,
+            "--disable-usage-stats",
+            f"--temp-dir={temp_dir}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=env,
     )
     address = f"127.0.0.1:{port}"
     try:
         for wanted in [port] + ([dashboard_port] if dashboard_port else []):
             _wait_for_port(proc, wanted)
-        probe = subprocess.run([sys.executable, "-c", f"import ray; ray.init(address='{address}', logging_level='ERROR');"
-                                "print(int(ray.cluster_resources().get('CPU', 0)))"],
-                               capture_output=True, text=True, timeout=120, env=CLIENT_ENV)
+        probe = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"import ray; ray.init(address='{address}', logging_level='ERROR');"
+                "print(int(ray.cluster_resources().get('CPU', 0)))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=CLIENT_ENV,
+        )
         assert probe.stdout.strip().endswith("3"), f"cannot join the head node: {probe.stderr[-2000:]}"
         yield address
     finally:
@@ -95,9 +120,27 @@ def head_node() -> Iterator[str]:
 
 def test_train_joins_a_running_cluster(head_node: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    command = [sys.executable, "-m", "msrl", "train", str(CONFIG), "--address", head_node,
-               "--set", "policy=single_learner_coarse", "--set", f"runs_dir={runs}", "--set", "total_env_steps=8192",
-               "--set", "eval_episodes=2", "--set", "progress=false", "--set", "checkpoint_every=0"]
+    command = [
+        sys.executable,
+        "-m",
+        "msrl",
+        "train",
+        str(CONFIG),
+        "--address",
+        head_node,
+        "--set",
+        "policy=single_learner_coarse",
+        "--set",
+        f"runs_dir={runs}",
+        "--set",
+        "total_env_steps=8192",
+        "--set",
+        "eval_episodes=2",
+        "--set",
+        "progress=false",
+        "--set",
+        "checkpoint_every=0",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO, env=CLIENT_ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "asks for" not in done.stderr  # no embedded instance was sized or started
@@ -105,11 +148,20 @@ def test_train_joins_a_running_cluster(head_node: str, tmp_path: Path) -> None:
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["env_steps"] >= 8192 and records[-1]["time_communication"] > 0
     # the cluster outlives the run, with its CPUs free again
-    check = subprocess.run([sys.executable, "-c", f"import ray, time; ray.init(address='{head_node}', logging_level='ERROR');"
-                            "deadline = time.monotonic() + 30\n"
-                            "while ray.available_resources().get('CPU', 0) < 3 and time.monotonic() < deadline: time.sleep(0.1)\n"
-                            "print(int(ray.available_resources().get('CPU', 0)))"],
-                           capture_output=True, text=True, timeout=60, env=CLIENT_ENV)
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import ray, time; ray.init(address='{head_node}', logging_level='ERROR');"
+            "deadline = time.monotonic() + 30\n"
+            "while ray.available_resources().get('CPU', 0) < 3 and time.monotonic() < deadline: time.sleep(0.1)\n"
+            "print(int(ray.available_resources().get('CPU', 0)))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=CLIENT_ENV,
+    )
     assert check.stdout.strip().endswith("3"), check.stderr[-2000:]
 
 
@@ -120,11 +172,37 @@ def test_ray_job_submit_runs_msrl_unchanged(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     with _head_node(dashboard_port):
         submit = subprocess.run(
-            [str(RAY_BIN), "job", "submit", "--address", f"http://127.0.0.1:{dashboard_port}", "--working-dir", ".",
-             "--", "msrl", "train", "configs/ppo_cartpole.yaml", "--address", "auto",
-             "--set", "policy=single_learner_coarse", "--set", "total_env_steps=8192", "--set", "eval_episodes=2",
-             "--set", "progress=false", "--set", f"runs_dir={runs}"],
-            capture_output=True, text=True, timeout=300, cwd=REPO, env=CLIENT_ENV)
+            [
+                str(RAY_BIN),
+                "job",
+                "submit",
+                "--address",
+                f"http://127.0.0.1:{dashboard_port}",
+                "--working-dir",
+                ".",
+                "--",
+                "msrl",
+                "train",
+                "configs/ppo_cartpole.yaml",
+                "--address",
+                "auto",
+                "--set",
+                "policy=single_learner_coarse",
+                "--set",
+                "total_env_steps=8192",
+                "--set",
+                "eval_episodes=2",
+                "--set",
+                "progress=false",
+                "--set",
+                f"runs_dir={runs}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+            env=CLIENT_ENV,
+        )
     assert submit.returncode == 0, (submit.stdout + submit.stderr)[-3000:]
     assert "greedy evaluation return" in submit.stdout
     (run_dir,) = runs.iterdir()

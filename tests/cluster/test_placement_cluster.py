@@ -14,12 +14,12 @@ import torch
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group  # noqa: E402
+from sim_helpers import NUM_ENVS, NUM_STEPS, small_config, wait_until_idle  # noqa: E402
 
 import fragments  # noqa: E402
 from cluster import PLACEMENT_TIMEOUT_S, loopback_only  # noqa: E402
 from msrl import ConfigError  # noqa: E402
 from msrl.app import make_runtime, plan  # noqa: E402
-from sim_helpers import NUM_ENVS, NUM_STEPS, small_config, wait_until_idle  # noqa: E402
 
 NODES, CPUS_PER_NODE = 3, 2
 OFFER = "cluster offers 3 node(s): 2 CPU; 2 CPU; 2 CPU"
@@ -57,14 +57,20 @@ def node_ids(placement: dict[str, list[str]]) -> list[str]:
     return [node for replicas in placement.values() for node in replicas]
 
 
-@pytest.mark.parametrize("strategy, policy, check", [
-    # 3 bundles of 1 CPU: 2 rollout replicas + the learner.
-    ("STRICT_SPREAD", {"actors": 2}, lambda nodes: len(set(nodes)) == 3),
-    pytest.param("PACK", {"actors": 2}, lambda nodes: len(set(nodes)) <= 2, marks=pytest.mark.slow),  # best effort:
-    pytest.param("SPREAD", {"actors": 2}, lambda nodes: len(set(nodes)) > 1, marks=pytest.mark.slow),  # weaker checks
-    # STRICT_PACK: 3 replicas must fit one 2-CPU node, so the actors ask for half a CPU.
-    ("STRICT_PACK", {"actors": 2, "actor_cpus": 0.5}, lambda nodes: len(set(nodes)) == 1),
-], ids=["STRICT_SPREAD", "PACK", "SPREAD", "STRICT_PACK"])
+@pytest.mark.parametrize(
+    "strategy, policy, check",
+    [
+        # 3 bundles of 1 CPU: 2 rollout replicas + the learner.
+        ("STRICT_SPREAD", {"actors": 2}, lambda nodes: len(set(nodes)) == 3),
+        pytest.param("PACK", {"actors": 2}, lambda nodes: len(set(nodes)) <= 2, marks=pytest.mark.slow),  # best effort:
+        pytest.param(
+            "SPREAD", {"actors": 2}, lambda nodes: len(set(nodes)) > 1, marks=pytest.mark.slow
+        ),  # weaker checks
+        # STRICT_PACK: 3 replicas must fit one 2-CPU node, so the actors ask for half a CPU.
+        ("STRICT_PACK", {"actors": 2, "actor_cpus": 0.5}, lambda nodes: len(set(nodes)) == 1),
+    ],
+    ids=["STRICT_SPREAD", "PACK", "SPREAD", "STRICT_PACK"],
+)
 def test_replicas_are_placed_by_strategy(ray_cluster, strategy, policy, check):
     _, runtime = start({"preset": "single_learner_coarse", "placement": strategy, **policy})
     try:
@@ -103,12 +109,22 @@ def test_replicas_on_different_nodes_exchange_data(ray_cluster):
         assert all(torch.equal(actor[key], learned[key]) for key in learned)
 
 
-@pytest.mark.parametrize("policy, asked", [
-    ({"preset": "multi_learner", "learners": 2, "cpus": 4}, "asks for 8 CPU in all but the cluster has 6"),
-    ({"preset": "single_learner_coarse", "learner_gpus": 1}, "asks for 1 GPU in all but the cluster has 0"),
-    ({"preset": "single_learner_coarse", "actors": 4, "placement": "STRICT_SPREAD"}, "STRICT_SPREAD needs 5 distinct nodes"),
-    ({"preset": "single_learner_coarse", "actors": 2, "placement": "STRICT_PACK"}, "STRICT_PACK needs 3 CPU on one node"),
-], ids=["cpus", "gpus", "strict-spread", "strict-pack"])
+@pytest.mark.parametrize(
+    "policy, asked",
+    [
+        ({"preset": "multi_learner", "learners": 2, "cpus": 4}, "asks for 8 CPU in all but the cluster has 6"),
+        ({"preset": "single_learner_coarse", "learner_gpus": 1}, "asks for 1 GPU in all but the cluster has 0"),
+        (
+            {"preset": "single_learner_coarse", "actors": 4, "placement": "STRICT_SPREAD"},
+            "STRICT_SPREAD needs 5 distinct nodes",
+        ),
+        (
+            {"preset": "single_learner_coarse", "actors": 2, "placement": "STRICT_PACK"},
+            "STRICT_PACK needs 3 CPU on one node",
+        ),
+    ],
+    ids=["cpus", "gpus", "strict-spread", "strict-pack"],
+)
 def test_unsatisfiable_request_fails_fast(ray_cluster, policy, asked):
     wait_until_idle(NODES * CPUS_PER_NODE)
     config = small_config(policy)
@@ -145,4 +161,3 @@ def test_request_blocked_by_other_work_times_out(ray_cluster):
         assert live_groups() == [blocker.id.hex()]
     finally:
         remove_placement_group(blocker)
-

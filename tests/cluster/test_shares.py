@@ -192,11 +192,22 @@ def test_every_sync_preset_gives_components_what_local_gives(preset: str, tmp_pa
         runtime.close()
     assert result.env_steps == 8 * 2
     # The first replica of a fragment gets the run's seed (so one replica reproduces local), the others their own.
-    seeds = [replica["env"]["seed"] for replicas in state.get("_replicas", {"local": [state]}).values()
-             for replica in replicas if "env" in replica]
+    seeds = [
+        replica["env"]["seed"]
+        for replicas in state.get("_replicas", {"local": [state]}).values()
+        for replica in replicas
+        if "env" in replica
+    ]
     assert seeds[0] == 5 and len(set(seeds)) == len(seeds) == {"local": 1, "gpu_only": 1}.get(preset, 2)
-    assert _received(state) == {"envs": 8, "replay capacity": 64, "warm-up": 8, "sampled per iteration": 16,
-                                "inserted per iteration": 16, "batch learned": 16, "minibatch": 8}
+    assert _received(state) == {
+        "envs": 8,
+        "replay capacity": 64,
+        "warm-up": 8,
+        "sampled per iteration": 16,
+        "inserted per iteration": 16,
+        "batch learned": 16,
+        "minibatch": 8,
+    }
     # Every process built its own fragment's components, once, and nothing else; the driver
     # built nothing unless it runs the fragment itself.
     built = _constructions(log)
@@ -286,13 +297,17 @@ def test_an_env_count_that_is_not_split_is_refused_before_anything_starts(algori
     with pytest.raises(msrl.ConfigError) as info:
         plan(_config("policy=single_learner_coarse", algorithm=algorithm))
     message = str(info.value)
-    assert "environment 'env' steps 8 environments in each of the 2 replicas of fragment 'rollout' (16 in all) " \
-           "where the run steps 8" in message
+    assert (
+        "environment 'env' steps 8 environments in each of the 2 replicas of fragment 'rollout' (16 in all) "
+        "where the run steps 8" in message
+    )
     assert "msrl.split" in message and "\n" not in message
 
 
 @pytest.mark.parametrize("algorithm, on_ray", [("SplitNamedEnvs", False), ("SplitPropertyEnvs", True)])
-def test_a_split_field_of_any_name_or_a_property_over_one_gets_the_framework_split(algorithm: str, on_ray: bool) -> None:
+def test_a_split_field_of_any_name_or_a_property_over_one_gets_the_framework_split(
+    algorithm: str, on_ray: bool
+) -> None:
     """``n_envs = msrl.split(8)``, or a property over ``groups = msrl.split(2)``: each of the two rollout
     replicas gets 4 environments, as the worker builds them (``fragments.build_replica``) and, for one
     of the two, in a real run."""
@@ -310,11 +325,24 @@ def test_a_split_field_of_any_name_or_a_property_over_one_gets_the_framework_spl
 
 def test_the_cli_reports_an_unsplit_env_count_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
     config = tmp_path / "named.yaml"
-    config.write_text(yaml.safe_dump({"algorithm": "test_shares:NamedEnvs", "policy": "single_learner_coarse",
-                                      "runs_dir": str(tmp_path / "runs")}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "algorithm": "test_shares:NamedEnvs",
+                "policy": "single_learner_coarse",
+                "runs_dir": str(tmp_path / "runs"),
+            }
+        )
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "msrl", "train", str(config)], capture_output=True, text=True,
-                          cwd=REPO, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "msrl", "train", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("msrl: error: environment 'env' steps 8 environments"), lines

@@ -30,5 +30,3 @@ def learns_with_its_config(name: str, threshold: float, tmp_path: Path) -> None:
     run = msrl.train(str(CONFIGS / f"{name}.yaml"), [f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0"])
     assert run.evaluation.episodes == 20
     assert run.evaluation.mean >= threshold, f"{name}: greedy return {run.evaluation.mean}"
-
-

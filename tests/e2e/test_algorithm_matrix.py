@@ -36,12 +36,20 @@ BAR = {"CartPole-v1": 200.0, "Pendulum-v1": -600.0}
 @pytest.mark.parametrize("name", CONFIGS)
 def test_every_algorithm_learns_under_every_preset(name: str, preset: str, seed: int, tmp_path: Path) -> None:
     config = msrl.app.load_config(str(REPO / "configs" / f"{name}.yaml"))
-    run = msrl.train(str(REPO / "configs" / f"{name}.yaml"),
-                     [f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0", f"seed={seed}", *PRESETS[preset]])
+    run = msrl.train(
+        str(REPO / "configs" / f"{name}.yaml"),
+        [f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0", f"seed={seed}", *PRESETS[preset]],
+    )
     lags = [r["policy_lag"] for r in run.metrics if "policy_lag" in r]
-    result = {"config": name, "preset": preset, "seed": seed, "return": run.evaluation.mean,
-              "env_steps": run.env_steps, "wall_time": run.wall_time,
-              "policy_lag": sum(lags) / len(lags) if lags else 0.0}
+    result = {
+        "config": name,
+        "preset": preset,
+        "seed": seed,
+        "return": run.evaluation.mean,
+        "env_steps": run.env_steps,
+        "wall_time": run.wall_time,
+        "policy_lag": sum(lags) / len(lags) if lags else 0.0,
+    }
     if os.environ.get("MSRL_MATRIX_OUT"):
         with open(os.environ["MSRL_MATRIX_OUT"], "a", encoding="utf-8") as out:
             out.write(json.dumps(result) + "\n")

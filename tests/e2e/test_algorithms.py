@@ -16,6 +16,7 @@ from msrl.app import Trainer, read_metrics
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
 
+
 def test_impala_config_runs_under_the_async_preset() -> None:
     assert msrl.app.load_config(str(CONFIGS / "impala_cartpole.yaml")).run.policy == "async_single_learner"
 
@@ -46,20 +47,37 @@ def test_a_copy_resumed_from_a_mid_run_checkpoint_ends_as_the_run_did(name: str,
     resumed = msrl.train(None, [], resume=tmp_path / "copy" / "checkpoint.pt").metrics
     assert len(straight) >= 4
     drop = {"wall_time", "steps_per_s"}
-    same = lambda records: [{k: v for k, v in r.items() if k not in drop and not k.startswith("time_")}  # noqa: E731
-                            for r in records]
+
+    def same(records: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in drop and not k.startswith("time_")} for r in records]
+
     assert same(resumed) == same(straight)
 
 
-@pytest.mark.parametrize("algorithm,env_id,supported", [
-    ("dqn", "Pendulum-v1", "dqn supports Discrete actions; Pendulum-v1 has Box actions"),
-    ("sac", "CartPole-v1", "sac supports Box actions; CartPole-v1 has Discrete actions"),
-])
+@pytest.mark.parametrize(
+    "algorithm,env_id,supported",
+    [
+        ("dqn", "Pendulum-v1", "dqn supports Discrete actions; Pendulum-v1 has Box actions"),
+        ("sac", "CartPole-v1", "sac supports Box actions; CartPole-v1 has Discrete actions"),
+    ],
+)
 def test_an_unsupported_action_space_is_one_line(algorithm: str, env_id: str, supported: str, tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "msrl", "train", str(CONFIGS / f"{algorithm}_{'cartpole' if algorithm == 'dqn' else 'pendulum'}.yaml"),
-         "--set", f"algo.env_id={env_id}", "--set", f"runs_dir={tmp_path}"],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "msrl",
+            "train",
+            str(CONFIGS / f"{algorithm}_{'cartpole' if algorithm == 'dqn' else 'pendulum'}.yaml"),
+            "--set",
+            f"algo.env_id={env_id}",
+            "--set",
+            f"runs_dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == f"msrl: error: {supported}"
     assert len(result.stderr.strip().splitlines()) == 1
@@ -67,9 +85,22 @@ def test_an_unsupported_action_space_is_one_line(algorithm: str, env_id: str, su
 
 
 def test_an_unknown_env_names_close_matches(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "msrl", "train", str(CONFIGS / "sac_pendulum.yaml"),
-                             "--set", "algo.env_id=Pendulum-v9", "--set", f"runs_dir={tmp_path}"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "msrl",
+            "train",
+            str(CONFIGS / "sac_pendulum.yaml"),
+            "--set",
+            "algo.env_id=Pendulum-v9",
+            "--set",
+            f"runs_dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     line = result.stderr.strip()
     assert line.startswith("msrl: error:") and "Pendulum-v1" in line and "\n" not in line

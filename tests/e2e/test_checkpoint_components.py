@@ -19,8 +19,10 @@ CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yam
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory) -> dict:
-    run = msrl.train(CONFIG, [f"runs_dir={tmp_path_factory.mktemp('runs')}", "progress=false", "eval_episodes=0",
-                              "total_env_steps=2048"])
+    run = msrl.train(
+        CONFIG,
+        [f"runs_dir={tmp_path_factory.mktemp('runs')}", "progress=false", "eval_episodes=0", "total_env_steps=2048"],
+    )
     return load_checkpoint(run.checkpoint)
 
 
@@ -32,13 +34,20 @@ def run_cli(args: list[str]) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("component", ["actor", "learner"])
-def test_a_checkpoint_without_a_trained_component_is_refused_by_eval(saved: dict, tmp_path: Path, component: str) -> None:
+def test_a_checkpoint_without_a_trained_component_is_refused_by_eval(
+    saved: dict, tmp_path: Path, component: str
+) -> None:
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(str(path), {**saved, "components": {k: v for k, v in saved["components"].items() if k != component}})
+    save_checkpoint(
+        str(path), {**saved, "components": {k: v for k, v in saved["components"].items() if k != component}}
+    )
     assert load_checkpoint(str(path))  # its manifest matches: only completeness is wrong
     code, err = run_cli(["eval", str(path), "--episodes", "1"])
     assert code == 2
-    assert err.strip() == f"msrl: error: checkpoint has no state for {component} {component!r} of PPO; it cannot be evaluated or loaded"
+    assert (
+        err.strip() == f"msrl: error: checkpoint has no state for {component} {component!r} of PPO; "
+        "it cannot be evaluated or loaded"
+    )
 
 
 def test_a_checkpoint_without_its_buffer_is_refused_by_resume_and_left_as_it_was(saved: dict, tmp_path: Path) -> None:

@@ -20,8 +20,10 @@ CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yam
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> bytes:
-    run = msrl.train(CONFIG, [f"runs_dir={tmp_path_factory.mktemp('runs')}", "progress=false", "eval_episodes=0",
-                              "total_env_steps=4096"])
+    run = msrl.train(
+        CONFIG,
+        [f"runs_dir={tmp_path_factory.mktemp('runs')}", "progress=false", "eval_episodes=0", "total_env_steps=4096"],
+    )
     return Path(run.checkpoint).read_bytes()
 
 
@@ -39,8 +41,8 @@ def flip_a_tensor_byte(data: bytes) -> bytes:
     assert entry.compress_type == zipfile.ZIP_STORED
     raw = bytearray(data)
     start = entry.header_offset  # the local file header: 30 bytes, then its own name and extra field
-    name_len = int.from_bytes(raw[start + 26:start + 28], "little")
-    extra_len = int.from_bytes(raw[start + 28:start + 30], "little")
+    name_len = int.from_bytes(raw[start + 26 : start + 28], "little")
+    extra_len = int.from_bytes(raw[start + 28 : start + 30], "little")
     raw[start + 30 + name_len + extra_len + entry.file_size // 2] ^= 0x5A
     return bytes(raw)
 
@@ -76,14 +78,26 @@ def test_the_intact_checkpoint_evaluates(checkpoint: bytes, tmp_path: Path) -> N
     assert code == 0, err
 
 
-def test_an_update_that_leaves_weights_non_finite_stops_the_run_and_keeps_the_checkpoint(checkpoint: bytes,
-                                                                                        tmp_path: Path) -> None:
+def test_an_update_that_leaves_weights_non_finite_stops_the_run_and_keeps_the_checkpoint(
+    checkpoint: bytes, tmp_path: Path
+) -> None:
     """A learning rate of 1e30 is finite, so the config takes it; the first update turns the weights
     to NaN. Before: every later loss logged as nan, exit 0, and the checkpoint overwritten with NaN."""
     good = tmp_path / "checkpoint.pt"
     good.write_bytes(checkpoint)
-    code, err = run_cli(["train", "--resume", str(good), "--set", "algo.learning_rate=1e30",
-                         "--set", "total_env_steps=8192", "--set", "checkpoint_every=1"])
+    code, err = run_cli(
+        [
+            "train",
+            "--resume",
+            str(good),
+            "--set",
+            "algo.learning_rate=1e30",
+            "--set",
+            "total_env_steps=8192",
+            "--set",
+            "checkpoint_every=1",
+        ]
+    )
     assert code == 2 and err.count("\n") == 1, err
     assert "learner 'learner' has non-finite weights (NaN or inf) after its update" in err
     assert good.read_bytes() == checkpoint  # the last good checkpoint, untouched

@@ -35,22 +35,48 @@ TIMEOUT_S = 240
 
 # The shipped config, as is but for a 4096-step budget.
 SHIPPED = yaml.safe_load((REPO / CONFIG).read_text())
-SHORT = ["--set", "name=short", "--set", "total_env_steps=4096", "--set", "eval_episodes=2", "--set", "checkpoint_every=1"]
+SHORT = [
+    "--set",
+    "name=short",
+    "--set",
+    "total_env_steps=4096",
+    "--set",
+    "eval_episodes=2",
+    "--set",
+    "checkpoint_every=1",
+]
 SHORT_BATCH = SHIPPED["algo"]["num_envs"] * SHIPPED["algo"]["num_steps"]
 SHORT_ITERATIONS = -(-4096 // SHORT_BATCH)
 
 # Resume runs: a small, un-annealed PPO (annealing would tie the schedule to total_env_steps).
 NUM_ENVS, NUM_STEPS = 4, 16
 PER_ITERATION = NUM_ENVS * NUM_STEPS
-SMALL = ["--set", f"algo.num_envs={NUM_ENVS}", "--set", f"algo.num_steps={NUM_STEPS}", "--set", "algo.update_epochs=2", "--set", "algo.num_minibatches=4",
-         "--set", "algo.anneal_lr=false", "--set", "eval_episodes=0", "--set", "checkpoint_every=3", "--set", "progress=false"]
+SMALL = [
+    "--set",
+    f"algo.num_envs={NUM_ENVS}",
+    "--set",
+    f"algo.num_steps={NUM_STEPS}",
+    "--set",
+    "algo.update_epochs=2",
+    "--set",
+    "algo.num_minibatches=4",
+    "--set",
+    "algo.anneal_lr=false",
+    "--set",
+    "eval_episodes=0",
+    "--set",
+    "checkpoint_every=3",
+    "--set",
+    "progress=false",
+]
 LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "learning_rate", "env_steps")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "msrl", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=TIMEOUT_S, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "msrl", *args], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S, env=env
+    )
 
 
 def in_process(*args: str) -> subprocess.CompletedProcess:
@@ -64,7 +90,9 @@ def in_process(*args: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["msrl", *args], code, out.getvalue(), err.getvalue())
 
 
-def run_all(jobs: dict[str, list[str]], here: dict[str, list[str]] | None = None) -> dict[str, subprocess.CompletedProcess]:
+def run_all(
+    jobs: dict[str, list[str]], here: dict[str, list[str]] | None = None
+) -> dict[str, subprocess.CompletedProcess]:
     """``jobs`` as concurrent subprocesses and, meanwhile, ``here`` one by one in this process."""
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {key: pool.submit(cli, *args) for key, args in jobs.items()}
@@ -109,14 +137,25 @@ def assert_identical(a, b, path: str = "") -> None:
 
 # name -> (argv after the runs_dir override, words the error line must contain)
 BAD_CONFIG = {
-    "unknown algorithm": (["train", CONFIG, "--set", "algorithm=sacc"], ["unknown algorithm 'sacc'", "a2c, dqn, impala, ippo, mappo, ppo, sac"]),
+    "unknown algorithm": (
+        ["train", CONFIG, "--set", "algorithm=sacc"],
+        ["unknown algorithm 'sacc'", "a2c, dqn, impala, ippo, mappo, ppo, sac"],
+    ),
     "unknown policy": (["train", CONFIG, "--set", "policy=ring"], ["unknown policy 'ring'", "local"]),
-    "unknown config key": (["train", CONFIG, "--set", "bogus_key=1"], ["unknown config key 'bogus_key'", "total_env_steps"]),
+    "unknown config key": (
+        ["train", CONFIG, "--set", "bogus_key=1"],
+        ["unknown config key 'bogus_key'", "total_env_steps"],
+    ),
     "wrong type": (["train", CONFIG, "--set", "seed=abc"], ["seed must be int", "'abc'"]),
-    "missing config file": (["train", "configs/does_not_exist.yaml"], ["config file", "does_not_exist.yaml", "not found"]),
+    "missing config file": (
+        ["train", "configs/does_not_exist.yaml"],
+        ["config file", "does_not_exist.yaml", "not found"],
+    ),
     "unknown CLI flag": (["train", CONFIG, "--no-such-flag"], ["unrecognized arguments: --no-such-flag"]),
-    "unknown environment": (["train", CONFIG, "--set", "algo.env_id=Acrobat-v1"],
-                            ["unknown environment 'Acrobat-v1'", "close matches: Acrobot-v1"]),
+    "unknown environment": (
+        ["train", CONFIG, "--set", "algo.env_id=Acrobat-v1"],
+        ["unknown environment 'Acrobat-v1'", "close matches: Acrobot-v1"],
+    ),
 }
 IN_A_SUBPROCESS = {"missing config file", "resume truncated checkpoint"}
 BAD_CHECKPOINT = {
@@ -135,13 +174,21 @@ def runs(tmp_path_factory):
     at = ["--set", f"runs_dir={runs_dir}"]
 
     # A runs straight through in this process; B runs half in a subprocess and is resumed in another.
-    first = run_all({
-        "short": ["train", CONFIG, *at, *SHORT],
-        "B": ["train", CONFIG, *at, *SMALL, "--set", "name=B", "--set", f"total_env_steps={3 * PER_ITERATION}"],
-    }, here={
-        "A": ["train", CONFIG, *at, *SMALL, "--set", "name=A", "--set", f"total_env_steps={6 * PER_ITERATION}"],
-        "graph": ["graph", CONFIG, "--out", str(root / "drawn" / "fdg")],  # not the default: that writes into the repo
-    })
+    first = run_all(
+        {
+            "short": ["train", CONFIG, *at, *SHORT],
+            "B": ["train", CONFIG, *at, *SMALL, "--set", "name=B", "--set", f"total_env_steps={3 * PER_ITERATION}"],
+        },
+        here={
+            "A": ["train", CONFIG, *at, *SMALL, "--set", "name=A", "--set", f"total_env_steps={6 * PER_ITERATION}"],
+            "graph": [
+                "graph",
+                CONFIG,
+                "--out",
+                str(root / "drawn" / "fdg"),
+            ],  # not the default: that writes into the repo
+        },
+    )
     for key in ("short", "A", "B"):
         assert first[key].returncode == 0, f"{key}: {explain(first[key])}"
     short_files = read_bytes(runs_dir / "short")
@@ -156,7 +203,16 @@ def runs(tmp_path_factory):
     victim_files = read_bytes(victim)
 
     here = {
-        "short again": ["train", CONFIG, *at, *SMALL, "--set", "name=short", "--set", f"total_env_steps={PER_ITERATION}"],
+        "short again": [
+            "train",
+            CONFIG,
+            *at,
+            *SMALL,
+            "--set",
+            "name=short",
+            "--set",
+            f"total_env_steps={PER_ITERATION}",
+        ],
         "eval": ["eval", str(runs_dir / "short" / "checkpoint.pt"), "--episodes", "3"],
     }
     for name, (argv, _) in BAD_CONFIG.items():
@@ -165,11 +221,28 @@ def runs(tmp_path_factory):
         here[name] = ["train", "--resume", str(victim / file)] if command == "train" else ["eval", str(victim / file)]
     here["graph to a missing directory"] = ["graph", CONFIG, "--out", str(root / "no_such_dir" / "fdg")]
     # Exact resume across processes, and one error of each kind through a real ``python -m msrl``.
-    jobs = {"B resume": ["train", "--resume", str(runs_dir / "B" / "checkpoint.pt"), "--set", f"total_env_steps={6 * PER_ITERATION}"]}
+    jobs = {
+        "B resume": [
+            "train",
+            "--resume",
+            str(runs_dir / "B" / "checkpoint.pt"),
+            "--set",
+            f"total_env_steps={6 * PER_ITERATION}",
+        ]
+    }
     jobs.update((name, here.pop(name)) for name in IN_A_SUBPROCESS)
     second = run_all(jobs, here)
-    return {**first, **second, "root": root, "runs_dir": runs_dir, "bad_runs": bad_runs, "victim": victim,
-            "victim_files": victim_files, "short_files": short_files, "B before resume": b_before_resume}
+    return {
+        **first,
+        **second,
+        "root": root,
+        "runs_dir": runs_dir,
+        "bad_runs": bad_runs,
+        "victim": victim,
+        "victim_files": victim_files,
+        "short_files": short_files,
+        "B before resume": b_before_resume,
+    }
 
 
 # -- train ----------------------------------------------------------------------------------------------
@@ -185,8 +258,17 @@ def test_train_writes_the_run_directory(runs):
     assert [r["iteration"] for r in rows] == list(range(1, SHORT_ITERATIONS + 1))
     assert [r["env_steps"] for r in rows] == [SHORT_BATCH * i for i in range(1, SHORT_ITERATIONS + 1)]
     for row in rows:
-        for key in ("policy_loss", "value_loss", "entropy", "time_env", "time_inference", "time_learn",
-                    "time_communication", "wall_time", "steps_per_s"):
+        for key in (
+            "policy_loss",
+            "value_loss",
+            "entropy",
+            "time_env",
+            "time_inference",
+            "time_learn",
+            "time_communication",
+            "wall_time",
+            "steps_per_s",
+        ):
             assert isinstance(row[key], float), (key, row)
         assert row["time_communication"] == 0.0  # local policy: nothing crosses processes
         assert row["time_env"] > 0 and row["time_learn"] > 0
@@ -284,12 +366,26 @@ def test_resume_is_exact(runs):
 def test_graph_prints_the_nodes(runs):
     result = runs["graph"]
     assert result.returncode == 0, explain(result)
-    for name in ("env.observe", "actor.act", "env.step", "buffer.insert", "actor.value", "buffer.drain",
-                 "learner.learn", "learner.get_weights", "actor.set_weights", "output"):
+    for name in (
+        "env.observe",
+        "actor.act",
+        "env.step",
+        "buffer.insert",
+        "actor.value",
+        "buffer.drain",
+        "learner.learn",
+        "learner.get_weights",
+        "actor.set_weights",
+        "output",
+    ):
         assert f"%{name} = " in result.stdout, name
-    loop = f"loop loop0: {SHIPPED['algo']['num_steps']} iterations of actor.act, env.step, buffer.insert  # algorithms/ppo.py:"
+    steps = SHIPPED["algo"]["num_steps"]
+    loop = f"loop loop0: {steps} iterations of actor.act, env.step, buffer.insert  # algorithms/ppo.py:"
     assert loop in result.stdout
-    assert "FDG for policy 'local'" in result.stdout and "fragment local: 1 x [env, actor, buffer, learner]" in result.stdout
+    assert (
+        "FDG for policy 'local'" in result.stdout
+        and "fragment local: 1 x [env, actor, buffer, learner]" in result.stdout
+    )
 
 
 def test_graph_writes_dot_and_png(runs):
@@ -306,7 +402,9 @@ def test_graph_writes_dot_and_png(runs):
 
 def test_graph_to_a_missing_directory_is_one_error_line(runs):
     missing = runs["root"] / "no_such_dir"
-    _assert_one_error_line(runs["graph to a missing directory"], ["--out", "output directory", str(missing), "does not exist"])
+    _assert_one_error_line(
+        runs["graph to a missing directory"], ["--out", "output directory", str(missing), "does not exist"]
+    )
     assert not missing.exists()
 
 
@@ -317,7 +415,9 @@ def test_graph_default_prefix_is_the_policy_name(tmp_path, monkeypatch, capsys):
     assert main(["graph", str(config), "--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "wrote fdg_local.dot and fdg_local.png"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fdg_local.dot", "fdg_local.png"]
-    policy = "policy={fragments: [{name: rollout, components: [env, actor, buffer], replicas: 2}, {name: learn, components: [learner]}]}"
+    policy = (
+        "policy={fragments: [{name: rollout, components: [env, actor, buffer], replicas: 2}, "
+        "{name: learn, components: [learner]}]}"
+    )
     assert main(["graph", str(config), "--set", policy, "--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]) == 0
     assert "gather, per_iteration" in (tmp_path / "fdg_custom.dot").read_text()
-

@@ -47,10 +47,13 @@ def expected_row(run_dir: str) -> dict[str, float]:
     steps = records[-1]["env_steps"] - (records[first - 1]["env_steps"] if first else 0)
     seconds = sum(r["wall_time"] for r in steady)
     evaluation = json.loads((Path(run_dir) / "eval.json").read_text())
-    return {"env_steps_per_s": steps / seconds, "seconds_per_iteration": seconds / len(steady),
-            "learn_s": sum(r["time_learn"] for r in steady) / len(steady),
-            "env_s": sum(r["time_env"] for r in steady) / len(steady),
-            "final_return_mean": evaluation["mean"]}
+    return {
+        "env_steps_per_s": steps / seconds,
+        "seconds_per_iteration": seconds / len(steady),
+        "learn_s": sum(r["time_learn"] for r in steady) / len(steady),
+        "env_s": sum(r["time_env"] for r in steady) / len(steady),
+        "final_return_mean": evaluation["mean"],
+    }
 
 
 def test_compare_writes_the_table_and_plots_and_each_row_is_its_runs_own(tmp_path: Path, monkeypatch) -> None:
@@ -59,10 +62,26 @@ def test_compare_writes_the_table_and_plots_and_each_row_is_its_runs_own(tmp_pat
     metrics, and the guide's reading: the two Ray presets learn identically, local on other data."""
     monkeypatch.chdir(REPO)  # the config names examples.reinforce:Reinforce, importable from here
     monkeypatch.syspath_prepend(str(REPO))
-    code, out, err = run_cli(["compare", "examples/reinforce_cartpole.yaml", "--policies",
-                              "local,single_learner_coarse,multi_learner", "--budget", "1536", "--set", "algo.num_steps=32",
-                              "--set", "eval_episodes=2",
-                              "--set", "checkpoint_every=0", "--set", f"runs_dir={tmp_path}", "--name", "three"])
+    code, out, err = run_cli(
+        [
+            "compare",
+            "examples/reinforce_cartpole.yaml",
+            "--policies",
+            "local,single_learner_coarse,multi_learner",
+            "--budget",
+            "1536",
+            "--set",
+            "algo.num_steps=32",
+            "--set",
+            "eval_episodes=2",
+            "--set",
+            "checkpoint_every=0",
+            "--set",
+            f"runs_dir={tmp_path}",
+            "--name",
+            "three",
+        ]
+    )
     assert code == 0, err
     root = tmp_path / "compare-three"
     for name in ["results.jsonl", "summary.csv", "summary.md", "summary_fragments.csv", *PNGS]:
@@ -88,7 +107,9 @@ def test_compare_writes_the_table_and_plots_and_each_row_is_its_runs_own(tmp_pat
     assert "| combination |" in out and "[3/3] multi_learner seed=1" in err  # table on stdout, progress on stderr
     fragments = list(csv.DictReader((root / "summary_fragments.csv").open()))  # Ray policies: split per fragment
     assert [(f["combination"], f["fragment"]) for f in fragments] == [  # multi_learner has one fragment
-        ("single_learner_coarse", "learner"), ("single_learner_coarse", "rollout")]
+        ("single_learner_coarse", "learner"),
+        ("single_learner_coarse", "rollout"),
+    ]
     steady = read_metrics(rows[1]["run_dir"])[1:]
     assert math.isclose(float(fragments[1]["env_s"]), sum(r["time_env/rollout"] for r in steady) / len(steady))
     assert float(fragments[0]["env_s"]) == 0.0 < float(fragments[0]["learn_s"])  # the learner steps no env
@@ -105,28 +126,64 @@ def test_the_guides_algorithm_is_as_short_as_it_says() -> None:
 
 
 def test_a_sweep_is_a_grid_with_a_run_directory_per_point(tmp_path: Path) -> None:
-    code, _, err = run_cli(["compare", CONFIG, "--policies", "local", *TINY, "--seeds", "2", "--set", f"runs_dir={tmp_path}",
-                            "--set", "algo.learning_rate=1e-3,3e-3", "--name", "sweep"])
+    code, _, err = run_cli(
+        [
+            "compare",
+            CONFIG,
+            "--policies",
+            "local",
+            *TINY,
+            "--seeds",
+            "2",
+            "--set",
+            f"runs_dir={tmp_path}",
+            "--set",
+            "algo.learning_rate=1e-3,3e-3",
+            "--name",
+            "sweep",
+        ]
+    )
     assert code == 0, err
     rows = [json.loads(line) for line in (tmp_path / "compare-sweep" / "results.jsonl").read_text().splitlines()]
     assert [(r["sweep"], r["seed"]) for r in rows] == [
-        ({"algo.learning_rate": "1e-3"}, 1), ({"algo.learning_rate": "1e-3"}, 2),
-        ({"algo.learning_rate": "3e-3"}, 1), ({"algo.learning_rate": "3e-3"}, 2)]
+        ({"algo.learning_rate": "1e-3"}, 1),
+        ({"algo.learning_rate": "1e-3"}, 2),
+        ({"algo.learning_rate": "3e-3"}, 1),
+        ({"algo.learning_rate": "3e-3"}, 2),
+    ]
     for row in rows:
         config = yaml.safe_load((tmp_path / "compare-sweep" / row["run_dir"] / "config.yaml").read_text())
         assert float(config["algo"]["learning_rate"]) == float(row["sweep"]["algo.learning_rate"])
         assert config["seed"] == row["seed"]
     table = list(csv.DictReader((tmp_path / "compare-sweep" / "summary.csv").open()))
-    assert [(r["combination"], r["seeds"]) for r in table] == [("local algo.learning_rate=1e-3", "2"),
-                                                               ("local algo.learning_rate=3e-3", "2")]
+    assert [(r["combination"], r["seeds"]) for r in table] == [
+        ("local algo.learning_rate=1e-3", "2"),
+        ("local algo.learning_rate=3e-3", "2"),
+    ]
 
 
 def test_an_interrupted_compare_keeps_its_rows_and_a_rerun_completes_the_rest(tmp_path: Path) -> None:
     """SIGINT (Ctrl-C) once the first run's row is written, while the second runs: exit 130, one row
     kept, its table written; the same command again skips that run and completes the other."""
-    command = [sys.executable, "-m", "msrl", "compare", CONFIG, "--policies", "local", "--budget", "30000",
-               "--set", "eval_episodes=2", "--set", f"runs_dir={tmp_path}", "--name", "cut",
-               "--set", "algo.learning_rate=2.5e-3,1e-3"]
+    command = [
+        sys.executable,
+        "-m",
+        "msrl",
+        "compare",
+        CONFIG,
+        "--policies",
+        "local",
+        "--budget",
+        "30000",
+        "--set",
+        "eval_episodes=2",
+        "--set",
+        f"runs_dir={tmp_path}",
+        "--name",
+        "cut",
+        "--set",
+        "algo.learning_rate=2.5e-3,1e-3",
+    ]
     results = tmp_path / "compare-cut" / "results.jsonl"
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
@@ -146,19 +203,24 @@ def test_an_interrupted_compare_keeps_its_rows_and_a_rerun_completes_the_rest(tm
     assert "seed=1: done already, skipped" in again.stderr
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert [r["sweep"]["algo.learning_rate"] for r in rows] == ["2.5e-3", "1e-3"]
-    assert (tmp_path / "compare-cut" / first[0]["run_dir"] / "metrics.jsonl").read_text() == kept  # the finished run was not redone
+    assert (
+        tmp_path / "compare-cut" / first[0]["run_dir"] / "metrics.jsonl"
+    ).read_text() == kept  # the finished run was not redone
     assert len(list(csv.DictReader((tmp_path / "compare-cut" / "summary.csv").open()))) == 2
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--policies", "local,nonsense"], "unknown policy 'nonsense' in --policies; valid choices:"),
-    (["--policies", "local", "--placements", "NEAR"], "unknown placement 'NEAR'; valid choices: PACK"),
-    (["--policies", "local", "--set", "policy=multi_learner"], "use --policies"),
-    (["--policies", "local", "--set", "algo.learning_rate=1e-3,,2e-3"], "a sweep needs distinct, non-empty values"),
-    (["--policies", "local", "--seeds", "0"], "--seeds must be >= 1"),
-    (["--policies", "local", "--target", "nan"], "--target must be a finite return"),
-    (["--policies", "local", "--set", "algo.no_such_key=1,2"], "unknown config key 'algo.no_such_key'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--policies", "local,nonsense"], "unknown policy 'nonsense' in --policies; valid choices:"),
+        (["--policies", "local", "--placements", "NEAR"], "unknown placement 'NEAR'; valid choices: PACK"),
+        (["--policies", "local", "--set", "policy=multi_learner"], "use --policies"),
+        (["--policies", "local", "--set", "algo.learning_rate=1e-3,,2e-3"], "a sweep needs distinct, non-empty values"),
+        (["--policies", "local", "--seeds", "0"], "--seeds must be >= 1"),
+        (["--policies", "local", "--target", "nan"], "--target must be a finite return"),
+        (["--policies", "local", "--set", "algo.no_such_key=1,2"], "unknown config key 'algo.no_such_key'"),
+    ],
+)
 def test_bad_compare_input_is_one_line_and_writes_nothing(args: list[str], message: str, tmp_path: Path) -> None:
     code, out, err = run_cli(["compare", CONFIG, *args, "--set", f"runs_dir={tmp_path}"])
     assert code == 2 and err.startswith("msrl: error: ") and err.count("\n") == 1 and message in err, err
@@ -168,9 +230,24 @@ def test_bad_compare_input_is_one_line_and_writes_nothing(args: list[str], messa
 def test_plot_draws_finished_runs_and_rejects_what_is_not_a_run(tmp_path: Path) -> None:
     runs = []
     for seed in (1, 2):
-        code, _, err = run_cli(["train", CONFIG, "--set", f"runs_dir={tmp_path}", "--set", f"seed={seed}", "--set",
-                                f"name=s{seed}", "--set", "total_env_steps=4096", "--set", "eval_episodes=0",
-                                "--set", "progress=false"])
+        code, _, err = run_cli(
+            [
+                "train",
+                CONFIG,
+                "--set",
+                f"runs_dir={tmp_path}",
+                "--set",
+                f"seed={seed}",
+                "--set",
+                f"name=s{seed}",
+                "--set",
+                "total_env_steps=4096",
+                "--set",
+                "eval_episodes=0",
+                "--set",
+                "progress=false",
+            ]
+        )
         assert code == 0, err
         runs.append(str(tmp_path / f"s{seed}"))
     for x in ("steps", "time"):

@@ -45,7 +45,17 @@ def test_ppo_learns_acrobot_through_gymnasium(policy: str, tmp_path: Path) -> No
 
 def test_a_gymnasium_env_runs_under_gpu_only_on_the_cpu(tmp_path: Path) -> None:
     """The torch executor prefers torch environments; one that only gymnasium has runs on its host backend."""
-    run = msrl.train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", "policy=gpu_only", "policy.device=cpu",
-                              "total_env_steps=6144", "eval_episodes=2", *ACROBOT])
+    run = msrl.train(
+        CONFIG,
+        [
+            f"runs_dir={tmp_path}",
+            "progress=false",
+            "policy=gpu_only",
+            "policy.device=cpu",
+            "total_env_steps=6144",
+            "eval_episodes=2",
+            *ACROBOT,
+        ],
+    )
     assert run.env_steps == 6144 and run.evaluation.episodes == 2
     assert all(-500 <= r <= 0 for r in run.evaluation.returns)

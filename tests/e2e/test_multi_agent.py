@@ -29,8 +29,9 @@ def random_policy_return(env_id: str, episodes: int, seed: int, **kwargs) -> flo
     env.reset(seed=seed)
     returns, running = np.zeros(episodes), np.ones(episodes, dtype=bool)
     while running.any():
-        actions = {g: rng.integers(0, group.action_space.n, (episodes, group.num_agents))
-                   for g, group in env.groups.items()}
+        actions = {
+            g: rng.integers(0, group.action_space.n, (episodes, group.num_agents)) for g, group in env.groups.items()
+        }
         _, rewards, terminated, truncated = env.step(actions)
         total = sum(np.asarray(r).sum(1) for r in rewards.values()) / env.num_agents
         returns += np.where(running, total, 0.0)
@@ -51,10 +52,20 @@ def test_taggers_learn_to_tag(tmp_path: Path) -> None:
     tags: its rise over training is the tag rate rising.  A 20 x 20 world with runners at 0.4 of the
     taggers' top speed makes random tags rare and chasing pay; 64 envs per record keep each
     record's mean within ~0.1 tags."""
-    run = msrl.train(TAG, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=64000",
-                           "algo.env_kwargs.step_penalty_for_tagger=0.0", "algo.env_kwargs.edge_hit_penalty=0.0",
-                           "algo.env_kwargs.world_size=20.0", "algo.env_kwargs.runner_max_speed=0.4",
-                           "algo.num_envs=64", "algo.num_steps=25"])
+    run = msrl.train(
+        TAG,
+        [
+            f"runs_dir={tmp_path}",
+            "progress=false",
+            "total_env_steps=64000",
+            "algo.env_kwargs.step_penalty_for_tagger=0.0",
+            "algo.env_kwargs.edge_hit_penalty=0.0",
+            "algo.env_kwargs.world_size=20.0",
+            "algo.env_kwargs.runner_max_speed=0.4",
+            "algo.num_envs=64",
+            "algo.num_steps=25",
+        ],
+    )
     tags = [r["episode_return/taggers"] for r in run.metrics if "episode_return/taggers" in r]
     early, late = np.mean(tags[:3]), np.mean(tags[-3:])
     assert late >= early + 0.3, (early, late)  # seed 1: 1.46 -> 1.97 tags per tagger per 100-step episode
@@ -65,8 +76,16 @@ def test_taggers_learn_to_tag(tmp_path: Path) -> None:
 def test_mappo_runs_unchanged_when_every_step_crosses_fragments(tmp_path: Path) -> None:
     """single_learner_fine gathers every group's observations to the one actor and scatters their
     actions back to the environment replicas every step."""
-    run = msrl.train(SPREAD, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=1600", "eval_episodes=2",
-                              "policy=single_learner_fine"])
+    run = msrl.train(
+        SPREAD,
+        [
+            f"runs_dir={tmp_path}",
+            "progress=false",
+            "total_env_steps=1600",
+            "eval_episodes=2",
+            "policy=single_learner_fine",
+        ],
+    )
     assert run.env_steps == 1600 and run.metrics[-1]["agent_steps"] == 4800
     assert {"episode_return", "episode_return/agents", "policy_loss", "time_communication"} <= set(run.metrics[-1])
 
@@ -75,14 +94,36 @@ def test_mappo_runs_unchanged_when_every_step_crosses_fragments(tmp_path: Path) 
 @pytest.mark.parametrize("preset", ["single_learner_coarse", "multi_learner", "async_single_learner", "gpu_only"])
 def test_mappo_runs_under_the_other_presets(preset: str, tmp_path: Path) -> None:
     extra = ["policy.device=cpu"] if preset == "gpu_only" else []
-    run = msrl.train(SPREAD, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=3200", "eval_episodes=2",
-                              f"policy={preset}", *extra])
+    run = msrl.train(
+        SPREAD,
+        [
+            f"runs_dir={tmp_path}",
+            "progress=false",
+            "total_env_steps=3200",
+            "eval_episodes=2",
+            f"policy={preset}",
+            *extra,
+        ],
+    )
     assert run.env_steps >= 3200 and "episode_return/agents" in run.metrics[-1]
 
 
 def _train_error(config: str, tmp_path: Path, *sets: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "msrl", "train", config, "--set", f"runs_dir={tmp_path}",
-                             *[arg for s in sets for arg in ("--set", s)]], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "msrl",
+            "train",
+            config,
+            "--set",
+            f"runs_dir={tmp_path}",
+            *[arg for s in sets for arg in ("--set", s)],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr
     assert not any(tmp_path.iterdir())  # nothing started, nothing written
     lines = result.stderr.strip().splitlines()
@@ -96,19 +137,26 @@ def test_a_group_without_a_policy_is_one_line(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
     line = _train_error(str(config), runs)
-    assert line == ("msrl: error: group 'runners' of Tag-v0 has no policy in algo.policies; "
-                    "give every group one: taggers, runners")
+    assert line == (
+        "msrl: error: group 'runners' of Tag-v0 has no policy in algo.policies; give every group one: taggers, runners"
+    )
 
 
 def test_a_single_agent_env_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(msrl.ConfigError, match="^mappo needs a multi-agent environment \\(one with agent groups\\); "
-                                               "CartPole-v1 has a single agent: use ppo$"):
+    with pytest.raises(
+        msrl.ConfigError,
+        match="^mappo needs a multi-agent environment \\(one with agent groups\\); "
+        "CartPole-v1 has a single agent: use ppo$",
+    ):
         msrl.train(SPREAD, [f"runs_dir={tmp_path}", "algo.env_id=CartPole-v1"])
     assert not any(tmp_path.iterdir())
 
 
 def test_a_centralised_critic_too_large_for_the_agents_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(msrl.ConfigError, match="^a centralised critic would take a global state of .* use "
-                                               "algo.critic: decentralised \\(IPPO\\) for 202 agents$"):
+    with pytest.raises(
+        msrl.ConfigError,
+        match="^a centralised critic would take a global state of .* use "
+        "algo.critic: decentralised \\(IPPO\\) for 202 agents$",
+    ):
         msrl.train(TAG, [f"runs_dir={tmp_path}", "algo.critic=centralised", "algo.env_kwargs.num_runners=200"])
     assert not any(tmp_path.iterdir())

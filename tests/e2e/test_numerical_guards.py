@@ -63,8 +63,10 @@ def registered():
 
 def test_nan_observations_from_observe_stop_the_run_at_their_origin(tmp_path: Path) -> None:
     with pytest.raises(EnvError) as caught:
-        msrl.train(str(REPO / "configs" / "ppo_cartpole.yaml"),
-                   [f"runs_dir={tmp_path}", *COMMON, "algo.env_id=NaNFromTheStart-v0"])
+        msrl.train(
+            str(REPO / "configs" / "ppo_cartpole.yaml"),
+            [f"runs_dir={tmp_path}", *COMMON, "algo.env_id=NaNFromTheStart-v0"],
+        )
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("iteration 1: while executing node env.observe of fragment local, replica 0")
@@ -72,8 +74,10 @@ def test_nan_observations_from_observe_stop_the_run_at_their_origin(tmp_path: Pa
 
 
 def test_nan_observations_from_step_stop_the_run_and_keep_the_checkpoint(tmp_path: Path) -> None:
-    with Trainer(str(REPO / "configs" / "ppo_cartpole.yaml"),
-                 [f"runs_dir={tmp_path}", *COMMON, "algo.num_steps=2", "algo.num_minibatches=2", "algo.env_id=GoesNaN-v0"]) as trainer:
+    with Trainer(
+        str(REPO / "configs" / "ppo_cartpole.yaml"),
+        [f"runs_dir={tmp_path}", *COMMON, "algo.num_steps=2", "algo.num_minibatches=2", "algo.env_id=GoesNaN-v0"],
+    ) as trainer:
         trainer.step()  # steps 1-2: finite
         saved = (Path(trainer.run_dir) / "checkpoint.pt").read_bytes()
         with pytest.raises(EnvError, match=r"^iteration 2: .*env\.step.*non-finite obs \(NaN or inf\) from step\(\)"):
@@ -93,8 +97,10 @@ class NaNLossLearnerMixin:
 
 
 def test_a_nan_loss_stops_the_run_before_its_record_and_checkpoint(tmp_path: Path) -> None:
-    with Trainer(str(REPO / "examples" / "reinforce_cartpole.yaml"),
-                 [f"runs_dir={tmp_path}", *COMMON, f"algorithm={__name__}:NaNLossReinforce"]) as trainer:
+    with Trainer(
+        str(REPO / "examples" / "reinforce_cartpole.yaml"),
+        [f"runs_dir={tmp_path}", *COMMON, f"algorithm={__name__}:NaNLossReinforce"],
+    ) as trainer:
         trainer.step()
         trainer.step()
         run_dir = Path(trainer.run_dir)
@@ -130,6 +136,8 @@ NaNLossReinforce = _nan_loss_algorithm()
 
 def test_ppo_minibatches_of_one_sample_train_with_finite_weights(tmp_path: Path) -> None:
     """Normalising one advantage divided by a NaN std: every weight went NaN in the first update."""
-    run = msrl.train(str(REPO / "configs" / "ppo_cartpole.yaml"),
-                     [f"runs_dir={tmp_path}", *COMMON, "algo.num_steps=2", "algo.num_minibatches=8", "total_env_steps=32"])
+    run = msrl.train(
+        str(REPO / "configs" / "ppo_cartpole.yaml"),
+        [f"runs_dir={tmp_path}", *COMMON, "algo.num_steps=2", "algo.num_minibatches=8", "total_env_steps=32"],
+    )
     assert run.iterations == 4 and all(math.isfinite(r["policy_loss"]) for r in run.metrics)

@@ -15,8 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = str(REPO / "configs" / "ppo_cartpole.yaml")
 
 
-@pytest.mark.parametrize("layout", [["policy=single_learner_fine", "policy.envs=1"],
-                                    ["policy=single_learner_coarse", "policy.actors=1"]])
+@pytest.mark.parametrize(
+    "layout", [["policy=single_learner_fine", "policy.envs=1"], ["policy=single_learner_coarse", "policy.actors=1"]]
+)
 def test_one_replica_layouts_match_local_exactly(layout: list[str], tmp_path: Path) -> None:
     common = [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=8192", "eval_episodes=0"]
     local = msrl.train(CONFIG, common).metrics
@@ -28,8 +29,15 @@ def test_one_replica_layouts_match_local_exactly(layout: list[str], tmp_path: Pa
 def test_resume_under_a_distributed_policy_continues_exactly(tmp_path: Path) -> None:
     """A copy of a run directory taken at a mid-run checkpoint, resumed, ends as the run itself did."""
     # a constant learning rate: the annealing schedule follows total_env_steps, which the two halves change
-    common = [f"runs_dir={tmp_path}", "progress=false", "eval_episodes=0", "policy=single_learner_coarse",
-              "algo.anneal_lr=false", "total_env_steps=8192", "checkpoint_every=2"]
+    common = [
+        f"runs_dir={tmp_path}",
+        "progress=false",
+        "eval_episodes=0",
+        "policy=single_learner_coarse",
+        "algo.anneal_lr=false",
+        "total_env_steps=8192",
+        "checkpoint_every=2",
+    ]
     with Trainer(CONFIG, common) as trainer:
         while not trainer.done:
             trainer.step()
@@ -47,9 +55,17 @@ def test_learner_copies_share_observation_statistics(tmp_path: Path) -> None:
     Per-copy statistics drifted apart and cost PPO-Pendulum up to 500 return (BENCHMARKS.md, Matrix)."""
     import torch
 
-    run = msrl.train(str(REPO / "configs" / "ppo_pendulum.yaml"),
-                     [f"runs_dir={tmp_path}", "progress=false", "eval_episodes=0", "policy=multi_learner",
-                      "total_env_steps=512", "algo.num_steps=16"])
+    run = msrl.train(
+        str(REPO / "configs" / "ppo_pendulum.yaml"),
+        [
+            f"runs_dir={tmp_path}",
+            "progress=false",
+            "eval_episodes=0",
+            "policy=multi_learner",
+            "total_env_steps=512",
+            "algo.num_steps=16",
+        ],
+    )
     state = torch.load(run.checkpoint, weights_only=True)["components"]
     copies = [replica["actor"]["obs_stats"] for replica in state["_replicas"]["worker"]]
     learners = [replica["learner"]["obs_stats"] for replica in state["_replicas"]["worker"]]

@@ -45,12 +45,26 @@ def _check_records(preset: str, run: msrl.Run) -> None:
 
 # single_learner_coarse and multi_learner also run end to end in tests/e2e/test_compare.py (every
 # metric, per-fragment times) and test_preset_exactness.py (replicas agree): here only under -m slow.
-@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.slow) if p in ("single_learner_coarse", "multi_learner")
-                                    else p for p in sorted(PRESETS)])
+@pytest.mark.parametrize(
+    "preset",
+    [
+        pytest.param(p, marks=pytest.mark.slow) if p in ("single_learner_coarse", "multi_learner") else p
+        for p in sorted(PRESETS)
+    ],
+)
 def test_every_preset_runs_the_quick_start_config(preset: str, tmp_path: Path) -> None:
     """A smoke test per preset: a few iterations of the shipped config, every metric present."""
-    run = msrl.train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=10240", "eval_episodes=2",
-                              "checkpoint_every=2", *PRESETS[preset]])
+    run = msrl.train(
+        CONFIG,
+        [
+            f"runs_dir={tmp_path}",
+            "progress=false",
+            "total_env_steps=10240",
+            "eval_episodes=2",
+            "checkpoint_every=2",
+            *PRESETS[preset],
+        ],
+    )
     steps = [r["env_steps"] for r in run.metrics]
     assert steps == sorted(set(steps)) and steps[-1] == run.env_steps and run.evaluation.episodes == 2
     if preset == "async_single_learner":
@@ -59,15 +73,22 @@ def test_every_preset_runs_the_quick_start_config(preset: str, tmp_path: Path) -
         assert 10240 <= run.env_steps <= 10240 + 2048 and 2 <= len(run.metrics) <= 6
     else:
         assert run.env_steps == 10240 and len(run.metrics) == 5
-    assert {"policy_loss", "approx_kl", "episode_return", "time_env", "time_learn", "steps_per_s"} <= set(run.metrics[-1])
+    assert {"policy_loss", "approx_kl", "episode_return", "time_env", "time_learn", "steps_per_s"} <= set(
+        run.metrics[-1]
+    )
     _check_records(preset, run)
 
 
-@pytest.mark.parametrize("preset", [pytest.param("single_learner_coarse", marks=pytest.mark.slow),
-                                    pytest.param("single_learner_fine", marks=pytest.mark.slow),
-                                    pytest.param("multi_learner", marks=pytest.mark.slow),
-                                    pytest.param("gpu_only", marks=pytest.mark.slow),
-                                    pytest.param("async_single_learner", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "preset",
+    [
+        pytest.param("single_learner_coarse", marks=pytest.mark.slow),
+        pytest.param("single_learner_fine", marks=pytest.mark.slow),
+        pytest.param("multi_learner", marks=pytest.mark.slow),
+        pytest.param("gpu_only", marks=pytest.mark.slow),
+        pytest.param("async_single_learner", marks=pytest.mark.slow),
+    ],
+)
 def test_preset_solves_cartpole(preset: str, tmp_path: Path) -> None:
     run = msrl.train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", *PRESETS[preset]])
     assert run.env_steps >= 150_000
@@ -76,9 +97,22 @@ def test_preset_solves_cartpole(preset: str, tmp_path: Path) -> None:
     _check_records(preset, run)
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL all-reduce needs two CUDA devices, one per learner replica")
+@pytest.mark.skipif(
+    torch.cuda.device_count() < 2, reason="NCCL all-reduce needs two CUDA devices, one per learner replica"
+)
 def test_multi_learner_on_gpus_all_reduces_with_nccl(tmp_path: Path) -> None:
-    run = msrl.train(CONFIG, [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=16384", "eval_episodes=0",
-                              "policy=multi_learner", "policy.executor=torch", "policy.device=cuda", "policy.gpus=1"])
+    run = msrl.train(
+        CONFIG,
+        [
+            f"runs_dir={tmp_path}",
+            "progress=false",
+            "total_env_steps=16384",
+            "eval_episodes=0",
+            "policy=multi_learner",
+            "policy.executor=torch",
+            "policy.device=cuda",
+            "policy.gpus=1",
+        ],
+    )
     first, second = (replica["learner"]["net"] for replica in _replicas(run, "worker"))
     assert all(torch.equal(first[key], second[key]) for key in first)

@@ -156,8 +156,21 @@ def test_launch_checks_arguments():
     with pytest.raises(RuntimeError, match="invalid launch configuration"):
         module.launch("cartpole_reset", 1, 2048, [state, n, 0, 0])
     with pytest.raises(TypeError, match="dtype int64"):  # elapsed is the tracker's int64 running length
-        module.launch("cartpole_step", 1, 32, [state, np.zeros(n, np.int32), np.zeros(n, np.int64), obs,
-                                               *(np.zeros(n, np.float32) for _ in range(3)), n, 0, 0])
+        module.launch(
+            "cartpole_step",
+            1,
+            32,
+            [
+                state,
+                np.zeros(n, np.int32),
+                np.zeros(n, np.int64),
+                obs,
+                *(np.zeros(n, np.float32) for _ in range(3)),
+                n,
+                0,
+                0,
+            ],
+        )
 
 
 # -- barriers and shared memory -------------------------------------------------------
@@ -362,9 +375,8 @@ def test_rollout_matches_stepping_with_the_same_random_actions():
 
 
 def test_registered_backends():
-    import msrl.envs
-
     import fragments  # noqa: F401  (registers the backends)
+    import msrl.envs
 
     assert {"cuda", "cuda-emulated"} <= set(msrl.envs.backends("CartPole-v1"))
     assert {"cuda", "cuda-emulated"} <= set(msrl.envs.backends("Pendulum-v1"))
@@ -466,9 +478,8 @@ def test_require_cuda_names_what_is_missing():
 
 @pytest.mark.skipif(HAS_PYCUDA and HAS_GPU, reason="checks the error raised where the cuda backend cannot run")
 def test_cuda_backend_refuses_to_build_here():
-    import msrl.envs
-
     import fragments  # noqa: F401
+    import msrl.envs
 
     with pytest.raises(ConfigError, match="the cuda executor needs"):
         msrl.envs.make("CartPole-v1", num_envs=4, backend="cuda")
@@ -610,4 +621,3 @@ def test_gpu_sampling_and_barriers_match_the_emulation():
     out = torch.zeros((8, 2), dtype=torch.float64, device=device)
     reduce.launch("block_sum", 8, 128, [values, None, 1024, out])
     assert out[:, 0].sum().item() == 1023 * 1024 / 2 and out[:, 1].sum().item() == 1024
-

@@ -61,7 +61,10 @@ def test_a_sharded_multi_agent_env_equals_its_shards_concatenated() -> None:
         for _ in range(60):
             action = {"taggers": rng.integers(0, n, (6, 2)), "runners": rng.integers(0, n, (6, 3))}
             got = sharded.step(action)
-            halves = [first.step({g: a[:3] for g, a in action.items()}), second.step({g: a[3:] for g, a in action.items()})]
+            halves = [
+                first.step({g: a[:3] for g, a in action.items()}),
+                second.step({g: a[3:] for g, a in action.items()}),
+            ]
             for index in range(4):
                 want, value = [half[index] for half in halves], got[index]
                 if isinstance(value, dict):
@@ -84,8 +87,10 @@ def test_cpu_executor_builds_sharded_envs_for_large_batches_only(tmp_path: Path)
     runtime = make_runtime(plan(small))
     assert not isinstance(runtime.components["env"], ShardedEnv)
     runtime.close()
-    large = load_config(CONFIG, [f"runs_dir={tmp_path}", "policy.cpus=2", "algo.num_envs=32768", "algo.num_steps=1",
-                                 "algo.num_minibatches=4"])
+    large = load_config(
+        CONFIG,
+        [f"runs_dir={tmp_path}", "policy.cpus=2", "algo.num_envs=32768", "algo.num_steps=1", "algo.num_minibatches=4"],
+    )
     runtime = make_runtime(plan(large))
     try:
         env = runtime.components["env"]
@@ -120,8 +125,21 @@ def test_unknown_executor_names_valid_choices() -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU, so the cuda executor may be available")
 def test_cuda_executor_without_gpu_is_one_line_exit_2(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "msrl", "train", CONFIG, "--set", f"runs_dir={tmp_path}", "--set", "policy.executor=cuda"],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "msrl",
+            "train",
+            CONFIG,
+            "--set",
+            f"runs_dir={tmp_path}",
+            "--set",
+            "policy.executor=cuda",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
     )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -137,8 +155,12 @@ def test_deferred_diagnostics_run_after_the_weights_are_handed_on(tmp_path: Path
 
     events: list[str] = []
     diagnostics, set_weights = PPOLearner.diagnostics, ActorCriticActor.set_weights
-    monkeypatch.setattr(PPOLearner, "diagnostics", lambda self, *a: events.append("diagnostics") or diagnostics(self, *a))
-    monkeypatch.setattr(ActorCriticActor, "set_weights", lambda self, w: events.append("set_weights") or set_weights(self, w))
+    monkeypatch.setattr(
+        PPOLearner, "diagnostics", lambda self, *a: events.append("diagnostics") or diagnostics(self, *a)
+    )
+    monkeypatch.setattr(
+        ActorCriticActor, "set_weights", lambda self, w: events.append("set_weights") or set_weights(self, w)
+    )
     config = load_config(CONFIG, [f"runs_dir={tmp_path}", "algo.num_envs=4", "algo.num_steps=8"])
     runtime = make_runtime(plan(config))
     try:

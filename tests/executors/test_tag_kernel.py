@@ -75,7 +75,7 @@ def _deactivate(state: np.ndarray, env: Tag, rng: np.random.Generator, fraction:
     does) out of the game, to exercise every inactive path of both backends."""
     N = env.num_agents
     state = state.copy()
-    state[:, 4 * N:5 * N] = np.where(rng.random((env.num_envs, N)) < fraction, 0.0, state[:, 4 * N:5 * N])
+    state[:, 4 * N : 5 * N] = np.where(rng.random((env.num_envs, N)) < fraction, 0.0, state[:, 4 * N : 5 * N])
     return state
 
 
@@ -93,8 +93,9 @@ def _lockstep(reference: Tag, emulated: Tag, steps: int, seed: int = 0, deactiva
     for name, obs in reference.observe().items():
         _same_bits(obs, emulated.observe()[name], f"initial {name} obs")
     edge_only = np.float32(reference.edge_hit_penalty + reference.step_penalty_for_tagger)  # no tag
-    seen = dict.fromkeys(["terminated", "truncated", "tags", "runner_tagged", "edge_hits", "end_of_game",
-                          "inactive_observed"], 0)
+    seen = dict.fromkeys(
+        ["terminated", "truncated", "tags", "runner_tagged", "edge_hits", "end_of_game", "inactive_observed"], 0
+    )
     for t in range(steps):
         action = _random_actions(reference, rng)
         ref = reference.step({k: v.copy() for k, v in action.items()})
@@ -143,8 +144,9 @@ def _assert_same_outputs(a: tuple, b: tuple) -> None:
 def test_double_build_matches_numpy_bit_for_bit(exits, observed):
     kw = dict(CROWDED, runner_exits_game_after_tagged=exits, num_observed=observed)
     n = 8
-    seen = _lockstep(Tag(n, seed=1, **kw), tag_emulated(n, seed=2, dtype=np.float64, **kw), 90, seed=observed,
-                     deactivate=0.2)
+    seen = _lockstep(
+        Tag(n, seed=1, **kw), tag_emulated(n, seed=2, dtype=np.float64, **kw), 90, seed=observed, deactivate=0.2
+    )
     assert seen["truncated"] > 0 and seen["tags"] > 0 and seen["runner_tagged"] > 0 and seen["edge_hits"] > 0
     assert seen["end_of_game"] > 0
     if exits:
@@ -178,8 +180,13 @@ def test_more_agents_than_threads_per_block(observed):
     phase, and the 3-nearest selection runs over 299 others.  A 3-step limit makes the
     third step reset all 300 agents of every env on the device."""
     kw = dict(num_taggers=30, num_runners=270, world_size=20.0, num_observed=observed, max_episode_steps=3)
-    seen = _lockstep(Tag(2, seed=1, **kw), tag_emulated(2, seed=2, dtype=np.float64, threads_per_block=128, **kw),
-                     4, seed=1, deactivate=0.1)
+    seen = _lockstep(
+        Tag(2, seed=1, **kw),
+        tag_emulated(2, seed=2, dtype=np.float64, threads_per_block=128, **kw),
+        4,
+        seed=1,
+        deactivate=0.1,
+    )
     assert seen["truncated"] == 2 and seen["tags"] > 0
 
 
@@ -222,10 +229,17 @@ def test_the_step_needs_its_barriers():
         rng = np.random.default_rng(3)
         tagger_actions = rng.integers(0, 15, (2, 30))
         runner_actions = rng.integers(0, 15, (2, 270))
-        out = [np.zeros((2, 30, 22), np.float32), np.zeros((2, 270, 22), np.float32), np.zeros((2, 30), np.float32),
-               np.zeros((2, 270), np.float32), np.zeros(2, np.float32), np.zeros(2, np.float32)]
-        module.launch("tag_step", 2, 128, [state, np.zeros(2, np.int64), tagger_actions, runner_actions, *out, 2, 0, 0],
-                      mode=mode)
+        out = [
+            np.zeros((2, 30, 22), np.float32),
+            np.zeros((2, 270, 22), np.float32),
+            np.zeros((2, 30), np.float32),
+            np.zeros((2, 270), np.float32),
+            np.zeros(2, np.float32),
+            np.zeros(2, np.float32),
+        ]
+        module.launch(
+            "tag_step", 2, 128, [state, np.zeros(2, np.int64), tagger_actions, runner_actions, *out, 2, 0, 0], mode=mode
+        )
         results.append((state, out))
     assert not all(np.array_equal(a, b) for a, b in zip(results[0][1], results[1][1]))
 
@@ -241,14 +255,14 @@ def test_termination_truncation_and_autoreset_on_device():
     env = tag_emulated(4, seed=3, dtype=np.float64, **CROWDED)  # 3 taggers, 4 runners, world 4, reach 1.2
     N, T = 7, 3
     state = env.get_state()
-    state[:, 2 * N:3 * N] = 0.0  # speed
-    state[:, 3 * N:4 * N] = 1.0  # heading: away from the edges is not needed at speed 0
+    state[:, 2 * N : 3 * N] = 0.0  # speed
+    state[:, 3 * N : 4 * N] = 1.0  # heading: away from the edges is not needed at speed 0
     state[:, [0, N]] = 2.0  # tagger 0 at (2, 2)
     state[:, [1, 2, N + 1, N + 2]] = 3.5  # taggers 1, 2 at (3.5, 3.5): 1.8 from the runners of envs 0, 1
     state[:2, T:N] = 2.5  # envs 0, 1: runners at (2.5, 2), 0.5 from tagger 0
-    state[:2, N + T:2 * N] = 2.0
+    state[:2, N + T : 2 * N] = 2.0
     state[2:, T:N] = 3.9  # envs 2, 3: runners at (3.9, 0.1), out of everyone's reach
-    state[2:, N + T:2 * N] = 0.1
+    state[2:, N + T : 2 * N] = 0.1
     state[:, 5 * N] = [3, 3, 3, 29]
     env.set_state(state)
     snapshot = env.state_dict()
@@ -267,11 +281,11 @@ def test_termination_truncation_and_autoreset_on_device():
     done = np.array([True, True, False, True])
     # A finished env restarted in the same step: fresh positions, everyone in, t = 0, and
     # the obs returned is the first of the new episode.
-    assert np.all(new[done, 4 * N:5 * N] == 1.0) and np.all(new[done, 5 * N] == 0.0)
-    assert np.all(new[done, 2 * N:3 * N] == 0.0)
-    assert np.all((new[done, :2 * N] >= 0) & (new[done, :2 * N] < 4.0))
-    assert np.all((new[done, 3 * N:4 * N] >= 0) & (new[done, 3 * N:4 * N] < 2 * np.pi))
-    assert not np.array_equal(new[0, :2 * N], new[1, :2 * N])  # each env draws its own
+    assert np.all(new[done, 4 * N : 5 * N] == 1.0) and np.all(new[done, 5 * N] == 0.0)
+    assert np.all(new[done, 2 * N : 3 * N] == 0.0)
+    assert np.all((new[done, : 2 * N] >= 0) & (new[done, : 2 * N] < 4.0))
+    assert np.all((new[done, 3 * N : 4 * N] >= 0) & (new[done, 3 * N : 4 * N] < 2 * np.pi))
+    assert not np.array_equal(new[0, : 2 * N], new[1, : 2 * N])  # each env draws its own
     np.testing.assert_array_equal(new[2], state[2] + np.eye(5 * N + 1)[5 * N])  # env 2: only t moved
     np.testing.assert_array_equal(obs["runners"][done, :, 6], 0.0)  # t / max_episode_steps
     np.testing.assert_array_equal(obs["taggers"][done, 0, :2], (new[done][:, [0, N]] / 4.0).astype(np.float32))
@@ -315,8 +329,9 @@ def test_made_by_name_with_both_kernel_backends_registered():
     import msrl.envs
 
     assert {"cuda", "cuda-emulated", "numpy"} <= set(msrl.envs.backends("Tag-v0"))
-    env = msrl.envs.make("Tag-v0", num_envs=3, seed=0, backend="cuda-emulated", dtype=np.float64, **CROWDED,
-                         num_observed=3)
+    env = msrl.envs.make(
+        "Tag-v0", num_envs=3, seed=0, backend="cuda-emulated", dtype=np.float64, **CROWDED, num_observed=3
+    )
     assert isinstance(env, Tag) and isinstance(env.dynamics, MultiAgentKernelDynamics)
     assert env.dynamics.grid == (3, 1, 1) and env.dynamics.block == (7, 1, 1)  # no thread without an agent
     obs = env.reset()
@@ -328,8 +343,9 @@ def test_too_many_agents_for_the_kernel_layout_is_one_config_error():
     import msrl.envs
 
     with pytest.raises(ConfigError) as info:
-        msrl.envs.make("Tag-v0", num_envs=1, backend="cuda-emulated", num_taggers=1, num_runners=MAX_KERNEL_AGENTS,
-                       num_observed=3)
+        msrl.envs.make(
+            "Tag-v0", num_envs=1, backend="cuda-emulated", num_taggers=1, num_runners=MAX_KERNEL_AGENTS, num_observed=3
+        )
     message = str(info.value)
     assert "\n" not in message and str(MAX_KERNEL_AGENTS) in message and str(MAX_KERNEL_AGENTS + 1) in message
 
@@ -349,8 +365,14 @@ def test_the_largest_supported_size_passes_the_layout_check():
             raise Stop
 
     with pytest.raises(Stop):
-        Tag(1, num_taggers=1, num_runners=MAX_KERNEL_AGENTS - 1, num_observed=3, backend=NumpyArrays(np.float64),
-            kernels=Kernels(lambda source, defines: Recorder()))
+        Tag(
+            1,
+            num_taggers=1,
+            num_runners=MAX_KERNEL_AGENTS - 1,
+            num_observed=3,
+            backend=NumpyArrays(np.float64),
+            kernels=Kernels(lambda source, defines: Recorder()),
+        )
     assert launches == [("tag_reset", (1, 1, 1), (256, 1, 1))]
 
 
@@ -381,8 +403,9 @@ def test_cuda_backend_host_code_matches_numpy(monkeypatch, sparse):
         env = Tag(8, seed=2, backend=arrays, kernels=Kernels(loader), **kw)
     report = check_consistency(Tag(8, seed=1, **kw), env, 90)
     assert report.ok and report.max_abs_error["obs"] == 0.0 and report.max_abs_error["reward"] == 0.0, str(report)
-    obs, rewards, terminated, truncated = env.step({"taggers": torch.zeros(8, 3, dtype=torch.int64),
-                                                    "runners": torch.zeros(8, 4, dtype=torch.int64)})
+    obs, rewards, terminated, truncated = env.step(
+        {"taggers": torch.zeros(8, 3, dtype=torch.int64), "runners": torch.zeros(8, 4, dtype=torch.int64)}
+    )
     outputs = (*obs.values(), *rewards.values(), terminated, truncated)
     assert all(isinstance(v, torch.Tensor) and v.dtype == torch.float32 for v in outputs)
     assert env.metrics()["episodes"] > 0
@@ -433,4 +456,3 @@ def test_gpu_draws_the_same_reset_states_as_the_emulation():
     emulated = tag_emulated(64, seed=5, dtype=np.float64, threads_per_block=128, **kw)
     # The same Philox words, whatever the block size; only FMA contraction may move the last bit.
     np.testing.assert_allclose(gpu.get_state().cpu().numpy(), emulated.get_state(), rtol=0, atol=1e-12)
-

@@ -46,8 +46,17 @@ def bounded(action) -> Exception:
 
 def crafted(path: Path, config: dict) -> Path:
     """A checkpoint file as a crafted one would be: the format right, any manifest."""
-    torch.save({"format": FORMAT, "config": config, "iteration": 1, "env_steps": 1, "components": {},
-                "manifest": {"sha256": "0" * 64}}, path)
+    torch.save(
+        {
+            "format": FORMAT,
+            "config": config,
+            "iteration": 1,
+            "env_steps": 1,
+            "components": {},
+            "manifest": {"sha256": "0" * 64},
+        },
+        path,
+    )
     return path
 
 
@@ -67,8 +76,15 @@ def test_a_cyclic_checkpoint_is_refused(tmp_path: Path) -> None:
 
 def test_a_verified_checkpoint_whose_config_shares_a_list_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "shared.pt"
-    save_checkpoint(str(path), {"config": {"name": "x", "algo": {"hidden_sizes": expanding(3)}}, "iteration": 1,
-                                "env_steps": 1, "components": {}})  # a valid manifest: 1,000 leaves hash quickly
+    save_checkpoint(
+        str(path),
+        {
+            "config": {"name": "x", "algo": {"hidden_sizes": expanding(3)}},
+            "iteration": 1,
+            "env_steps": 1,
+            "components": {},
+        },
+    )  # a valid manifest: 1,000 leaves hash quickly
     assert "shared reference" in str(bounded(lambda: load_checkpoint(str(path))))
 
 
@@ -96,8 +112,9 @@ def test_a_checkpoint_with_pickled_code_is_refused_and_runs_nothing(tmp_path: Pa
     marker = Path("/tmp/msrl-pickled-code-ran")
     marker.unlink(missing_ok=True)
     path = tmp_path / "evil.pt"
-    torch.save({"format": FORMAT, "config": {"name": _RunsCode()}, "iteration": 1, "env_steps": 1, "components": {}},
-               path)
+    torch.save(
+        {"format": FORMAT, "config": {"name": _RunsCode()}, "iteration": 1, "env_steps": 1, "components": {}}, path
+    )
     error = bounded(lambda: load_checkpoint(str(path)))
     assert "corrupt or not an msrl checkpoint" in str(error) and "weights_only=False" not in str(error)
     assert not marker.exists()

@@ -57,9 +57,19 @@ def test_overrides_apply_on_top_of_the_file():
 # -- apply_overrides ------------------------------------------------------------------------------------
 def test_apply_overrides_parses_yaml_scalars_and_nests():
     raw = {"a": 1, "algo": {"gamma": 0.9}}
-    out = apply_overrides(raw, ["x.y.z=3", "flag=true", "items=[1, 2]", "none=null", "empty=", "algo.gamma=0.5", "s=hello"])
-    assert out == {"a": 1, "algo": {"gamma": 0.5}, "x": {"y": {"z": 3}}, "flag": True, "items": [1, 2], "none": None,
-                   "empty": "", "s": "hello"}
+    out = apply_overrides(
+        raw, ["x.y.z=3", "flag=true", "items=[1, 2]", "none=null", "empty=", "algo.gamma=0.5", "s=hello"]
+    )
+    assert out == {
+        "a": 1,
+        "algo": {"gamma": 0.5},
+        "x": {"y": {"z": 3}},
+        "flag": True,
+        "items": [1, 2],
+        "none": None,
+        "empty": "",
+        "s": "hello",
+    }
     assert raw == {"a": 1, "algo": {"gamma": 0.9}}  # the input is not modified
     assert apply_overrides({}, ["k=1", "k=2"]) == {"k": 2}  # the last one wins
 
@@ -115,28 +125,34 @@ def test_unknown_algo_key_lists_valid_keys():
     assert "valid choices: " + ", ".join("algo." + k for k in ALGO_KEYS) in message
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("seed=abc", "seed must be int, got 'abc'"),
-    ("total_env_steps=1.5", "total_env_steps must be int, got 1.5"),
-    ("progress=3", "progress must be bool, got 3"),
-    ("eval_episodes=true", "eval_episodes must be int, got True"),
-    ("algo.num_envs=true", "algo.num_envs must be int, got True"),
-    ("algo.anneal_lr=sometimes", "algo.anneal_lr must be bool, got 'sometimes'"),
-    ("algo.env_id=3", "algo.env_id must be str, got 3"),
-    ("algo=3", "algo must be dict, got 3"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("seed=abc", "seed must be int, got 'abc'"),
+        ("total_env_steps=1.5", "total_env_steps must be int, got 1.5"),
+        ("progress=3", "progress must be bool, got 3"),
+        ("eval_episodes=true", "eval_episodes must be int, got True"),
+        ("algo.num_envs=true", "algo.num_envs must be int, got True"),
+        ("algo.anneal_lr=sometimes", "algo.anneal_lr must be bool, got 'sometimes'"),
+        ("algo.env_id=3", "algo.env_id must be str, got 3"),
+        ("algo=3", "algo must be dict, got 3"),
+    ],
+)
 def test_wrong_type(override, expected):
     assert expected in error_of([override])
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("total_env_steps=0", "total_env_steps must be in [1, 1e+15], got 0"),
-    ("checkpoint_every=-1", "checkpoint_every must be >= 0, got -1"),
-    ("name=a/b", "without '/' or a leading '.', got 'a/b'"),
-    ("name=.hidden", "name must be a plain directory name"),
-    ("algo.num_envs=0", "algo.num_envs must be >= 1, got 0"),
-    ("algo.learning_rate=-1", "algo.learning_rate must be > 0"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("total_env_steps=0", "total_env_steps must be in [1, 1e+15], got 0"),
+        ("checkpoint_every=-1", "checkpoint_every must be >= 0, got -1"),
+        ("name=a/b", "without '/' or a leading '.', got 'a/b'"),
+        ("name=.hidden", "name must be a plain directory name"),
+        ("algo.num_envs=0", "algo.num_envs must be >= 1, got 0"),
+        ("algo.learning_rate=-1", "algo.learning_rate must be > 0"),
+    ],
+)
 def test_out_of_range(override, expected):
     assert expected in error_of([override])
 
@@ -202,16 +218,19 @@ def test_an_oversized_config_file_is_refused_unread(tmp_path):
         read_yaml(str(big))
 
 
-@pytest.mark.parametrize("override, message", [
-    ("algo.learning_rate=.inf", "algo.learning_rate must be a finite number, got inf"),
-    ("algo.learning_rate=-.inf", "algo.learning_rate must be a finite number"),
-    ("algo.gamma=.nan", "algo.gamma must be a finite number, got nan"),
-    ("algo.clip_coef=nan", "algo.clip_coef must be a finite number"),
-    ("algo.gamma=1.5", "algo.gamma must be in [0, 1], got 1.5"),
-    ("algo.gae_lambda=-0.1", "algo.gae_lambda must be in [0, 1], got -0.1"),
-    ("seed=-5", "seed must be in [0, 4294967295], got -5"),
-    ("seed=4294967296", "seed must be in [0, 4294967295]"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("algo.learning_rate=.inf", "algo.learning_rate must be a finite number, got inf"),
+        ("algo.learning_rate=-.inf", "algo.learning_rate must be a finite number"),
+        ("algo.gamma=.nan", "algo.gamma must be a finite number, got nan"),
+        ("algo.clip_coef=nan", "algo.clip_coef must be a finite number"),
+        ("algo.gamma=1.5", "algo.gamma must be in [0, 1], got 1.5"),
+        ("algo.gae_lambda=-0.1", "algo.gae_lambda must be in [0, 1], got -0.1"),
+        ("seed=-5", "seed must be in [0, 4294967295], got -5"),
+        ("seed=4294967296", "seed must be in [0, 4294967295]"),
+    ],
+)
 def test_non_finite_and_out_of_range_numbers_are_refused(override: str, message: str) -> None:
     """Values that trained to the end with every loss nan (lr=inf, gamma=nan) or crashed in numpy
     (a negative seed) are one ConfigError naming the key and the valid range."""
@@ -220,18 +239,30 @@ def test_non_finite_and_out_of_range_numbers_are_refused(override: str, message:
         load_config(None, [override], base=base)
 
 
-@pytest.mark.parametrize("algorithm, field", [("a2c", "gamma"), ("dqn", "gamma"), ("sac", "gamma"), ("impala", "gamma"),
-                                              ("mappo", "gae_lambda"), ("ppo", "gae_lambda")])
+@pytest.mark.parametrize(
+    "algorithm, field",
+    [
+        ("a2c", "gamma"),
+        ("dqn", "gamma"),
+        ("sac", "gamma"),
+        ("impala", "gamma"),
+        ("mappo", "gae_lambda"),
+        ("ppo", "gae_lambda"),
+    ],
+)
 def test_every_algorithm_checks_its_discount_and_lambda(algorithm: str, field: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(f"algo.{field} must be in [0, 1], got 2.0")):
         load_config(None, [f"algorithm={algorithm}", f"algo.{field}=2.0"], base={})
 
 
-@pytest.mark.parametrize("content, message", [
-    (bytes(range(128, 256)), "is not UTF-8 text"),
-    (b"", "is empty"),
-    (b"# only a comment\n", "is empty"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (bytes(range(128, 256)), "is not UTF-8 text"),
+        (b"", "is empty"),
+        (b"# only a comment\n", "is empty"),
+    ],
+)
 def test_unreadable_or_empty_config_files_are_one_line(content: bytes, message: str, tmp_path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_bytes(content)
@@ -239,10 +270,13 @@ def test_unreadable_or_empty_config_files_are_one_line(content: bytes, message: 
         load_config(str(path))
 
 
-@pytest.mark.parametrize("override, message", [
-    ("name=" + "x" * 101, "at most 100 printable characters"),
-    ("name=a\tb", "at most 100 printable characters"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("name=" + "x" * 101, "at most 100 printable characters"),
+        ("name=a\tb", "at most 100 printable characters"),
+    ],
+)
 def test_names_the_file_system_cannot_take_are_refused(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(None, [override], base={})
@@ -263,11 +297,14 @@ def test_python_tags_are_refused_and_run_nothing(tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("override, words", [
-    ("max_restarts=-1", "max_restarts must be in [0, 1000], got -1"),
-    ("max_restarts=1001", "max_restarts must be in [0, 1000], got 1001"),
-    ("liveness_timeout_s=0.5", "liveness_timeout_s must be in [1, 86400] seconds, got 0.5"),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("max_restarts=-1", "max_restarts must be in [0, 1000], got -1"),
+        ("max_restarts=1001", "max_restarts must be in [0, 1000], got 1001"),
+        ("liveness_timeout_s=0.5", "liveness_timeout_s must be in [1, 86400] seconds, got 0.5"),
+    ],
+)
 def test_fault_tolerance_settings_are_range_checked(override, words):
     with pytest.raises(ConfigError) as caught:
         load_config(None, [override], base={})

@@ -23,24 +23,85 @@ FAST = settings(deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 """Examples per property and whether they are derandomised come from the hypothesis profile that
 ``tests/conftest.py`` loads: a fixed set by default and in CI, ``HYPOTHESIS_PROFILE=explore`` to search."""
 
-RUN_KEYS = ["name", "algorithm", "seed", "total_env_steps", "policy", "checkpoint_every", "eval_episodes", "runs_dir",
-            "progress", "max_restarts", "liveness_timeout_s", "algo"]
-ALGO_KEYS = ["env_id", "num_envs", "num_steps", "learning_rate", "gamma", "gae_lambda", "update_epochs",
-             "num_minibatches", "clip_coef", "hidden_size", "ent_coef", "norm_adv", "fused"]
-POLICY_KEYS = ["preset", "actors", "envs", "learners", "cpus", "actor_cpus", "learner_cpus", "learner_gpus", "gpus",
-               "executor", "learner_executor", "device", "placement", "fragments", "mode"]
+RUN_KEYS = [
+    "name",
+    "algorithm",
+    "seed",
+    "total_env_steps",
+    "policy",
+    "checkpoint_every",
+    "eval_episodes",
+    "runs_dir",
+    "progress",
+    "max_restarts",
+    "liveness_timeout_s",
+    "algo",
+]
+ALGO_KEYS = [
+    "env_id",
+    "num_envs",
+    "num_steps",
+    "learning_rate",
+    "gamma",
+    "gae_lambda",
+    "update_epochs",
+    "num_minibatches",
+    "clip_coef",
+    "hidden_size",
+    "ent_coef",
+    "norm_adv",
+    "fused",
+]
+POLICY_KEYS = [
+    "preset",
+    "actors",
+    "envs",
+    "learners",
+    "cpus",
+    "actor_cpus",
+    "learner_cpus",
+    "learner_gpus",
+    "gpus",
+    "executor",
+    "learner_executor",
+    "device",
+    "placement",
+    "fragments",
+    "mode",
+]
 
 numbers = st.one_of(
-    st.integers(min_value=-2**70, max_value=2**70),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([0, 1, -1, 0.5, 1e308, -0.0, 2**32, 2**63, math.nan, math.inf, -math.inf]),
 )
-scalars = st.one_of(numbers, st.booleans(), st.none(), st.text(max_size=40),
-                    st.sampled_from(["ppo", "dqn", "local", "PACK", "cpu", "cuda", "CartPole-v1", "nope:Nothing",
-                                     "os.path:join", "../../etc", "a\x00b", "x" * 300]))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                        st.dictionaries(st.text(max_size=12), inner, max_size=4)),
-                      max_leaves=12)
+scalars = st.one_of(
+    numbers,
+    st.booleans(),
+    st.none(),
+    st.text(max_size=40),
+    st.sampled_from(
+        [
+            "ppo",
+            "dqn",
+            "local",
+            "PACK",
+            "cpu",
+            "cuda",
+            "CartPole-v1",
+            "nope:Nothing",
+            "os.path:join",
+            "../../etc",
+            "a\x00b",
+            "x" * 300,
+        ]
+    ),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 def one_line_error(action) -> None:
@@ -80,9 +141,17 @@ def test_any_config_mapping_is_accepted_or_one_line(raw: dict) -> None:
 
 
 @FAST
-@given(st.lists(st.tuples(st.sampled_from(RUN_KEYS + [f"algo.{k}" for k in ALGO_KEYS] + [f"policy.{k}" for k in POLICY_KEYS])
-                          | st.text(max_size=20), st.text(max_size=30)).map(lambda kv: f"{kv[0]}={kv[1]}")
-                | st.text(max_size=30), max_size=4))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(RUN_KEYS + [f"algo.{k}" for k in ALGO_KEYS] + [f"policy.{k}" for k in POLICY_KEYS])
+            | st.text(max_size=20),
+            st.text(max_size=30),
+        ).map(lambda kv: f"{kv[0]}={kv[1]}")
+        | st.text(max_size=30),
+        max_size=4,
+    )
+)
 @example(["algo.learning_rate=nan"])
 @example(["total_env_steps=inf", "seed=-1"])
 def test_any_override_is_accepted_or_one_line(overrides: list[str]) -> None:
@@ -101,8 +170,11 @@ def test_any_policy_is_accepted_or_one_line(spec) -> None:
     one_line_error(lambda: load_policy(spec))
 
 
-@settings(max_examples=max(60, settings().max_examples // 3), deadline=2000,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=max(60, settings().max_examples // 3),
+    deadline=2000,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(st.binary(max_size=2000))
 def test_any_bytes_as_a_checkpoint_are_refused_in_one_line(tmp_path_factory, data: bytes) -> None:
     path = tmp_path_factory.mktemp("ck") / "checkpoint.pt"

@@ -207,8 +207,13 @@ def test_torch_validation_is_opt_in():
 
 @pytest.mark.parametrize(
     "action",
-    [np.array([0, 1, 1, 0], np.uint8), np.array([0, 1, 1, 0], np.int32), np.array([0.0, 1.0, 1.0, 0.0]),
-     np.array([False, True, True, False]), [0, 1, 1, 0]],
+    [
+        np.array([0, 1, 1, 0], np.uint8),
+        np.array([0, 1, 1, 0], np.int32),
+        np.array([0.0, 1.0, 1.0, 0.0]),
+        np.array([False, True, True, False]),
+        [0, 1, 1, 0],
+    ],
 )
 def test_accepted_action_types_agree(action):
     ref, env = CartPole(4), CartPole(4)

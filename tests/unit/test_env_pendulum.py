@@ -183,8 +183,11 @@ def test_torch_validation_is_opt_in():
         torch_pendulum(4, validate=True).step(nan)
 
 
-@pytest.mark.parametrize("make_env", [lambda: Pendulum(4, seed=1), lambda: torch_pendulum(4, seed=1),
-                                      lambda: pendulum_emulated(4, seed=1)], ids=["numpy", "torch", "kernels"])
+@pytest.mark.parametrize(
+    "make_env",
+    [lambda: Pendulum(4, seed=1), lambda: torch_pendulum(4, seed=1), lambda: pendulum_emulated(4, seed=1)],
+    ids=["numpy", "torch", "kernels"],
+)
 def test_flat_and_integer_actions_accepted(make_env):
     col = make_env().step(np.array([[1.0], [-1.0], [0.0], [2.0]], np.float32))
     flat = make_env().step(np.array([1.0, -1.0, 0.0, 2.0], np.float32))

@@ -91,7 +91,7 @@ def test_one_call_registers_and_makes_a_batched_env():
     assert obs.shape == (5, 1) and obs.dtype == np.float32
     right = np.full(5, 2)
     episodes = 0
-    for t in range(1, 9):
+    for _t in range(1, 9):
         obs, reward, terminated, truncated = env.step(right)
         assert all(v.dtype == np.float32 for v in (obs, reward, terminated, truncated))
         done = (terminated + truncated) > 0
@@ -124,12 +124,15 @@ def test_the_time_limit_and_checkpoints_come_with_the_base():
     assert env.metrics() == restored.metrics()
 
 
-@pytest.mark.parametrize("action, match", [
-    (np.array([0, 1, 3]), r"Walk-v0 actions must be integers in \[0, 2\], got values in \[0, 3\]"),
-    (np.array([0, -1, 2]), r"integers in \[0, 2\]"),
-    (np.array([0.0, 1.5, 2.0]), r"integers in \[0, 2\]"),
-    (np.zeros((3, 1), np.int64), r"shape \(3,\) with values in \{0, \.\.\., 2\}"),
-])
+@pytest.mark.parametrize(
+    "action, match",
+    [
+        (np.array([0, 1, 3]), r"Walk-v0 actions must be integers in \[0, 2\], got values in \[0, 3\]"),
+        (np.array([0, -1, 2]), r"integers in \[0, 2\]"),
+        (np.array([0.0, 1.5, 2.0]), r"integers in \[0, 2\]"),
+        (np.zeros((3, 1), np.int64), r"shape \(3,\) with values in \{0, \.\.\., 2\}"),
+    ],
+)
 def test_discrete_actions_beyond_two(action, match):
     with pytest.raises(EnvError, match=match):
         Walk(3).step(action)

@@ -18,9 +18,13 @@ from msrl.envs.simple_spread import SimpleSpread
 def _mpe2_state(ref) -> np.ndarray:
     """mpe2's world as our state row: agents' positions, their velocities, landmarks."""
     world = ref.unwrapped.world
-    return np.concatenate([np.concatenate([a.state.p_pos for a in world.agents]),
-                           np.concatenate([a.state.p_vel for a in world.agents]),
-                           np.concatenate([lm.state.p_pos for lm in world.landmarks])])
+    return np.concatenate(
+        [
+            np.concatenate([a.state.p_pos for a in world.agents]),
+            np.concatenate([a.state.p_vel for a in world.agents]),
+            np.concatenate([lm.state.p_pos for lm in world.landmarks]),
+        ]
+    )
 
 
 def _set_mpe2_state(ref, row: np.ndarray) -> None:
@@ -53,7 +57,7 @@ def test_steps_match_mpe2(n_agents: int):
         if episode == 3:
             for ref in refs:
                 row = _mpe2_state(ref)
-                row[:2 * n_agents] *= 0.1  # under 0.3 apart: the discs (radius 0.15) overlap
+                row[: 2 * n_agents] *= 0.1  # under 0.3 apart: the discs (radius 0.15) overlap
                 _set_mpe2_state(ref, row)
             first = [{a: ref.unwrapped.observe(a) for a in ref.possible_agents} for ref in refs]
         env.set_state(np.stack([_mpe2_state(ref) for ref in refs]))
@@ -73,7 +77,7 @@ def test_steps_match_mpe2(n_agents: int):
                 world = ref.unwrapped.world
                 penalised += any(ref.unwrapped.scenario.reward(a, world) < 0 for a in world.agents)
                 if episode == 3 and t == 0:  # from rest, actions alone give speeds up to 0.5
-                    pushed += np.abs(_mpe2_state(ref)[2 * n_agents:4 * n_agents]).max() > 1.0
+                    pushed += np.abs(_mpe2_state(ref)[2 * n_agents : 4 * n_agents]).max() > 1.0
     assert penalised >= 10 and pushed == copies, (penalised, pushed)
     for ref in refs:
         ref.close()
@@ -94,7 +98,7 @@ def test_continuous_actions_match_mpe2():
     rng = np.random.default_rng(0)
     EnvLogger.suppress_output()
     try:
-        for t in range(24):
+        for _t in range(24):
             actions = rng.uniform(-0.25, 1.25, (copies, 3, 5)).astype(np.float32)
             obs, rewards, _, _ = env.step({"agents": actions})
             for i, ref in enumerate(refs):
@@ -110,7 +114,7 @@ def test_continuous_actions_match_mpe2():
 def _crowded(num_envs: int, n_agents: int, seed: int) -> np.ndarray:
     """Start states, half of them with the agents crowded together (strong contact forces)."""
     state = SimpleSpread(num_envs, seed=seed, N=n_agents).get_state()
-    state[: num_envs // 2, :2 * n_agents] *= 0.1
+    state[: num_envs // 2, : 2 * n_agents] *= 0.1
     return state
 
 
@@ -169,8 +173,10 @@ def test_checkpoint_resumes_exactly(backend: str):
     other.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
     other.metrics()
     for a in actions[30:]:  # two more autoresets at steps 50 and 75
-        outs = [e.step({"agents": torch.as_tensor(a["agents"]) if backend == "torch" else a["agents"]})
-                for e in (env, other)]
+        outs = [
+            e.step({"agents": torch.as_tensor(a["agents"]) if backend == "torch" else a["agents"]})
+            for e in (env, other)
+        ]
         for x, y in zip(*outs):
             x, y = (x["agents"], y["agents"]) if isinstance(x, dict) else (x, y)
             assert torch.equal(torch.as_tensor(x), torch.as_tensor(y))
@@ -208,7 +214,10 @@ def test_registry_spaces_and_errors():
     assert env.observe()["agents"][..., 10:14].any() and not env.observe()["agents"][..., 14:].any()  # comm: zeros
     with pytest.raises(msrl.EnvError, match="integers in \\[0, 4\\]"):
         env.step({"agents": np.full((2, 3), 5)})
-    for kwargs, match in (({"N": 0}, "N >= 1"), ({"local_ratio": 1.5}, "local_ratio"),
-                          ({"max_cycles": 0}, "max_cycles")):
+    for kwargs, match in (
+        ({"N": 0}, "N >= 1"),
+        ({"local_ratio": 1.5}, "local_ratio"),
+        ({"max_cycles": 0}, "max_cycles"),
+    ):
         with pytest.raises(msrl.ConfigError, match=match):
             SimpleSpread(1, **kwargs)

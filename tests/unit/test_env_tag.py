@@ -71,10 +71,11 @@ def step(env: Tag, agents: list[int]):
 
 def split(env: Tag, row: np.ndarray) -> list[np.ndarray]:
     N = env.num_agents
-    return [row[k * N:(k + 1) * N] for k in range(5)] + [row[5 * N]]
+    return [row[k * N : (k + 1) * N] for k in range(5)] + [row[5 * N]]
 
 
 # -- a per-agent reference of the rules, written from the module docstring ----------------
+
 
 def levels(n: int, low: float, high: float) -> list[float]:
     return [low + (k * (high - low)) / (n - 1) for k in range(n)] if n > 1 else [low]
@@ -104,8 +105,9 @@ def reference_step(env: Tag, row: np.ndarray, acts: list[int]) -> tuple[np.ndarr
     for r in range(T, N):
         if not was_active[r]:
             continue
-        near = [k for k in range(T) if was_active[k]
-                and (x[r] - x[k]) ** 2 + (y[r] - y[k]) ** 2 <= env.tagging_distance ** 2]
+        near = [
+            k for k in range(T) if was_active[k] and (x[r] - x[k]) ** 2 + (y[r] - y[k]) ** 2 <= env.tagging_distance**2
+        ]
         for k in near:
             count[k] += 1
         if near:
@@ -129,8 +131,15 @@ def reference_obs(env: Tag, row: np.ndarray) -> np.ndarray:
     top = [env.tagger_max_speed if i < T else env.runner_max_speed for i in range(N)]
     out = []
     for i in range(N):
-        feats = [x[i] / W, y[i] / W, speed[i] / top[i], np.cos(heading[i]), np.sin(heading[i]), active[i],
-                 t / env.max_episode_steps]
+        feats = [
+            x[i] / W,
+            y[i] / W,
+            speed[i] / top[i],
+            np.cos(heading[i]),
+            np.sin(heading[i]),
+            active[i],
+            t / env.max_episode_steps,
+        ]
         others = [j for j in range(N) if j != i]
         if M < N - 1:
             keys = {j: ((x[j] - x[i]) ** 2 + (y[j] - y[i]) ** 2 if active[j] > 0 else math.inf, j) for j in others}
@@ -145,11 +154,11 @@ def random_states(env: Tag, rng: np.random.Generator, grid: float = 0.5) -> np.n
     """Positions on a grid (so distances tie), some runners inactive, some agents on the edges."""
     n, N, T, W = env.num_envs, env.num_agents, env.num_taggers, env.world_size
     out = np.zeros((n, 5 * N + 1))
-    out[:, :2 * N] = np.round(rng.uniform(0, W, (n, 2 * N)) / grid) * grid
-    out[:, 2 * N:3 * N] = rng.uniform(0, 1.0, (n, N))
-    out[:, 3 * N:4 * N] = rng.uniform(0, TWO_PI, (n, N))
-    out[:, 4 * N:5 * N] = 1.0
-    out[:, 4 * N + T:5 * N] = rng.random((n, N - T)) < 0.7
+    out[:, : 2 * N] = np.round(rng.uniform(0, W, (n, 2 * N)) / grid) * grid
+    out[:, 2 * N : 3 * N] = rng.uniform(0, 1.0, (n, N))
+    out[:, 3 * N : 4 * N] = rng.uniform(0, TWO_PI, (n, N))
+    out[:, 4 * N : 5 * N] = 1.0
+    out[:, 4 * N + T : 5 * N] = rng.random((n, N - T)) < 0.7
     out[:, 5 * N] = rng.integers(0, env.max_episode_steps, n)  # the last step's bonus included
     return out
 
@@ -159,6 +168,7 @@ def obs_rows(obs: dict, e: int) -> np.ndarray:
 
 
 # -- spaces, registry, constants -------------------------------------------------------
+
 
 def test_spaces_registry_and_kernel_defines():
     env = make(3)
@@ -175,11 +185,29 @@ def test_spaces_registry_and_kernel_defines():
     assert described.num_agents == 5 and described.groups["runners"].observation_space.shape == (17,)
 
     defines = make(1, num_observed=3, runner_exits_game_after_tagged=False).kernel_defines()
-    names = ["NUM_TAGGERS", "NUM_RUNNERS", "WORLD_SIZE", "MAX_EPISODE_STEPS", "NUM_ACCELERATION_LEVELS",
-             "MIN_ACCELERATION", "MAX_ACCELERATION", "NUM_TURN_LEVELS", "MIN_TURN", "MAX_TURN", "TAGGER_MAX_SPEED",
-             "RUNNER_MAX_SPEED", "TAGGING_DISTANCE", "TAG_REWARD_FOR_TAGGER", "TAG_PENALTY_FOR_RUNNER",
-             "STEP_PENALTY_FOR_TAGGER", "STEP_REWARD_FOR_RUNNER", "EDGE_HIT_PENALTY",
-             "END_OF_GAME_REWARD_FOR_RUNNER", "RUNNER_EXITS", "NUM_OBSERVED"]
+    names = [
+        "NUM_TAGGERS",
+        "NUM_RUNNERS",
+        "WORLD_SIZE",
+        "MAX_EPISODE_STEPS",
+        "NUM_ACCELERATION_LEVELS",
+        "MIN_ACCELERATION",
+        "MAX_ACCELERATION",
+        "NUM_TURN_LEVELS",
+        "MIN_TURN",
+        "MAX_TURN",
+        "TAGGER_MAX_SPEED",
+        "RUNNER_MAX_SPEED",
+        "TAGGING_DISTANCE",
+        "TAG_REWARD_FOR_TAGGER",
+        "TAG_PENALTY_FOR_RUNNER",
+        "STEP_PENALTY_FOR_TAGGER",
+        "STEP_REWARD_FOR_RUNNER",
+        "EDGE_HIT_PENALTY",
+        "END_OF_GAME_REWARD_FOR_RUNNER",
+        "RUNNER_EXITS",
+        "NUM_OBSERVED",
+    ]
     assert set(defines) == {f"TAG_{name}" for name in names}
     assert defines["TAG_NUM_OBSERVED"] == 3 and defines["TAG_RUNNER_EXITS"] == 0
     assert float(defines["TAG_MIN_TURN"]) == -math.pi / 4  # round-trips exactly
@@ -187,24 +215,27 @@ def test_spaces_registry_and_kernel_defines():
         assert make(1, num_observed=num_observed).kernel_defines()["TAG_NUM_OBSERVED"] == 9
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"num_taggers": 0}, "num_taggers must be an integer >= 1, got 0"),
-    ({"num_runners": 2.0}, "num_runners must be an integer >= 1"),
-    ({"num_runners": True}, "num_runners must be an integer >= 1"),
-    ({"world_size": 0.0}, "world_size must be a finite number > 0"),
-    ({"world_size": math.inf}, "world_size must be a finite number > 0"),
-    ({"max_episode_steps": 0}, "max_episode_steps must be an integer >= 1"),
-    ({"num_acceleration_levels": 0}, "num_acceleration_levels must be an integer >= 1"),
-    ({"num_turn_levels": -1}, "num_turn_levels must be an integer >= 1"),
-    ({"min_acceleration": 1.0}, "min_acceleration must be <= max_acceleration"),
-    ({"max_turn": -1.0}, "min_turn must be <= max_turn"),
-    ({"tagger_max_speed": 0}, "tagger_max_speed must be a finite number > 0"),
-    ({"tagging_distance": -1.0}, "tagging_distance must be a finite number >= 0"),
-    ({"edge_hit_penalty": "x"}, "edge_hit_penalty must be a finite number"),
-    ({"step_reward_for_runner": math.nan}, "step_reward_for_runner must be a finite number"),
-    ({"runner_exits_game_after_tagged": 1}, "runner_exits_game_after_tagged must be True or False"),
-    ({"num_observed": -1}, "num_observed must be an integer >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_taggers": 0}, "num_taggers must be an integer >= 1, got 0"),
+        ({"num_runners": 2.0}, "num_runners must be an integer >= 1"),
+        ({"num_runners": True}, "num_runners must be an integer >= 1"),
+        ({"world_size": 0.0}, "world_size must be a finite number > 0"),
+        ({"world_size": math.inf}, "world_size must be a finite number > 0"),
+        ({"max_episode_steps": 0}, "max_episode_steps must be an integer >= 1"),
+        ({"num_acceleration_levels": 0}, "num_acceleration_levels must be an integer >= 1"),
+        ({"num_turn_levels": -1}, "num_turn_levels must be an integer >= 1"),
+        ({"min_acceleration": 1.0}, "min_acceleration must be <= max_acceleration"),
+        ({"max_turn": -1.0}, "min_turn must be <= max_turn"),
+        ({"tagger_max_speed": 0}, "tagger_max_speed must be a finite number > 0"),
+        ({"tagging_distance": -1.0}, "tagging_distance must be a finite number >= 0"),
+        ({"edge_hit_penalty": "x"}, "edge_hit_penalty must be a finite number"),
+        ({"step_reward_for_runner": math.nan}, "step_reward_for_runner must be a finite number"),
+        ({"runner_exits_game_after_tagged": 1}, "runner_exits_game_after_tagged must be True or False"),
+        ({"num_observed": -1}, "num_observed must be an integer >= 0"),
+    ],
+)
 def test_bad_constants_are_config_errors(kwargs, match):
     with pytest.raises(ConfigError, match=match) as info:
         make(1, **kwargs)
@@ -222,11 +253,16 @@ def test_bad_actions_name_the_group():
     # unvalidated torch (no sync to check values) clamps into range
     clamped, reference = make(2, "torch-f64"), make(2, "torch-f64")
     out = clamped.step({"taggers": torch.tensor([[99, -5]] * 2), "runners": torch.zeros((2, 8), dtype=torch.int64)})
-    expected = reference.step({"taggers": torch.tensor([[14, 0]] * 2), "runners": torch.zeros((2, 8), dtype=torch.int64)})
-    assert torch.equal(clamped.get_state(), reference.get_state()) and torch.equal(out[1]["taggers"], expected[1]["taggers"])
+    expected = reference.step(
+        {"taggers": torch.tensor([[14, 0]] * 2), "runners": torch.zeros((2, 8), dtype=torch.int64)}
+    )
+    assert torch.equal(clamped.get_state(), reference.get_state()) and torch.equal(
+        out[1]["taggers"], expected[1]["taggers"]
+    )
 
 
 # -- the rules on hand-built states ------------------------------------------------------
+
 
 def test_movement_heading_wrap_and_speed_clip(backend):
     env = make(1, backend, num_taggers=1, num_runners=2)
@@ -240,10 +276,12 @@ def test_movement_heading_wrap_and_speed_clip(backend):
     assert 0 < expected_heading[0] < 1 and 5 < expected_heading[1] < TWO_PI
     np.testing.assert_allclose(heading, [*expected_heading, 1.0], **close(backend))
     np.testing.assert_allclose(speed, [1.0, 0.8, 0.0], **close(backend))  # tagger and runner capped, runner 2 at 0
-    np.testing.assert_allclose(x, [5 + math.cos(expected_heading[0]), 2 + 0.8 * math.cos(expected_heading[1]), 8.0],
-                               **close(backend))
-    np.testing.assert_allclose(y, [5 + math.sin(expected_heading[0]), 2 + 0.8 * math.sin(expected_heading[1]), 2.0],
-                               **close(backend))
+    np.testing.assert_allclose(
+        x, [5 + math.cos(expected_heading[0]), 2 + 0.8 * math.cos(expected_heading[1]), 8.0], **close(backend)
+    )
+    np.testing.assert_allclose(
+        y, [5 + math.sin(expected_heading[0]), 2 + 0.8 * math.sin(expected_heading[1]), 2.0], **close(backend)
+    )
     np.testing.assert_allclose(reward, np.float32([-0.01, 0.01, 0.01]), **close(backend))
     assert (terminated, truncated, t) == (0.0, 0.0, 1.0)
     np.testing.assert_array_equal(active, 1.0)
@@ -251,8 +289,14 @@ def test_movement_heading_wrap_and_speed_clip(backend):
 
 def test_edge_clip_and_penalty_once_per_step(backend):
     env = make(1, backend, num_taggers=1, num_runners=3)
-    env.set_state(state(x=[9.8, 0.1, 5.0, 5.0], y=[9.8, 5.0, 0.3, 2.0], speed=[1.0, 0.5, 0.5, 0.5],
-                        heading=[math.pi / 4, math.pi, 1.5 * math.pi, 0.0]))
+    env.set_state(
+        state(
+            x=[9.8, 0.1, 5.0, 5.0],
+            y=[9.8, 5.0, 0.3, 2.0],
+            speed=[1.0, 0.5, 0.5, 0.5],
+            heading=[math.pi / 4, math.pi, 1.5 * math.pi, 0.0],
+        )
+    )
     _, reward, _, _ = step(env, [NOOP] * 4)
     x, y, speed, *_ = split(env, np_(env.get_state())[0])
     np.testing.assert_allclose(x[:2], [10.0, 0.0])  # clipped onto the edges
@@ -269,8 +313,9 @@ def test_tagging_within_distance_inclusive_and_rewards_per_runner(backend):
     # C 1.001 from tagger 0, D far away; nobody moves (speed 0, no acceleration)
     env.set_state(state(x=[5.0, 5.0, 6.0, 5.0, 3.999, 8.0], y=[5.0, 7.0, 5.0, 6.0, 5.0, 9.5]))
     _, reward, terminated, _ = step(env, [NOOP] * 6)
-    np.testing.assert_allclose(reward, np.float32([-0.01 + 2.0, -0.01 + 1.0, 0.01 - 1.0, 0.01 - 1.0, 0.01, 0.01]),
-                               **close(backend))
+    np.testing.assert_allclose(
+        reward, np.float32([-0.01 + 2.0, -0.01 + 1.0, 0.01 - 1.0, 0.01 - 1.0, 0.01, 0.01]), **close(backend)
+    )
     assert terminated == 0.0
     active = split(env, np_(env.get_state())[0])[4]
     np.testing.assert_array_equal(active, [1, 1, 0, 0, 1, 1])
@@ -326,10 +371,17 @@ def test_truncation_and_end_of_game_bonus(backend):
 
 # -- observations ---------------------------------------------------------------------------
 
+
 def test_observation_layout_all_others(backend):
     env = make(1, backend, num_taggers=1, num_runners=2, world_size=8.0, max_episode_steps=50)
-    row = state(x=[4.0, 6.0, 1.0], y=[2.0, 3.0, 7.0], speed=[0.5, 0.4, 0.2], heading=[0.0, math.pi / 2, 1.0],
-                active=[1.0, 1.0, 0.0], t=10.0)
+    row = state(
+        x=[4.0, 6.0, 1.0],
+        y=[2.0, 3.0, 7.0],
+        speed=[0.5, 0.4, 0.2],
+        heading=[0.0, math.pi / 2, 1.0],
+        active=[1.0, 1.0, 0.0],
+        t=10.0,
+    )
     env.set_state(row)
     obs = np_(env.observe())
     assert obs["taggers"].shape == (1, 1, 17) and obs["runners"].shape == (1, 2, 17)
@@ -345,15 +397,16 @@ def test_observation_layout_all_others(backend):
 def test_nearest_others_break_ties_by_index_and_put_inactive_last(backend):
     env = make(1, backend, num_taggers=1, num_runners=5, num_observed=3)
     #        tagger, r1 (d 1), r2 (d 1, tie), r3 (d 0.25), r4 (inactive, d 0), r5 (d 32)
-    row = state(x=[5.0, 6.0, 5.0, 5.0, 5.0, 9.0], y=[5.0, 5.0, 6.0, 5.5, 5.0, 9.0],
-                active=[1.0, 1.0, 1.0, 1.0, 0.0, 1.0])
+    row = state(
+        x=[5.0, 6.0, 5.0, 5.0, 5.0, 9.0], y=[5.0, 5.0, 6.0, 5.5, 5.0, 9.0], active=[1.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+    )
     env.set_state(row)
     obs = np_(env.observe())
     assert obs["taggers"].shape == (1, 1, 22)
     seen = obs["taggers"][0, 0, 7:].reshape(3, 5)
     np.testing.assert_allclose(seen[:, :2], [[0.0, 0.05], [0.1, 0.0], [0.0, 0.1]])  # r3, then r1 before r2
     # With only the tagger and r5 active, r5 sees the tagger, then the inactive others by index.
-    row[0, 4 * 6 + 1:4 * 6 + 4] = 0.0
+    row[0, 4 * 6 + 1 : 4 * 6 + 4] = 0.0
     env.set_state(row)
     obs = np_(env.observe())
     r5 = obs["runners"][0, 4, 7:].reshape(3, 5)
@@ -367,7 +420,7 @@ def test_observations_match_the_reference(backend, num_runners, num_observed):
     env = make(6, backend, num_taggers=3, num_runners=num_runners, num_observed=num_observed)
     rng = np.random.default_rng(num_runners)
     states = random_states(env, rng, grid=1.0)
-    states[0, 4 * env.num_agents + 3:5 * env.num_agents] = 0.0  # every runner out: inactive ones fill the places
+    states[0, 4 * env.num_agents + 3 : 5 * env.num_agents] = 0.0  # every runner out: inactive ones fill the places
     env.set_state(states)
     obs = env.observe()
     for e in range(env.num_envs):
@@ -385,8 +438,9 @@ def test_step_matches_the_reference():
         after = env.get_state()
         for e in range(5):
             new, reward, term = reference_step(env, before[e], [*acts["taggers"][e], *acts["runners"][e]])
-            np.testing.assert_array_equal(np.concatenate([rewards["taggers"][e], rewards["runners"][e]]),
-                                          np.float32(reward))
+            np.testing.assert_array_equal(
+                np.concatenate([rewards["taggers"][e], rewards["runners"][e]]), np.float32(reward)
+            )
             assert terminated[e] == term
             if not term:  # else it restarted
                 np.testing.assert_allclose(after[e], new, rtol=1e-15, atol=1e-15)
@@ -395,17 +449,24 @@ def test_step_matches_the_reference():
 
 # -- backends, resets, checkpoints, chunks -----------------------------------------------------
 
-@pytest.mark.parametrize("kwargs", [{}, {"num_observed": 3, "runner_exits_game_after_tagged": False},
-                                    {"num_taggers": 4, "num_runners": 36, "num_observed": 6, "tagging_distance": 2.0,
-                                     "max_episode_steps": 30}])
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"num_observed": 3, "runner_exits_game_after_tagged": False},
+        {"num_taggers": 4, "num_runners": 36, "num_observed": 6, "tagging_distance": 2.0, "max_episode_steps": 30},
+    ],
+)
 def test_numpy_and_torch_agree_step_for_step(kwargs):
     ref = make(8, "numpy", seed=1, **kwargs)
     exact = check_consistency(ref, make(8, "torch-f64", seed=2, **kwargs), 80, seed=3)
     assert exact.ok, exact
     # float32: small rounding; a threshold met within rounding (an edge, the tagging distance,
     # two equal distances) may rarely decide differently, so a few values may differ more.
-    single = check_consistency(ref, make(8, "torch-f32", seed=2, **kwargs), 80, seed=3, atol=1e-5, rtol=1e-5,
-                               resync_every=1)
+    single = check_consistency(
+        ref, make(8, "torch-f32", seed=2, **kwargs), 80, seed=3, atol=1e-5, rtol=1e-5, resync_every=1
+    )
     compared = 80 * 8 * ref.num_agents * (7 + 5 * ref.observed)
     assert single.tolerance_violations["obs"] <= 1e-4 * compared, single
     assert single.tolerance_violations["reward"] <= 2 and single.flag_mismatch_fraction <= 1e-3, single
@@ -474,8 +535,7 @@ def test_temporaries_stay_within_the_chunk_budget():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_torch_step_does_not_sync_on_cuda():
-    env = msrl.envs.make("Tag-v0", num_envs=64, seed=0, backend="torch", device="cuda", num_runners=40,
-                         num_observed=5)
+    env = msrl.envs.make("Tag-v0", num_envs=64, seed=0, backend="torch", device="cuda", num_runners=40, num_observed=5)
     acts = {g: torch.zeros((64, grp.num_agents), dtype=torch.int64, device="cuda") for g, grp in env.groups.items()}
     env.step(acts)
     torch.cuda.set_sync_debug_mode("error")

@@ -44,8 +44,11 @@ class DirectCount:
         finished, self.finished = self.finished, []
         if not finished:
             return {}
-        return {"episode_return": float(np.mean([r for r, _ in finished])),
-                "episode_length": float(np.mean([n for _, n in finished])), "episodes": len(finished)}
+        return {
+            "episode_return": float(np.mean([r for r, _ in finished])),
+            "episode_length": float(np.mean([n for _, n in finished])),
+            "episodes": len(finished),
+        }
 
 
 def _same(a: dict[str, float], b: dict[str, float]) -> None:
@@ -75,8 +78,9 @@ def test_lazy_totals_match_direct_sums(backend: str, seed: int):
         done = rng.random(NUM_ENVS) < 0.1
         ref.step(reward, done)
         terminated = arrays.asarray(done.astype(np.float32))
-        lazy.record(arrays.asarray(reward),
-                    arrays.finished_rows(terminated, arrays.asarray(np.zeros(NUM_ENVS, np.float32))))
+        lazy.record(
+            arrays.asarray(reward), arrays.finished_rows(terminated, arrays.asarray(np.zeros(NUM_ENVS, np.float32)))
+        )
         roll = rng.random()
         if roll < 0.05:  # set_state/reset: running episodes dropped without being counted
             mask = rng.random(NUM_ENVS) < 0.5
@@ -109,8 +113,9 @@ def test_resumed_metrics_equal_the_uninterrupted_ones_to_the_last_bit(backend: s
 
     def run(tracker: EpisodeTracker, steps: range) -> None:
         for t in steps:
-            tracker.record(arrays.asarray(rewards[t]),
-                           arrays.finished_rows(arrays.asarray(dones[t].astype(np.float32)), zeros))
+            tracker.record(
+                arrays.asarray(rewards[t]), arrays.finished_rows(arrays.asarray(dones[t].astype(np.float32)), zeros)
+            )
 
     run(a, range(150))
     b = EpisodeTracker(arrays, NUM_ENVS)
@@ -139,15 +144,19 @@ def test_state_dict_is_the_same_on_every_backend():
     for make_arrays in BACKENDS.values():
         arrays = make_arrays()
         tracker = EpisodeTracker(arrays, 3)
-        tracker.record(arrays.asarray(np.array([1.0, 2.0, 3.0], np.float32)),
-                       arrays.finished_rows(arrays.asarray(np.array([0, 1, 0], np.float32)),
-                                            arrays.asarray(np.zeros(3, np.float32))))
+        tracker.record(
+            arrays.asarray(np.array([1.0, 2.0, 3.0], np.float32)),
+            arrays.finished_rows(
+                arrays.asarray(np.array([0, 1, 0], np.float32)), arrays.asarray(np.zeros(3, np.float32))
+            ),
+        )
         states.append(tracker.state_dict())
     for state in states:
         assert state.keys() == states[0].keys()
         assert (state["gross_length"], state["finished_count"]) == (3, 1)
-        torch.testing.assert_close(state["return_total"] - state["return_start"],
-                                   torch.tensor([1.0, 0.0, 3.0], dtype=torch.float64))
+        torch.testing.assert_close(
+            state["return_total"] - state["return_start"], torch.tensor([1.0, 0.0, 3.0], dtype=torch.float64)
+        )
         assert state["running_length"].tolist() == [1, 0, 1]
     moved = EpisodeTracker(NumpyArrays(), 3)
     moved.load_state_dict(states[1])  # written by torch, read by NumPy

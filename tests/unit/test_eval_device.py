@@ -67,8 +67,12 @@ def test_a_cuda_state_seeds_a_cpu_generator_deterministically() -> None:
     with pytest.raises(RuntimeError, match="CPUGeneratorImplState of size"):
         before_fix.set_state(cuda_generator_state(1))  # what algorithms did: torch refuses it
     draws = []
-    for state in (cuda_generator_state(1), cuda_generator_state(1), cuda_generator_state(1, offset=8),
-                  cuda_generator_state(2)):
+    for state in (
+        cuda_generator_state(1),
+        cuda_generator_state(1),
+        cuda_generator_state(1, offset=8),
+        cuda_generator_state(2),
+    ):
         generator = torch.Generator().manual_seed(0)
         load_generator_state(generator, state)
         draws.append(torch.rand(4, generator=generator))
@@ -78,11 +82,14 @@ def test_a_cuda_state_seeds_a_cpu_generator_deterministically() -> None:
     assert not torch.equal(draws[0], fresh)  # not left as it was
 
 
-@pytest.mark.parametrize("state, words", [
-    (torch.zeros(40, dtype=torch.uint8), "neither a CPU's"),
-    (torch.zeros(16, dtype=torch.int64), "1-D uint8 tensor"),
-    (torch.zeros(2, 8, dtype=torch.uint8), "1-D uint8 tensor"),
-])
+@pytest.mark.parametrize(
+    "state, words",
+    [
+        (torch.zeros(40, dtype=torch.uint8), "neither a CPU's"),
+        (torch.zeros(16, dtype=torch.int64), "1-D uint8 tensor"),
+        (torch.zeros(2, 8, dtype=torch.uint8), "1-D uint8 tensor"),
+    ],
+)
 def test_a_state_of_no_known_kind_is_refused(state: torch.Tensor, words: str) -> None:
     with pytest.raises(ValueError, match=words):
         load_generator_state(torch.Generator(), state)
@@ -135,8 +142,16 @@ class GpuWorkerRuntime:
         self.inner.close()
 
 
-OVERRIDES = ["progress=false", "eval_episodes=0", "algo.num_envs=4", "algo.num_steps=16", "algo.num_minibatches=4",
-             "algo.update_epochs=1", "total_env_steps=128", "checkpoint_every=0"]
+OVERRIDES = [
+    "progress=false",
+    "eval_episodes=0",
+    "algo.num_envs=4",
+    "algo.num_steps=16",
+    "algo.num_minibatches=4",
+    "algo.update_epochs=1",
+    "total_env_steps=128",
+    "checkpoint_every=0",
+]
 
 
 def test_evaluation_resume_and_load_of_a_state_saved_on_a_gpu(tmp_path: Path) -> None:

@@ -70,8 +70,15 @@ def test_rollout_buffer_passes_termination_and_truncation_apart() -> None:
     rewards, values, terminated, truncated, last_value = (x.float() for x in _rollout(5, steps=6, envs=3))
     buffer = RolloutBuffer(6, 3, (2,), gamma=GAMMA, gae_lambda=LAMBDA)
     for t in range(6):
-        buffer.insert(torch.zeros(3, 2), torch.zeros(3, dtype=torch.int64), torch.zeros(3), values[t], rewards[t],
-                      terminated[t].numpy(), truncated[t].numpy())
+        buffer.insert(
+            torch.zeros(3, 2),
+            torch.zeros(3, dtype=torch.int64),
+            torch.zeros(3),
+            values[t],
+            rewards[t],
+            terminated[t].numpy(),
+            truncated[t].numpy(),
+        )
     batch = buffer.drain(last_value)
     expected = _by_definition(rewards.double(), values.double(), terminated, truncated, last_value.double())
     torch.testing.assert_close(batch.advantages, expected.reshape(-1).float())

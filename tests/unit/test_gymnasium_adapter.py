@@ -46,8 +46,9 @@ def test_steps_match_gymnasium_with_same_step_autoreset(env_id: str, steps: int)
     obs, which gymnasium's own same-step vector env reports as ``final_obs``."""
     n, seed = 4, 3
     env = msrl.envs.make(env_id, n, seed=seed, backend="gymnasium")
-    reference = gym.make_vec(env_id, n, vectorization_mode="sync",
-                             vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    reference = gym.make_vec(
+        env_id, n, vectorization_mode="sync", vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+    )
     reference.reset(seed=seed)
     singles, first = _singles(env_id, n, seed)
     np.testing.assert_array_equal(env.observe(), first.astype(np.float32))

@@ -13,8 +13,19 @@ import pytest
 import torch
 import yaml
 
-from fragments import (PER_ITERATION, PER_STEP, Interface, LoopBlock, Recv, build_program, combine, concat_batched, route,
-                       sources, split_batched)
+from fragments import (
+    PER_ITERATION,
+    PER_STEP,
+    Interface,
+    LoopBlock,
+    Recv,
+    build_program,
+    combine,
+    concat_batched,
+    route,
+    sources,
+    split_batched,
+)
 from msrl import ConfigError
 from msrl.app import load_config, plan
 from msrl.core import BATCHED, GLOBAL, ValueRef
@@ -101,7 +112,10 @@ ROUND_TRIP = {
     "tensor": torch.arange(24, dtype=torch.float32).reshape(6, 4),
     "ndarray": np.arange(12, dtype=np.int64).reshape(6, 2),
     "namedtuple": Step(obs=torch.randn(6, 4), reward=torch.arange(6.0)),
-    "dict": {"obs": np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32), "mask": torch.tensor([1, 0, 1, 1, 0, 1])},
+    "dict": {
+        "obs": np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32),
+        "mask": torch.tensor([1, 0, 1, 1, 0, 1]),
+    },
 }
 
 
@@ -140,12 +154,16 @@ def test_scatter_parts_are_copies_not_views():
         assert part.untyped_storage().nbytes() == part.numel() * part.element_size()
 
 
-@pytest.mark.parametrize("value", [
-    torch.zeros(7, 2),
-    np.zeros(5),
-    Step(obs=torch.zeros(4, 2), reward=torch.zeros(5)),
-    {"a": np.zeros(6), "b": np.zeros(7)},
-], ids=["tensor", "ndarray", "namedtuple", "dict"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        torch.zeros(7, 2),
+        np.zeros(5),
+        Step(obs=torch.zeros(4, 2), reward=torch.zeros(5)),
+        {"a": np.zeros(6), "b": np.zeros(7)},
+    ],
+    ids=["tensor", "ndarray", "namedtuple", "dict"],
+)
 def test_scatter_of_an_indivisible_batch_raises(value):
     with pytest.raises(ValueError, match=r"cannot be split evenly across 3 replicas"):
         route((value,), [interface("scatter")], src_replica=0, dst_replicas=3)
@@ -188,7 +206,7 @@ def test_uncarried_outputs_are_none_in_the_payload():
     assert payloads[0][1] is value[1]
     # Two scattered outputs of a four-output node: the other two stay None in every part.
     split = route(value, [interface("scatter", 0), interface("scatter", 2)], src_replica=0, dst_replicas=2)
-    for replica, payload in split.items():
+    for _replica, payload in split.items():
         assert payload[1] is None and payload[3] is None
         assert payload[0].shape == (1,) and payload[2].shape == (1,)
 
@@ -257,8 +275,12 @@ def test_coarse_programs_exchange_trajectories_and_weights():
     fdg = fdg_for("single_learner_coarse")
     rollout, learner = build_program(fdg, "rollout"), build_program(fdg, "learner")
     assert describe(rollout.steps) == [
-        "env.observe", ["actor.act", "env.step", "buffer.insert"], "actor.value", "buffer.drain",
-        "recv:learner.get_weights", "actor.set_weights",
+        "env.observe",
+        ["actor.act", "env.step", "buffer.insert"],
+        "actor.value",
+        "buffer.drain",
+        "recv:learner.get_weights",
+        "actor.set_weights",
     ]
     assert list(rollout.sends) == ["buffer.drain"]
     assert describe(learner.steps) == ["recv:buffer.drain", "learner.learn", "learner.get_weights", "output"]
@@ -266,20 +288,37 @@ def test_coarse_programs_exchange_trajectories_and_weights():
 
 
 # -- presets ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("spec, fragments, placement, mode", [
-    ({"preset": "single_learner_coarse", "actors": 4, "placement": "SPREAD"},
-     {"rollout": (4, "cpu", {"CPU": 1.0}), "learner": (1, "cpu", {"CPU": 1.0})}, "SPREAD", "sync"),
-    ({"preset": "single_learner_fine", "envs": 3, "env_cpus": 2, "learner_gpus": 1},
-     {"env": (3, "cpu", {"CPU": 2.0}), "learner": (1, "torch", {"CPU": 1.0, "GPU": 1.0})}, "PACK", "sync"),
-    ({"preset": "multi_learner", "learners": 4, "cpus": 2, "placement": "STRICT_SPREAD"},
-     {"worker": (4, "cpu", {"CPU": 2.0})}, "STRICT_SPREAD", "sync"),
-    ({"preset": "gpu_only", "cpus": 2},
-     {"device": (1, "torch", {"CPU": 2.0, "GPU": 1.0})}, "PACK", "sync"),
-    ({"preset": "gpu_only", "device": "cpu"},
-     {"device": (1, "torch", {"CPU": 1.0})}, "PACK", "sync"),
-    ({"preset": "async_single_learner", "actors": 3, "placement": "STRICT_PACK"},
-     {"rollout": (3, "cpu", {"CPU": 1.0}), "learner": (1, "cpu", {"CPU": 1.0})}, "STRICT_PACK", "async"),
-])
+@pytest.mark.parametrize(
+    "spec, fragments, placement, mode",
+    [
+        (
+            {"preset": "single_learner_coarse", "actors": 4, "placement": "SPREAD"},
+            {"rollout": (4, "cpu", {"CPU": 1.0}), "learner": (1, "cpu", {"CPU": 1.0})},
+            "SPREAD",
+            "sync",
+        ),
+        (
+            {"preset": "single_learner_fine", "envs": 3, "env_cpus": 2, "learner_gpus": 1},
+            {"env": (3, "cpu", {"CPU": 2.0}), "learner": (1, "torch", {"CPU": 1.0, "GPU": 1.0})},
+            "PACK",
+            "sync",
+        ),
+        (
+            {"preset": "multi_learner", "learners": 4, "cpus": 2, "placement": "STRICT_SPREAD"},
+            {"worker": (4, "cpu", {"CPU": 2.0})},
+            "STRICT_SPREAD",
+            "sync",
+        ),
+        ({"preset": "gpu_only", "cpus": 2}, {"device": (1, "torch", {"CPU": 2.0, "GPU": 1.0})}, "PACK", "sync"),
+        ({"preset": "gpu_only", "device": "cpu"}, {"device": (1, "torch", {"CPU": 1.0})}, "PACK", "sync"),
+        (
+            {"preset": "async_single_learner", "actors": 3, "placement": "STRICT_PACK"},
+            {"rollout": (3, "cpu", {"CPU": 1.0}), "learner": (1, "cpu", {"CPU": 1.0})},
+            "STRICT_PACK",
+            "async",
+        ),
+    ],
+)
 def test_presets_take_parameters(spec, fragments, placement, mode):
     policy = load_policy(spec)
     assert policy.name == spec["preset"] and not policy.in_process
@@ -294,13 +333,16 @@ def test_preset_devices_follow_gpus():
     assert load_policy("gpu_only").fragment("device").device == "cuda"
 
 
-@pytest.mark.parametrize("preset, valid", [
-    ("single_learner_coarse", ["actors", "actor_executor", "learner_gpus", "placement"]),
-    ("single_learner_fine", ["envs", "env_executor", "learner_gpus", "placement"]),
-    ("multi_learner", ["learners", "executor", "cpus", "gpus", "placement"]),
-    ("gpu_only", ["executor", "device", "cpus"]),
-    ("async_single_learner", ["actors", "learner_cpus", "placement"]),
-])
+@pytest.mark.parametrize(
+    "preset, valid",
+    [
+        ("single_learner_coarse", ["actors", "actor_executor", "learner_gpus", "placement"]),
+        ("single_learner_fine", ["envs", "env_executor", "learner_gpus", "placement"]),
+        ("multi_learner", ["learners", "executor", "cpus", "gpus", "placement"]),
+        ("gpu_only", ["executor", "device", "cpus"]),
+        ("async_single_learner", ["actors", "learner_cpus", "placement"]),
+    ],
+)
 def test_presets_reject_unknown_parameters(preset, valid):
     with pytest.raises(ConfigError) as info:
         load_policy({"preset": preset, "replicas": 2})
@@ -355,8 +397,10 @@ def test_gpu_only_partition_is_one_fragment_without_interfaces():
     assert fdg.interfaces == []
 
 
-@pytest.mark.parametrize("policy", ["policy.preset=single_learner_coarse", "policy.preset=single_learner_fine",
-                                    "policy.preset=multi_learner"])
+@pytest.mark.parametrize(
+    "policy",
+    ["policy.preset=single_learner_coarse", "policy.preset=single_learner_fine", "policy.preset=multi_learner"],
+)
 def test_plan_rejects_num_envs_not_divisible_by_replicas(policy):
     replicas = {"single_learner_coarse": "actors", "single_learner_fine": "envs", "multi_learner": "learners"}
     preset = policy.split("=")[1]
@@ -366,4 +410,3 @@ def test_plan_rejects_num_envs_not_divisible_by_replicas(policy):
     # The same policy with a divisor of num_envs plans fine.
     fdg = plan(ppo_config(policy, f"policy.{replicas[preset]}=4")).fdg
     assert max(f.replicas for f in fdg.fragments.values()) == 4
-

@@ -32,8 +32,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("msrl", "fragments", "policies", "algorithms", "cluster")
 UNITS = {  # unit -> layer; the longest matching prefix names a module's unit
-    "msrl.core": 0, "msrl.rl": 1, "msrl.envs": 1, "policies": 2, "algorithms": 2, "fragments": 3, "cluster": 4,
-    "msrl.app": 5, "msrl": 6,
+    "msrl.core": 0,
+    "msrl.rl": 1,
+    "msrl.envs": 1,
+    "policies": 2,
+    "algorithms": 2,
+    "fragments": 3,
+    "cluster": 4,
+    "msrl.app": 5,
+    "msrl": 6,
 }
 FORBIDDEN_THIRD_PARTY = {"ray": 4, "pycuda": 3}
 """A library and the lowest layer that may import it."""
@@ -61,14 +68,16 @@ def unit_of(module: str) -> str | None:
 
 
 def is_private(module: str, unit: str) -> bool:
-    rest = module[len(unit):].lstrip(".")
+    rest = module[len(unit) :].lstrip(".")
     return any(part.startswith("_") and part not in ("__init__", "__main__") for part in rest.split(".") if part)
 
 
 def resolve(root: Path, module: str, name: str) -> str:
     """``from module import name``: the submodule if ``name`` is one, else the module."""
     candidate = root.joinpath(*f"{module}.{name}".split("."))
-    return f"{module}.{name}" if candidate.with_suffix(".py").exists() or (candidate / "__init__.py").exists() else module
+    return (
+        f"{module}.{name}" if candidate.with_suffix(".py").exists() or (candidate / "__init__.py").exists() else module
+    )
 
 
 def imports_of(root: Path, path: Path) -> list[Import]:
@@ -116,10 +125,14 @@ def _check_package_import(imp: Import, where: Path) -> list[str]:
     if target is None or target == source:
         return []
     if UNITS[target] >= layer:
-        return [f"{where}:{imp.line}: {imp.how} of {imp.target} from {imp.importer}: {source} (layer {layer}) must not "
-                f"import {target} (layer {UNITS[target]})"]
+        return [
+            f"{where}:{imp.line}: {imp.how} of {imp.target} from {imp.importer}: {source} (layer {layer}) must not "
+            f"import {target} (layer {UNITS[target]})"
+        ]
     if is_private(imp.target, target):
-        return [f"{where}:{imp.line}: {imp.importer} imports private module {imp.target} of {target}; use its public names"]
+        return [
+            f"{where}:{imp.line}: {imp.importer} imports private module {imp.target} of {target}; use its public names"
+        ]
     return []
 
 
@@ -131,16 +144,20 @@ def test_imports_point_down_and_stay_public() -> None:
 def test_every_package_module_belongs_to_a_layer() -> None:
     modules = [module_name(REPO, p) for package in PACKAGES for p in (REPO / package).rglob("*.py")]
     assert modules and all(unit_of(m) is not None for m in modules)
-    assert unit_of("msrl.core._tracing") == "msrl.core" and unit_of("msrl") == "msrl" and unit_of("msrl.app") == "msrl.app"
+    assert (
+        unit_of("msrl.core._tracing") == "msrl.core" and unit_of("msrl") == "msrl" and unit_of("msrl.app") == "msrl.app"
+    )
 
 
 def test_algorithms_never_mention_replicas() -> None:
     """An algorithm states per-run quantities and seeds; how they are shared among the replicas
     of a fragment is msrl's business (``msrl.split``, ``RunInfo.data_seed``)."""
-    mentions = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
-                for path in sorted((REPO / "algorithms").rglob("*.py"))
-                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
-                if re.search(r"replica", line, re.IGNORECASE)]
+    mentions = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in sorted((REPO / "algorithms").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if re.search(r"replica", line, re.IGNORECASE)
+    ]
     assert not mentions, "\n".join(mentions)
 
 
@@ -159,18 +176,25 @@ def _planted(root: Path, files: dict[str, str]) -> list[str]:
 
 
 def test_a_planted_upward_import_inside_a_function_fails(tmp_path: Path) -> None:
-    found = _planted(_copy_tree(tmp_path), {"msrl/core/_planted.py": "def later():\n    import cluster\n    return cluster\n"})
-    assert found == ["msrl/core/_planted.py:2: import of cluster from msrl.core._planted: msrl.core "
-                     "(layer 0) must not import cluster (layer 4)"]
+    found = _planted(
+        _copy_tree(tmp_path), {"msrl/core/_planted.py": "def later():\n    import cluster\n    return cluster\n"}
+    )
+    assert found == [
+        "msrl/core/_planted.py:2: import of cluster from msrl.core._planted: msrl.core "
+        "(layer 0) must not import cluster (layer 4)"
+    ]
 
 
 def test_planted_private_imports_and_registry_strings_fail(tmp_path: Path) -> None:
-    lines = _planted(_copy_tree(tmp_path), {
-        "cluster/_planted.py": "from fragments._program import Recv\n",
-        "msrl/envs/_planted.py": 'BACKENDS = {"cuda": "fragments.cuda:CartPoleCuda"}\n',
-        "algorithms/_planted.py": "import policies\nimport ray\n",
-        "tests/test_planted.py": "from msrl.core._graph import Node\n",
-    })
+    lines = _planted(
+        _copy_tree(tmp_path),
+        {
+            "cluster/_planted.py": "from fragments._program import Recv\n",
+            "msrl/envs/_planted.py": 'BACKENDS = {"cuda": "fragments.cuda:CartPoleCuda"}\n',
+            "algorithms/_planted.py": "import policies\nimport ray\n",
+            "tests/test_planted.py": "from msrl.core._graph import Node\n",
+        },
+    )
     found = "\n".join(lines)
     assert "cluster/_planted.py:1: cluster._planted imports private module fragments._program" in found
     assert "msrl/envs/_planted.py:1: registry string of fragments.cuda" in found

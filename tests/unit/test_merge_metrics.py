@@ -11,11 +11,13 @@ from cluster import merge_replica_metrics
 
 
 def test_episode_means_are_weighted_by_episodes_finished():
-    merged = merge_replica_metrics([
-        {"episode_return": 10.0, "episode_length": 10.0, "episodes": 3, "policy_loss": 1.0},
-        {"episode_return": 50.0, "episode_length": 50.0, "episodes": 1},
-        {"policy_loss": 3.0, "note": "text", "bad": float("nan")},  # a replica that finished no episode
-    ])
+    merged = merge_replica_metrics(
+        [
+            {"episode_return": 10.0, "episode_length": 10.0, "episodes": 3, "policy_loss": 1.0},
+            {"episode_return": 50.0, "episode_length": 50.0, "episodes": 1},
+            {"policy_loss": 3.0, "note": "text", "bad": float("nan")},  # a replica that finished no episode
+        ]
+    )
     assert merged == {"episode_return": 20.0, "episode_length": 20.0, "episodes": 4.0, "policy_loss": 2.0}
 
 

@@ -24,16 +24,18 @@ class Walkers(MultiAgentEnv):
         super().__init__(num_envs, seed, **options)
 
     def agent_groups(self):
-        return {"a": msrl.AgentGroup("a", self.n_a, msrl.Box(-9, 9, (1,)), msrl.Discrete(2)),
-                "b": msrl.AgentGroup("b", self.n_b, msrl.Box(-9, 9, (1,)), msrl.Discrete(2))}
+        return {
+            "a": msrl.AgentGroup("a", self.n_a, msrl.Box(-9, 9, (1,)), msrl.Discrete(2)),
+            "b": msrl.AgentGroup("b", self.n_b, msrl.Box(-9, 9, (1,)), msrl.Discrete(2)),
+        }
 
     class NumpyWalk(Physics):
         def draw_reset(self, n):
             return np.zeros((n, self.env.state_dim))
 
         def write_obs(self, state, out):
-            out["a"][..., 0] = state[:, :self.env.n_a]
-            out["b"][..., 0] = state[:, self.env.n_a:]
+            out["a"][..., 0] = state[:, : self.env.n_a]
+            out["b"][..., 0] = state[:, self.env.n_a :]
 
         def step(self, state, actions, rewards, terminated):
             moves = np.concatenate([np.where(actions["a"], 1.0, -1.0), np.where(actions["b"], 1.0, -1.0)], 1)

@@ -31,15 +31,22 @@ class Relay(pettingzoo.ParallelEnv):
 
     metadata = {"name": "relay_v0"}
 
-    def __init__(self, limit: int = 4, leave: bool = True, end: str = "truncate", chaser_actions=None,
-                 runner_1_obs=None) -> None:
+    def __init__(
+        self, limit: int = 4, leave: bool = True, end: str = "truncate", chaser_actions=None, runner_1_obs=None
+    ) -> None:
         self.limit, self.leave, self.end = limit, leave, end
         self.possible_agents = ["runner_0", "runner_1", "chaser_0"]
         runner_obs = spaces.Box(-10.0, 10.0, (2,), np.float32)
-        self._obs = {"runner_0": runner_obs, "runner_1": runner_1_obs or runner_obs,
-                     "chaser_0": spaces.Discrete(9, start=2)}
-        self._act = {"runner_0": spaces.Discrete(3, start=1), "runner_1": spaces.Discrete(3, start=1),
-                     "chaser_0": chaser_actions or spaces.Box(-1.0, 1.0, (2,), np.float64)}
+        self._obs = {
+            "runner_0": runner_obs,
+            "runner_1": runner_1_obs or runner_obs,
+            "chaser_0": spaces.Discrete(9, start=2),
+        }
+        self._act = {
+            "runner_0": spaces.Discrete(3, start=1),
+            "runner_1": spaces.Discrete(3, start=1),
+            "chaser_0": chaser_actions or spaces.Box(-1.0, 1.0, (2,), np.float64),
+        }
         self.seeds, self.received, self.closed = [], [], False
 
     def observation_space(self, agent):
@@ -62,8 +69,10 @@ class Relay(pettingzoo.ParallelEnv):
         self.t += 1
         rewards = {a: float(np.sum(actions[a])) for a in self.agents}
         done = self.t == self.limit
-        terminated = {a: (done and self.end == "terminate") or (self.leave and a == "runner_1" and self.t == 2)
-                      for a in self.agents}
+        terminated = {
+            a: (done and self.end == "terminate") or (self.leave and a == "runner_1" and self.t == 2)
+            for a in self.agents
+        }
         truncated = {a: done and self.end == "truncate" for a in self.agents}
         obs = self._observe()
         self.agents = [a for a in self.agents if not (terminated[a] or truncated[a])]
@@ -79,7 +88,12 @@ def _actions(num_envs: int, runner: int = 0, chaser: float = 0.25) -> dict:
 
 def test_group_names():
     assert [group_of(a) for a in ("adversary_0", "agent_12", "agent", "my_team_3", "x_")] == [
-        "adversary", "agent", "agent", "my_team", "x_"]
+        "adversary",
+        "agent",
+        "agent",
+        "my_team",
+        "x_",
+    ]
 
 
 def test_simple_tag_groups_and_steps_match_mpe2():
@@ -96,7 +110,7 @@ def test_simple_tag_groups_and_steps_match_mpe2():
     refs = [simple_tag_v3.parallel_env() for _ in range(n)]
     first = [ref.reset(seed=seed + i)[0] for i, ref in enumerate(refs)]
     obs = env.observe()
-    for i, ref in enumerate(refs):
+    for i in range(len(refs)):
         np.testing.assert_array_equal(obs["adversary"][i], np.stack([first[i][f"adversary_{k}"] for k in range(3)]))
         np.testing.assert_array_equal(obs["agent"][i, 0], first[i]["agent_0"])
     rng = np.random.default_rng(0)
@@ -109,8 +123,9 @@ def test_simple_tag_groups_and_steps_match_mpe2():
         np.testing.assert_array_equal(truncated, float(ends))
         np.testing.assert_array_equal(terminated, 0.0)
         for i, ref in enumerate(refs):
-            r_obs, r_rew, _, r_trunc, _ = ref.step({**{f"adversary_{k}": actions["adversary"][i, k] for k in range(3)},
-                                                   "agent_0": actions["agent"][i, 0]})
+            r_obs, r_rew, _, r_trunc, _ = ref.step(
+                {**{f"adversary_{k}": actions["adversary"][i, k] for k in range(3)}, "agent_0": actions["agent"][i, 0]}
+            )
             assert all(r_trunc.values()) == ends
             expected = [np.float32(r_rew[f"adversary_{k}"]) for k in range(3)]
             np.testing.assert_array_equal(rewards["adversary"][i], expected)
@@ -141,8 +156,10 @@ def test_simple_spread_backend_keeps_msrl_group_and_counts_episodes():
     env.close()
 
 
-@pytest.mark.parametrize("leave, end, flags", [(True, "truncate", (0.0, 1.0)), (True, "terminate", (1.0, 0.0)),
-                                               (False, "truncate", (0.0, 1.0))])
+@pytest.mark.parametrize(
+    "leave, end, flags",
+    [(True, "truncate", (0.0, 1.0)), (True, "terminate", (1.0, 0.0)), (False, "truncate", (0.0, 1.0))],
+)
 def test_dropped_agents_autoreset_and_flags(leave: bool, end: str, flags: tuple):
     """A dropped agent keeps its slot (reward 0, zero obs, no action sent); the episode ends,
     and restarts in the same step, when nobody is left: terminated only if all terminated."""
@@ -214,8 +231,9 @@ def test_errors_are_one_line_config_errors():
         msrl.envs.spec("pettingzoo:json")
     with pytest.raises(ConfigError, match="MultiDiscrete action space .*msrl takes Box or Discrete"):
         PettingZooEnv(Relay, 1, chaser_actions=spaces.MultiDiscrete([2, 2]))
-    with pytest.raises(ConfigError, match="agents 'runner_0' and 'runner_1' of group 'runner' have different "
-                                          "observation spaces"):
+    with pytest.raises(
+        ConfigError, match="agents 'runner_0' and 'runner_1' of group 'runner' have different observation spaces"
+    ):
         PettingZooEnv(Relay, 2, runner_1_obs=spaces.Box(-1.0, 1.0, (3,), np.float32))
     with pytest.raises(ConfigError, match="cannot be made with \\{'speed': 2\\}"):
         PettingZooEnv(Relay, 1, speed=2)

@@ -20,7 +20,9 @@ def coarse(actors: int = 2, placement: str = "PACK", **params):
 def test_bundles_one_per_replica_in_policy_order():
     policy = coarse(actors=3, learner_gpus=1)
     assert bundles_of(policy) == [
-        ("rollout", 0, {"CPU": 1.0}), ("rollout", 1, {"CPU": 1.0}), ("rollout", 2, {"CPU": 1.0}),
+        ("rollout", 0, {"CPU": 1.0}),
+        ("rollout", 1, {"CPU": 1.0}),
+        ("rollout", 2, {"CPU": 1.0}),
         ("learner", 0, {"CPU": 1.0, "GPU": 1.0}),
     ]
     assert demand_of(policy) == {"CPU": 4.0, "GPU": 1.0}
@@ -91,14 +93,24 @@ def test_strict_pack_needs_everything_on_one_node():
     check_feasible(policy, [{"CPU": 2.0}, {"CPU": 3.0}])
 
 
-@pytest.mark.parametrize("policy, nodes", [
-    (coarse(actors=3, placement="PACK"), TWO_CPU_NODES),  # 4 CPUs: exactly the cluster
-    (coarse(actors=1, placement="STRICT_SPREAD"), TWO_CPU_NODES),
-    (coarse(actors=1, placement="STRICT_PACK"), TWO_CPU_NODES),
-    (coarse(actors=2, placement="SPREAD"), [{"CPU": 2.0}, {"CPU": 2.0}, {"CPU": 2.0}]),
-    (coarse(actors=3, placement="STRICT_PACK", actor_cpus=0.5, learner_cpus=0.5), TWO_CPU_NODES),  # 4 x 0.5 CPU on one node
-    (load_policy({"preset": "multi_learner", "learners": 2, "cpus": 2, "placement": "STRICT_SPREAD"}), TWO_CPU_NODES),
-], ids=["pack-exact", "strict-spread", "strict-pack", "spread", "strict-pack-fractional", "strict-spread-full-nodes"])
+@pytest.mark.parametrize(
+    "policy, nodes",
+    [
+        (coarse(actors=3, placement="PACK"), TWO_CPU_NODES),  # 4 CPUs: exactly the cluster
+        (coarse(actors=1, placement="STRICT_SPREAD"), TWO_CPU_NODES),
+        (coarse(actors=1, placement="STRICT_PACK"), TWO_CPU_NODES),
+        (coarse(actors=2, placement="SPREAD"), [{"CPU": 2.0}, {"CPU": 2.0}, {"CPU": 2.0}]),
+        (
+            coarse(actors=3, placement="STRICT_PACK", actor_cpus=0.5, learner_cpus=0.5),
+            TWO_CPU_NODES,
+        ),  # 4 x 0.5 CPU on one node
+        (
+            load_policy({"preset": "multi_learner", "learners": 2, "cpus": 2, "placement": "STRICT_SPREAD"}),
+            TWO_CPU_NODES,
+        ),
+    ],
+    ids=["pack-exact", "strict-spread", "strict-pack", "spread", "strict-pack-fractional", "strict-spread-full-nodes"],
+)
 def test_feasible_requests_pass(policy, nodes):
     assert check_feasible(policy, nodes) is None
 
@@ -110,40 +122,71 @@ def test_fractional_requests_are_shown_as_asked():
 
 
 LABELLED_NODES = [
-    {"CPU": 2.0, "memory": 2.0 * 2 ** 30, "node:10.0.0.1": 1.0, "object_store_memory": 1e8},
-    {"CPU": 1.0, "GPU": 1.0, "memory": 8.0 * 2 ** 30, "learner_node": 1.0, "accelerator_type:H100": 1.0},
-    {"CPU": 4.0, "memory": 4.0 * 2 ** 30, "env_node": 4.0, "CPU_group_0_" + "ab" * 18: 1.0},
+    {"CPU": 2.0, "memory": 2.0 * 2**30, "node:10.0.0.1": 1.0, "object_store_memory": 1e8},
+    {"CPU": 1.0, "GPU": 1.0, "memory": 8.0 * 2**30, "learner_node": 1.0, "accelerator_type:H100": 1.0},
+    {"CPU": 4.0, "memory": 4.0 * 2**30, "env_node": 4.0, "CPU_group_0_" + "ab" * 18: 1.0},
 ]
 
 
 def labelled(learner: dict, rollout: dict | None = None):
-    return load_policy({"fragments": [
-        {"name": "rollout", "components": ["env", "actor", "buffer"], "replicas": 2,
-         "resources": rollout or {"CPU": 1, "env_node": 1}},
-        {"name": "learner", "components": ["learner"], "resources": learner},
-    ]})
+    return load_policy(
+        {
+            "fragments": [
+                {
+                    "name": "rollout",
+                    "components": ["env", "actor", "buffer"],
+                    "replicas": 2,
+                    "resources": rollout or {"CPU": 1, "env_node": 1},
+                },
+                {"name": "learner", "components": ["learner"], "resources": learner},
+            ]
+        }
+    )
 
 
 def test_custom_resources_and_memory_are_bundled_and_feasible():
-    policy = labelled({"CPU": 1, "GPU": 1, "learner_node": 1, "accelerator_type:H100": 0.001, "memory": 4 * 2 ** 30})
-    assert bundles_of(policy)[-1] == ("learner", 0, {"CPU": 1.0, "GPU": 1.0, "learner_node": 1.0, "accelerator_type:H100": 0.001,
-                                                     "memory": 4.0 * 2 ** 30})
+    policy = labelled({"CPU": 1, "GPU": 1, "learner_node": 1, "accelerator_type:H100": 0.001, "memory": 4 * 2**30})
+    assert bundles_of(policy)[-1] == (
+        "learner",
+        0,
+        {"CPU": 1.0, "GPU": 1.0, "learner_node": 1.0, "accelerator_type:H100": 0.001, "memory": 4.0 * 2**30},
+    )
     assert check_feasible(policy, LABELLED_NODES) is None
 
 
-@pytest.mark.parametrize("learner, asked, offer", [
-    ({"CPU": 1, "gpu_node": 1}, "asks for 1 gpu_node in all but the cluster has 0",
-     "cluster offers 3 node(s): 2 CPU; 1 CPU, 1 GPU, 1 learner_node; 4 CPU, 4 env_node"),
-    ({"CPU": 2, "learner_node": 1}, "fragment 'learner' asks for 2 CPU, 1 learner_node per replica but no node has that much",
-     "cluster offers 3 node(s): 2 CPU; 1 CPU, 1 GPU, 1 learner_node; 4 CPU, 4 env_node"),
-    # Ray's bookkeeping resources are shown only when the policy asks for them.
-    ({"CPU": 1, "accelerator_type:A100": 0.001}, "asks for 0.001 accelerator_type:A100 in all but the cluster has 0",
-     "cluster offers 3 node(s): 2 CPU; 1 CPU, 1 GPU, 1 accelerator_type:H100, 1 learner_node; 4 CPU, 4 env_node"),
-    ({"CPU": 1, "memory": 9 * 2 ** 30}, "fragment 'learner' asks for 1 CPU, 9 GiB memory per replica but no node has that much",
-     "cluster offers 3 node(s): 2 CPU, 2 GiB memory; 1 CPU, 1 GPU, 8 GiB memory, 1 learner_node; "
-     "4 CPU, 4 GiB memory, 4 env_node"),
-    ({"CPU": 1, "memory": 15 * 2 ** 30}, "asks for 15 GiB memory in all but the cluster has 14 GiB", "2 CPU, 2 GiB memory;"),
-], ids=["unknown-label", "label-without-cpus", "accelerator-type", "memory-per-node", "memory-in-all"])
+@pytest.mark.parametrize(
+    "learner, asked, offer",
+    [
+        (
+            {"CPU": 1, "gpu_node": 1},
+            "asks for 1 gpu_node in all but the cluster has 0",
+            "cluster offers 3 node(s): 2 CPU; 1 CPU, 1 GPU, 1 learner_node; 4 CPU, 4 env_node",
+        ),
+        (
+            {"CPU": 2, "learner_node": 1},
+            "fragment 'learner' asks for 2 CPU, 1 learner_node per replica but no node has that much",
+            "cluster offers 3 node(s): 2 CPU; 1 CPU, 1 GPU, 1 learner_node; 4 CPU, 4 env_node",
+        ),
+        # Ray's bookkeeping resources are shown only when the policy asks for them.
+        (
+            {"CPU": 1, "accelerator_type:A100": 0.001},
+            "asks for 0.001 accelerator_type:A100 in all but the cluster has 0",
+            "cluster offers 3 node(s): 2 CPU; 1 CPU, 1 GPU, 1 accelerator_type:H100, 1 learner_node; 4 CPU, 4 env_node",
+        ),
+        (
+            {"CPU": 1, "memory": 9 * 2**30},
+            "fragment 'learner' asks for 1 CPU, 9 GiB memory per replica but no node has that much",
+            "cluster offers 3 node(s): 2 CPU, 2 GiB memory; 1 CPU, 1 GPU, 8 GiB memory, 1 learner_node; "
+            "4 CPU, 4 GiB memory, 4 env_node",
+        ),
+        (
+            {"CPU": 1, "memory": 15 * 2**30},
+            "asks for 15 GiB memory in all but the cluster has 14 GiB",
+            "2 CPU, 2 GiB memory;",
+        ),
+    ],
+    ids=["unknown-label", "label-without-cpus", "accelerator-type", "memory-per-node", "memory-in-all"],
+)
 def test_custom_resources_the_cluster_lacks(learner, asked, offer):
     with pytest.raises(ConfigError) as info:
         check_feasible(labelled(learner), LABELLED_NODES)
@@ -153,9 +196,19 @@ def test_custom_resources_the_cluster_lacks(learner, asked, offer):
 
 
 def test_actor_resources_hold_the_bundle():
-    assert actor_resources({"CPU": 1.0, "GPU": 0.5, "memory": 2.0 * 2 ** 30, "learner_node": 1.0, "accelerator_type:H100": 0.001,
-                            "env_node": 0.0}) == {
-        "num_cpus": 1.0, "num_gpus": 0.5, "memory": 2 * 2 ** 30,
+    assert actor_resources(
+        {
+            "CPU": 1.0,
+            "GPU": 0.5,
+            "memory": 2.0 * 2**30,
+            "learner_node": 1.0,
+            "accelerator_type:H100": 0.001,
+            "env_node": 0.0,
+        }
+    ) == {
+        "num_cpus": 1.0,
+        "num_gpus": 0.5,
+        "memory": 2 * 2**30,
         "resources": {"learner_node": 1.0, "accelerator_type:H100": 0.001},
     }
     assert actor_resources({"CPU": 2.0}) == {"num_cpus": 2.0, "num_gpus": 0.0}
@@ -163,7 +216,7 @@ def test_actor_resources_hold_the_bundle():
 
 
 def test_placement_report_lines():
-    policy = labelled({"CPU": 1, "learner_node": 1, "memory": 2 ** 31})
+    policy = labelled({"CPU": 1, "learner_node": 1, "memory": 2**31})
     a, b = "a1b2c3d4" + "0" * 48, "e5f6a7b8" + "1" * 48
     lines = describe_placement(policy, {"rollout": [b, b], "learner": [a]}, {a: "10.0.0.5", b: "10.0.0.6"})
     assert lines == [

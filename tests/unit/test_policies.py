@@ -10,10 +10,9 @@ import fragments
 import msrl
 from algorithms.ppo import PPO, PPOConfig
 from fragments import PER_ITERATION, LoopBlock, build_program
+from fragments.executors import EXECUTORS
 from msrl import ConfigError
 from msrl.app import load_config, plan
-
-from fragments.executors import EXECUTORS
 from policies import PLACEMENTS, DistributionPolicy, FragmentSpec, load_policy, preset_names
 
 PPO_ROLES = {"env": "env", "actor": "actor", "buffer": "buffer", "learner": "learner"}
@@ -46,8 +45,14 @@ def custom(fragment_list, **top) -> DistributionPolicy:
 def test_local_preset():
     policy = load_policy("local")
     assert policy.name == "local" and policy.in_process
-    assert preset_names() == ["async_single_learner", "gpu_only", "local", "multi_learner", "single_learner_coarse",
-                              "single_learner_fine"]
+    assert preset_names() == [
+        "async_single_learner",
+        "gpu_only",
+        "local",
+        "multi_learner",
+        "single_learner_coarse",
+        "single_learner_fine",
+    ]
     (fragment,) = policy.fragments
     assert (fragment.name, fragment.components, fragment.replicas, fragment.executor) == ("local", ["*"], 1, "cpu")
     assert fragment.resources == {"CPU": 1.0}
@@ -58,19 +63,26 @@ def test_local_preset():
 
 
 def test_unknown_preset_names_valid_choices():
-    with pytest.raises(ConfigError, match=r"unknown policy 'ring'; valid choices: async_single_learner, gpu_only, local, multi_learner"):
+    with pytest.raises(
+        ConfigError, match=r"unknown policy 'ring'; valid choices: async_single_learner, gpu_only, local, multi_learner"
+    ):
         load_policy("ring")
-    with pytest.raises(ConfigError, match=r"unknown policy 'ring'; valid choices: async_single_learner, gpu_only, local, multi_learner"):
+    with pytest.raises(
+        ConfigError, match=r"unknown policy 'ring'; valid choices: async_single_learner, gpu_only, local, multi_learner"
+    ):
         load_policy({"preset": "ring"})
 
 
-@pytest.mark.parametrize("spec, words", [
-    ({"preset": "local", "replicas": 2}, ["unknown parameter 'replicas'", "executor, cpus, device"]),
-    ({"preset": "local", "cpus": "four"}, ["policy.cpus must be int", "'four'"]),
-    ({"preset": "local", "cpus": 2.5}, ["policy.cpus must be int"]),
-    ({"nothing": 1}, ["needs 'preset' or 'fragments'", "local"]),
-    (42, ["preset name or a mapping", "42"]),
-])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ({"preset": "local", "replicas": 2}, ["unknown parameter 'replicas'", "executor, cpus, device"]),
+        ({"preset": "local", "cpus": "four"}, ["policy.cpus must be int", "'four'"]),
+        ({"preset": "local", "cpus": 2.5}, ["policy.cpus must be int"]),
+        ({"nothing": 1}, ["needs 'preset' or 'fragments'", "local"]),
+        (42, ["preset name or a mapping", "42"]),
+    ],
+)
 def test_bad_preset_specs(spec, words):
     with pytest.raises(ConfigError) as info:
         load_policy(spec)
@@ -96,19 +108,29 @@ def test_custom_policy_from_yaml():
 
 
 def test_custom_resources_and_memory_from_yaml():
-    policy = load_policy(yaml.safe_load("""
+    policy = load_policy(
+        yaml.safe_load("""
 fragments:
   - {name: rollout, components: [env, actor, buffer], replicas: 2, resources: {CPU: 1, env_node: 1}}
   - name: learn
     components: [learner]
     resources: {CPU: 1, GPU: 1, learner_node: 1, accelerator_type:H100: 0.001, memory: 8589934592}
-"""))
+""")
+    )
     rollout, learn = policy.fragments
     assert rollout.resources == {"CPU": 1.0, "env_node": 1.0}
-    assert learn.resources == {"CPU": 1.0, "GPU": 1.0, "learner_node": 1.0, "accelerator_type:H100": 0.001,
-                               "memory": 8 * 2.0 ** 30}
+    assert learn.resources == {
+        "CPU": 1.0,
+        "GPU": 1.0,
+        "learner_node": 1.0,
+        "accelerator_type:H100": 0.001,
+        "memory": 8 * 2.0**30,
+    }
     # A float with no fractional part is a whole number of bytes too (a YAML 8.0e9, say).
-    assert custom([{"name": "a", "components": ["*"], "resources": {"memory": 8.0e9}}]).fragments[0].resources["memory"] == 8e9
+    assert (
+        custom([{"name": "a", "components": ["*"], "resources": {"memory": 8.0e9}}]).fragments[0].resources["memory"]
+        == 8e9
+    )
 
 
 def test_roles_and_wildcard_place_the_rest():
@@ -116,12 +138,16 @@ def test_roles_and_wildcard_place_the_rest():
     assert policy.assign(PPO_ROLES) == {"env": "rest", "actor": "rest", "buffer": "rest", "learner": "learn"}
     # Exact names win over roles; roles take what is left.
     roles = {"cart": "env", "pi": "actor", "pi_old": "actor", "buf": "buffer", "opt": "learner"}
-    policy = custom([{"name": "a", "components": ["pi_old", "opt"]}, {"name": "b", "components": ["actor", "env", "buffer"]}])
+    policy = custom(
+        [{"name": "a", "components": ["pi_old", "opt"]}, {"name": "b", "components": ["actor", "env", "buffer"]}]
+    )
     assert policy.assign(roles) == {"pi_old": "a", "opt": "a", "pi": "b", "cart": "b", "buf": "b"}
 
 
 def test_component_placed_twice_is_an_error():
-    policy = custom([{"name": "a", "components": ["env", "actor", "buffer", "learner"]}, {"name": "b", "components": ["learner"]}])
+    policy = custom(
+        [{"name": "a", "components": ["env", "actor", "buffer", "learner"]}, {"name": "b", "components": ["learner"]}]
+    )
     with pytest.raises(ConfigError, match="component 'learner' is placed in both 'a' and 'b'"):
         policy.assign(PPO_ROLES)
 
@@ -131,7 +157,9 @@ def test_role_placed_twice_is_an_error():
     # in two fragments places the learner "twice" and the second entry matches
     # nothing; that must be rejected like a duplicate name, not silently ignored.
     roles = {"cart": "env", "pi": "actor", "buf": "buffer", "opt": "learner"}
-    policy = custom([{"name": "a", "components": ["learner"]}, {"name": "b", "components": ["env", "actor", "buffer", "learner"]}])
+    policy = custom(
+        [{"name": "a", "components": ["learner"]}, {"name": "b", "components": ["env", "actor", "buffer", "learner"]}]
+    )
     with pytest.raises(ConfigError, match="learner"):
         policy.assign(roles)
 
@@ -145,8 +173,14 @@ def test_unplaced_component_is_an_error(graph):
 
 
 def test_unknown_component_names_valid_choices(graph):
-    policy = custom([{"name": "a", "components": ["env", "actor", "buffer", "critic"]}, {"name": "b", "components": ["learner"]}])
-    with pytest.raises(ConfigError, match=r"fragment 'a' names unknown component 'critic'; valid choices: actor, buffer, component, env, learner, \*"):
+    policy = custom(
+        [{"name": "a", "components": ["env", "actor", "buffer", "critic"]}, {"name": "b", "components": ["learner"]}]
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"fragment 'a' names unknown component 'critic'; "
+        r"valid choices: actor, buffer, component, env, learner, \*",
+    ):
         fragments.partition(graph, policy)
 
 
@@ -158,27 +192,48 @@ def test_fragment_left_empty_is_an_error(graph):
 
 def test_unknown_executor_is_refused_when_the_graph_is_cut(graph):
     policy = custom([{"name": "a", "components": ["*"], "executor": "gpu"}])
-    with pytest.raises(ConfigError, match=f"fragment 'a': unknown executor 'gpu'; valid choices: {', '.join(sorted(EXECUTORS))}"):
+    with pytest.raises(
+        ConfigError, match=f"fragment 'a': unknown executor 'gpu'; valid choices: {', '.join(sorted(EXECUTORS))}"
+    ):
         fragments.partition(graph, policy)
 
 
-@pytest.mark.parametrize("fragment, top, words", [
-    ({}, {"placement": "ANYWHERE"}, ["unknown placement strategy 'ANYWHERE'", ", ".join(PLACEMENTS)]),
-    ({}, {"mode": "lockstep"}, ["unknown mode 'lockstep'", "sync, async"]),
-    ({"replicas": 0}, {}, ["replicas must be a positive integer, got 0"]),
-    ({"replicas": -2}, {}, ["replicas must be a positive integer, got -2"]),
-    ({"replicas": "2"}, {}, ["replicas must be a positive integer, got '2'"]),
-    ({"replicas": True}, {}, ["replicas must be a positive integer, got True"]),
-    ({"resources": {"CPU": -1}}, {}, ["resources must map names to non-negative numbers"]),
-    ({"resources": {"CPU": float("inf")}}, {}, ["resources must map names to non-negative numbers", "got CPU: inf"]),
-    ({"resources": {"": 1}}, {}, ["resource names must be non-empty strings", "e.g. {CPU: 1, learner_node: 1}; got ''"]),
-    ({"resources": {1: 1}}, {}, ["resource names must be non-empty strings", "got 1"]),
-    ({"resources": {"memory": 1.5e9 + 0.5}}, {}, ["resources.memory must be a whole number of bytes", "got 1500000000.5"]),
-    ({"resources": {"object_store_memory": 1e9}}, {}, ["cannot reserve object_store_memory", "use memory: BYTES"]),
-    ({"gpus": 1}, {}, ["unknown key 'gpus' in policy.fragments[0]", "components, device, executor, name, replicas, resources"]),
-    ({"components": []}, {}, ["components must be a non-empty list"]),
-    ({}, {"extra": 1}, ["unknown policy key 'extra'", "fragments, mode, name, placement"]),
-])
+@pytest.mark.parametrize(
+    "fragment, top, words",
+    [
+        ({}, {"placement": "ANYWHERE"}, ["unknown placement strategy 'ANYWHERE'", ", ".join(PLACEMENTS)]),
+        ({}, {"mode": "lockstep"}, ["unknown mode 'lockstep'", "sync, async"]),
+        ({"replicas": 0}, {}, ["replicas must be a positive integer, got 0"]),
+        ({"replicas": -2}, {}, ["replicas must be a positive integer, got -2"]),
+        ({"replicas": "2"}, {}, ["replicas must be a positive integer, got '2'"]),
+        ({"replicas": True}, {}, ["replicas must be a positive integer, got True"]),
+        ({"resources": {"CPU": -1}}, {}, ["resources must map names to non-negative numbers"]),
+        (
+            {"resources": {"CPU": float("inf")}},
+            {},
+            ["resources must map names to non-negative numbers", "got CPU: inf"],
+        ),
+        (
+            {"resources": {"": 1}},
+            {},
+            ["resource names must be non-empty strings", "e.g. {CPU: 1, learner_node: 1}; got ''"],
+        ),
+        ({"resources": {1: 1}}, {}, ["resource names must be non-empty strings", "got 1"]),
+        (
+            {"resources": {"memory": 1.5e9 + 0.5}},
+            {},
+            ["resources.memory must be a whole number of bytes", "got 1500000000.5"],
+        ),
+        ({"resources": {"object_store_memory": 1e9}}, {}, ["cannot reserve object_store_memory", "use memory: BYTES"]),
+        (
+            {"gpus": 1},
+            {},
+            ["unknown key 'gpus' in policy.fragments[0]", "components, device, executor, name, replicas, resources"],
+        ),
+        ({"components": []}, {}, ["components must be a non-empty list"]),
+        ({}, {"extra": 1}, ["unknown policy key 'extra'", "fragments, mode, name, placement"]),
+    ],
+)
 def test_bad_custom_policy(fragment, top, words):
     with pytest.raises(ConfigError) as info:
         custom([{"name": "a", "components": ["*"], **fragment}], **top)
@@ -186,12 +241,18 @@ def test_bad_custom_policy(fragment, top, words):
         assert word in str(info.value)
 
 
-@pytest.mark.parametrize("spec, words", [
-    ({"fragments": []}, ["at least one fragment"]),
-    ({"fragments": "rollout"}, ["must be a list"]),
-    ({"fragments": [{"name": "a"}]}, ["needs 'name' and 'components'"]),
-    ({"fragments": [{"name": "a", "components": ["*"]}, {"name": "a", "components": ["learner"]}]}, ["fragment names must be unique"]),
-])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ({"fragments": []}, ["at least one fragment"]),
+        ({"fragments": "rollout"}, ["must be a list"]),
+        ({"fragments": [{"name": "a"}]}, ["needs 'name' and 'components'"]),
+        (
+            {"fragments": [{"name": "a", "components": ["*"]}, {"name": "a", "components": ["learner"]}]},
+            ["fragment names must be unique"],
+        ),
+    ],
+)
 def test_bad_fragment_lists(spec, words):
     with pytest.raises(ConfigError) as info:
         load_policy(spec)
@@ -229,7 +290,13 @@ def test_partition_ppo_rollout_learn(graph):
     assert fdg.fragments["rollout"].components == ["env", "actor", "buffer"]
     assert fdg.fragments["learn"].components == ["learner"]
     assert fdg.fragments["rollout"].nodes == [
-        "env.observe", "actor.act", "env.step", "buffer.insert", "actor.value", "buffer.drain", "actor.set_weights",
+        "env.observe",
+        "actor.act",
+        "env.step",
+        "buffer.insert",
+        "actor.value",
+        "buffer.drain",
+        "actor.set_weights",
     ]
     assert fdg.fragments["learn"].nodes == ["learner.learn", "learner.get_weights", "output"]
 
@@ -265,8 +332,12 @@ def test_partition_is_pure_and_repeatable(graph):
 
 def test_partition_interface_ops_follow_replica_counts(graph):
     def ops(rollout_replicas, learn_replicas):
-        policy = custom([{"name": "r", "components": ["env", "actor", "buffer"], "replicas": rollout_replicas},
-                         {"name": "l", "components": ["learner"], "replicas": learn_replicas}])
+        policy = custom(
+            [
+                {"name": "r", "components": ["env", "actor", "buffer"], "replicas": rollout_replicas},
+                {"name": "l", "components": ["learner"], "replicas": learn_replicas},
+            ]
+        )
         fdg = fragments.partition(graph, policy)
         return {(str(i.value), i.op) for i in fdg.interfaces}
 
@@ -283,4 +354,3 @@ def test_partition_under_local_is_one_fragment_without_interfaces(graph):
     assert fdg.fragments["local"].nodes == [n.name for n in graph.nodes]
     assert fdg.interfaces == []
     assert "fragment local: 1 x [env, actor, buffer, learner]" in str(fdg)
-

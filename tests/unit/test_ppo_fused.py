@@ -13,14 +13,21 @@ from msrl.rl import RolloutBatch
 
 def _batch(n: int, obs_dim: int, actions: int, seed: int) -> RolloutBatch:
     g = torch.Generator().manual_seed(seed)
-    return RolloutBatch(torch.randn(n, obs_dim, generator=g), torch.randint(actions, (n,), generator=g),
-                        -torch.rand(n, generator=g) - 0.2, torch.randn(n, generator=g), torch.randn(n, generator=g),
-                        torch.randn(n, generator=g))
+    return RolloutBatch(
+        torch.randn(n, obs_dim, generator=g),
+        torch.randint(actions, (n,), generator=g),
+        -torch.rand(n, generator=g) - 0.2,
+        torch.randn(n, generator=g),
+        torch.randn(n, generator=g),
+        torch.randn(n, generator=g),
+    )
 
 
 @pytest.mark.parametrize("clip_vloss", [False, True])
 def test_fused_and_plain_learners_make_the_same_update(clip_vloss: bool) -> None:
-    config = PPOConfig(num_envs=16, num_steps=16, update_epochs=2, num_minibatches=4, clip_vloss=clip_vloss, ent_coef=0.01)
+    config = PPOConfig(
+        num_envs=16, num_steps=16, update_epochs=2, num_minibatches=4, clip_vloss=clip_vloss, ent_coef=0.01
+    )
     plain = PPOLearner(4, Discrete(3), config, seed=5, num_updates=10)
     fused = FusedPPOLearner(4, Discrete(3), config, seed=5, num_updates=10)
     probe = torch.randn(64, 4)

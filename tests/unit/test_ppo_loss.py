@@ -29,7 +29,9 @@ def _minibatch(seed: int, rows: int = 64, actions: int = 3):
     g = torch.Generator().manual_seed(seed)
     logits = torch.randn(rows, actions, generator=g, dtype=torch.float64)
     chosen = torch.randint(0, actions, (rows,), generator=g)
-    old_logprobs = categorical_log_prob(logits + 0.5 * torch.randn(rows, actions, generator=g, dtype=torch.float64), chosen)
+    old_logprobs = categorical_log_prob(
+        logits + 0.5 * torch.randn(rows, actions, generator=g, dtype=torch.float64), chosen
+    )
     values = torch.randn(rows, generator=g, dtype=torch.float64)
     old_values = values + 0.4 * torch.randn(rows, generator=g, dtype=torch.float64)
     advantages = torch.randn(rows, generator=g, dtype=torch.float64)
@@ -102,8 +104,9 @@ def _value_rows(clip: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, 
     ret_tie = torch.tensor([0.25, 0.625, -0.625])
     rounded = (old_in + (v_in - old_in) - ret_in) ** 2 - (v_in - ret_in) ** 2
     assert (rounded > 0).any() and (rounded < 0).any(), "the data must put rounding on both sides"
-    values, old, ret = (torch.cat(parts) for parts in ((v_in, v_out, v_tie), (old_in, old_out, old_tie),
-                                                        (ret_in, ret_out, ret_tie)))
+    values, old, ret = (
+        torch.cat(parts) for parts in ((v_in, v_out, v_tie), (old_in, old_out, old_tie), (ret_in, ret_out, ret_tie))
+    )
     return values, old, ret, torch.cat([rounded > 0, torch.zeros(7, dtype=torch.bool)])
 
 
@@ -120,8 +123,18 @@ def test_clipped_value_gradient_follows_both_branches_and_ties() -> None:
     advantages = torch.ones(n)
 
     ours = values.clone().requires_grad_()
-    _, vl = ppo_losses(logits.requires_grad_(), ours, actions, old_logprobs, old, advantages, ret, clip=clip,
-                       clip_vloss=True, norm_adv=False)
+    _, vl = ppo_losses(
+        logits.requires_grad_(),
+        ours,
+        actions,
+        old_logprobs,
+        old,
+        advantages,
+        ret,
+        clip=clip,
+        clip_vloss=True,
+        norm_adv=False,
+    )
     vl.backward()
     ref = values.clone().requires_grad_()
     clipped = old + (ref - old).clamp(-clip, clip)

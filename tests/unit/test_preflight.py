@@ -27,26 +27,32 @@ def ppo_plan(policy: object) -> object:
 
 
 # -- presets: a GPU asked for gets an executor that runs on it ------------------------------------------
-@pytest.mark.parametrize("spec, fragment", [
-    ({"preset": "single_learner_coarse", "learner_gpus": 1}, "learner"),
-    ({"preset": "async_single_learner", "learner_gpus": 1}, "learner"),
-    ({"preset": "single_learner_fine", "learner_gpus": 1}, "learner"),
-    ({"preset": "single_learner_coarse", "learner_device": "cuda:0"}, "learner"),
-    ({"preset": "multi_learner", "gpus": 1}, "worker"),
-    ({"preset": "local", "device": "cuda"}, "local"),
-])
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ({"preset": "single_learner_coarse", "learner_gpus": 1}, "learner"),
+        ({"preset": "async_single_learner", "learner_gpus": 1}, "learner"),
+        ({"preset": "single_learner_fine", "learner_gpus": 1}, "learner"),
+        ({"preset": "single_learner_coarse", "learner_device": "cuda:0"}, "learner"),
+        ({"preset": "multi_learner", "gpus": 1}, "worker"),
+        ({"preset": "local", "device": "cuda"}, "local"),
+    ],
+)
 def test_a_fragment_on_a_gpu_defaults_to_the_torch_executor(spec: dict, fragment: str) -> None:
     chosen = load_policy(spec).fragment(fragment)
     assert chosen.executor == "torch" and chosen.device.startswith("cuda")
 
 
-@pytest.mark.parametrize("spec, fragment, executor", [
-    ("single_learner_coarse", "learner", "cpu"),  # the CPU defaults are unchanged
-    ("multi_learner", "worker", "cpu"),
-    ("local", "local", "cpu"),
-    ({"preset": "local", "executor": "cuda"}, "local", "cuda"),
-    ({"preset": "single_learner_coarse", "learner_gpus": 1, "learner_executor": "cuda"}, "learner", "cuda"),
-])
+@pytest.mark.parametrize(
+    "spec, fragment, executor",
+    [
+        ("single_learner_coarse", "learner", "cpu"),  # the CPU defaults are unchanged
+        ("multi_learner", "worker", "cpu"),
+        ("local", "local", "cpu"),
+        ({"preset": "local", "executor": "cuda"}, "local", "cuda"),
+        ({"preset": "single_learner_coarse", "learner_gpus": 1, "learner_executor": "cuda"}, "learner", "cuda"),
+    ],
+)
 def test_executors_named_or_on_the_cpu_are_kept(spec: object, fragment: str, executor: str) -> None:
     assert load_policy(spec).fragment(fragment).executor == executor
 
@@ -59,19 +65,51 @@ def test_a_gpu_learner_plans_on_a_driver_without_a_gpu() -> None:
 
 
 # -- pre-flight: refused in plan(), for remote fragments too ---------------------------------------------
-@pytest.mark.parametrize("policy, words", [
-    ({"preset": "single_learner_coarse", "learner_gpus": 1, "learner_executor": "cpu"},
-     "fragment 'learner': the cpu executor runs on device cpu, got 'cuda'; valid choices: device=cpu, or executor=torch"),
-    ({"preset": "multi_learner", "device": "cuda", "executor": "cpu"}, "fragment 'worker': the cpu executor runs on device cpu"),
-    ({"preset": "single_learner_fine", "learner_executor": "cuda", "learner_device": "cpu"},
-     "fragment 'learner': the cuda executor runs on device cuda, got 'cpu'"),
-    ({"preset": "single_learner_coarse", "learner_device": "gpu"}, "fragment 'learner': invalid torch device 'gpu'; valid choices: cpu, cuda, cuda:N"),
-    ({"preset": "single_learner_coarse", "learner_device": "meta"}, "fragment 'learner': unsupported device 'meta'"),
-    ({"preset": "single_learner_coarse", "actor_executor": "tpu"}, "fragment 'rollout': unknown executor 'tpu'; valid choices: cpu, cuda, torch"),
-    ({"fragments": [{"name": "a", "components": ["env", "actor", "buffer"], "replicas": 2},
-                    {"name": "b", "components": ["learner"], "executor": "cpu", "device": "cuda:1", "resources": {"GPU": 1}}]},
-     "fragment 'b': the cpu executor runs on device cpu, got 'cuda:1'"),
-])
+@pytest.mark.parametrize(
+    "policy, words",
+    [
+        (
+            {"preset": "single_learner_coarse", "learner_gpus": 1, "learner_executor": "cpu"},
+            "fragment 'learner': the cpu executor runs on device cpu, got 'cuda'; "
+            "valid choices: device=cpu, or executor=torch",
+        ),
+        (
+            {"preset": "multi_learner", "device": "cuda", "executor": "cpu"},
+            "fragment 'worker': the cpu executor runs on device cpu",
+        ),
+        (
+            {"preset": "single_learner_fine", "learner_executor": "cuda", "learner_device": "cpu"},
+            "fragment 'learner': the cuda executor runs on device cuda, got 'cpu'",
+        ),
+        (
+            {"preset": "single_learner_coarse", "learner_device": "gpu"},
+            "fragment 'learner': invalid torch device 'gpu'; valid choices: cpu, cuda, cuda:N",
+        ),
+        (
+            {"preset": "single_learner_coarse", "learner_device": "meta"},
+            "fragment 'learner': unsupported device 'meta'",
+        ),
+        (
+            {"preset": "single_learner_coarse", "actor_executor": "tpu"},
+            "fragment 'rollout': unknown executor 'tpu'; valid choices: cpu, cuda, torch",
+        ),
+        (
+            {
+                "fragments": [
+                    {"name": "a", "components": ["env", "actor", "buffer"], "replicas": 2},
+                    {
+                        "name": "b",
+                        "components": ["learner"],
+                        "executor": "cpu",
+                        "device": "cuda:1",
+                        "resources": {"GPU": 1},
+                    },
+                ]
+            },
+            "fragment 'b': the cpu executor runs on device cpu, got 'cuda:1'",
+        ),
+    ],
+)
 def test_remote_fragments_are_checked_in_the_driver(policy: dict, words: str) -> None:
     with pytest.raises(ConfigError) as info:
         ppo_plan(policy)

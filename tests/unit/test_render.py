@@ -23,15 +23,19 @@ from msrl.core import DataflowGraph, Node, ValueRef
 from policies import load_policy
 
 SMALL = ["algo.num_envs=2", "algo.num_steps=4"]
-TWO_FRAGMENTS = {"fragments": [
-    {"name": "rollout", "components": ["env", "actor", "buffer"], "replicas": 2},
-    {"name": "train", "components": ["learner"]},
-]}
+TWO_FRAGMENTS = {
+    "fragments": [
+        {"name": "rollout", "components": ["env", "actor", "buffer"], "replicas": 2},
+        {"name": "train", "components": ["learner"]},
+    ]
+}
 # Two learner replicas: the interfaces become p2p and the learners allreduce their gradients.
-TWO_LEARNERS = {"fragments": [
-    {"name": "rollout", "components": ["env", "actor", "buffer"], "replicas": 2},
-    {"name": "train", "components": ["learner"], "replicas": 2, "resources": {"CPU": 2}},
-]}
+TWO_LEARNERS = {
+    "fragments": [
+        {"name": "rollout", "components": ["env", "actor", "buffer"], "replicas": 2},
+        {"name": "train", "components": ["learner"], "replicas": 2, "resources": {"CPU": 2}},
+    ]
+}
 
 
 def fdg_for(policy):
@@ -64,17 +68,22 @@ def clusters(graph: pydot.Dot) -> dict[str, dict]:
     for sub in graph.get_subgraphs():
         name = unquote(sub.get_name())
         assert name.startswith("cluster_"), name
-        found[name[len("cluster_"):]] = {
+        found[name[len("cluster_") :]] = {
             "label": unquote(sub.get("label")),
-            "nodes": [unquote(n.get_name()) for n in sub.get_nodes() if unquote(n.get_name()) not in ("node", "graph", "edge")],
+            "nodes": [
+                unquote(n.get_name()) for n in sub.get_nodes() if unquote(n.get_name()) not in ("node", "graph", "edge")
+            ],
         }
     return found
 
 
 def labelled_edges(graph: pydot.Dot) -> list[tuple[str, str, str, str]]:
     """(source, destination, label, style) of every edge that carries a label."""
-    return [(unquote(e.get_source()), unquote(e.get_destination()), unquote(e.get("label")), unquote(e.get("style")))
-            for e in graph.get_edges() if e.get("label") is not None]
+    return [
+        (unquote(e.get_source()), unquote(e.get_destination()), unquote(e.get("label")), unquote(e.get("style")))
+        for e in graph.get_edges()
+        if e.get("label") is not None
+    ]
 
 
 def assert_dot_matches(fdg) -> pydot.Dot:
@@ -131,18 +140,27 @@ def test_per_step_interfaces_get_one_edge_per_consumer():
     fdg = fdg_for({"fragments": [{"name": "envs", "components": ["env"]}, {"name": "rest", "components": ["*"]}]})
     graph = assert_dot_matches(fdg)
     edges = labelled_edges(graph)
-    expected = [(i.value.node, consumer, f"{i.op}, {i.frequency}", "bold") for i in fdg.interfaces
-                for consumer in fdg.fragments[i.dst].nodes
-                if any(ref == i.value for ref, _ in fdg.graph.node(consumer).inputs())]
+    expected = [
+        (i.value.node, consumer, f"{i.op}, {i.frequency}", "bold")
+        for i in fdg.interfaces
+        for consumer in fdg.fragments[i.dst].nodes
+        if any(ref == i.value for ref, _ in fdg.graph.node(consumer).inputs())
+    ]
     assert sorted(edges) == sorted(expected)
     # env.step's observation goes to three consumers (the next act, carried; the buffer; the bootstrap
     # value) and its reward, terminated and truncated to the buffer: six edges out of four interfaces.
     assert Counter((s, d) for s, d, _, _ in edges if s == "env.step") == {
-        ("env.step", "actor.act"): 1, ("env.step", "buffer.insert"): 4, ("env.step", "actor.value"): 1}
+        ("env.step", "actor.act"): 1,
+        ("env.step", "buffer.insert"): 4,
+        ("env.step", "actor.value"): 1,
+    }
     assert sum(i.value is not None and i.value.node == "env.step" for i in fdg.interfaces) == 4
     # values made inside the loop cross every step; env.observe, made before it, once per iteration
     assert {(s, label) for s, _, label, _ in edges} == {
-        ("env.step", "p2p, per_step"), ("actor.act", "p2p, per_step"), ("env.observe", "p2p, per_iteration")}
+        ("env.step", "p2p, per_step"),
+        ("actor.act", "p2p, per_step"),
+        ("env.observe", "p2p, per_iteration"),
+    }
 
 
 def test_dot_is_deterministic(two):
@@ -152,9 +170,11 @@ def test_dot_is_deterministic(two):
 
 def test_awkward_names_are_quoted():
     # Names with dots, brackets, quotes, backslashes and a DOT keyword must all survive a parse.
-    names = ['env.step[1]', 'say "hi"', "back\\slash", "node"]
-    nodes = [Node(name, "call_component", ("env", f"m{i}"), (), {}, "here:1", output_kinds=("batched",))
-             for i, name in enumerate(names)]
+    names = ["env.step[1]", 'say "hi"', "back\\slash", "node"]
+    nodes = [
+        Node(name, "call_component", ("env", f"m{i}"), (), {}, "here:1", output_kinds=("batched",))
+        for i, name in enumerate(names)
+    ]
     nodes.append(Node("output", "output", None, (ValueRef(names[-1]),), {}, "here:2"))
     graph = DataflowGraph(nodes, {}, {"env": "env"})
     policy = load_policy({"name": "odd {name}", "fragments": [{"name": 'frag "one"', "components": ["*"]}]})
@@ -163,7 +183,12 @@ def test_awkward_names_are_quoted():
     (cluster,) = parsed.get_subgraphs()
     assert cluster.get_name() == '"cluster_frag \\"one\\""'
     assert [n.get_name() for n in cluster.get_nodes()] == [
-        '"env.step[1]"', '"say \\"hi\\""', '"back\\\\slash"', '"node"', '"output"']
+        '"env.step[1]"',
+        '"say \\"hi\\""',
+        '"back\\\\slash"',
+        '"node"',
+        '"output"',
+    ]
 
 
 # -- PNG ---------------------------------------------------------------------------------------------------
@@ -178,7 +203,7 @@ def test_png_is_written_headless(which, request, tmp_path):
     # Each fragment's node colour is painted (box interiors are flat fill).
     pixels = np.round(imread(str(path))[..., :3] * 255).astype(int).reshape(-1, 3)
     for colour in fragment_colours(fdg).values():
-        light = [round(c + (255 - c) * 0.6) for c in (int(colour[i:i + 2], 16) for i in (1, 3, 5))]
+        light = [round(c + (255 - c) * 0.6) for c in (int(colour[i : i + 2], 16) for i in (1, 3, 5))]
         assert (np.abs(pixels - light).max(axis=1) <= 1).sum() > 500, (colour, light)
 
 
@@ -229,4 +254,3 @@ def test_png_interface_labels_do_not_cover_each_other():
     for i, a in enumerate(boxes):
         for j in range(i + 1, len(boxes)):
             assert not a.overlaps(boxes[j]), f"{labels[i].get_text()!r} covers {labels[j].get_text()!r}"
-

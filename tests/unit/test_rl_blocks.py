@@ -13,9 +13,25 @@ from torch import nn
 from torch.distributions import Categorical, Normal, TanhTransform, TransformedDistribution
 
 from msrl.core import Box, Discrete
-from msrl.rl import (OBS_STATS, ActorCritic, ActorCriticActor, CategoricalHead, GaussianHead, ReplayBatch, ReplayBuffer,
-                     RewardScaler, RunningMeanStd, TwinMLP, gae, gaussian_entropy, gaussian_log_prob, nstep_returns,
-                     polyak_update_, sample_tanh_gaussian, vtrace)
+from msrl.rl import (
+    OBS_STATS,
+    ActorCritic,
+    ActorCriticActor,
+    CategoricalHead,
+    GaussianHead,
+    ReplayBatch,
+    ReplayBuffer,
+    RewardScaler,
+    RunningMeanStd,
+    TwinMLP,
+    gae,
+    gaussian_entropy,
+    gaussian_log_prob,
+    nstep_returns,
+    polyak_update_,
+    sample_tanh_gaussian,
+    vtrace,
+)
 
 GAMMA = 0.9
 
@@ -57,7 +73,8 @@ def test_gaussian_head_matches_torch_normal() -> None:
 
 
 def test_gaussian_head_sampling_is_seeded_and_has_the_right_moments() -> None:
-    """Same generator seed gives the same actions, another seed others; many draws have mean ~ mu, std ~ exp(log_std)."""
+    """Same generator seed gives the same actions, another seed others; many draws have mean ~ mu and
+    std ~ exp(log_std)."""
     mean = torch.tensor([1.0, -2.0, 0.5]).expand(20000, 3)
     log_std = torch.tensor([-1.0, 0.0, 0.5]).expand(20000, 3)
     a1, _ = GaussianHead.sample((mean, log_std), _gen(7))
@@ -66,7 +83,7 @@ def test_gaussian_head_sampling_is_seeded_and_has_the_right_moments() -> None:
     assert torch.equal(a1, a2)
     assert not torch.equal(a1, a3)
     std = log_std[0].exp()
-    torch.testing.assert_close(a1.mean(0), mean[0], atol=4 * std.max().item() / 20000 ** 0.5, rtol=0)
+    torch.testing.assert_close(a1.mean(0), mean[0], atol=4 * std.max().item() / 20000**0.5, rtol=0)
     torch.testing.assert_close(a1.std(0), std, atol=0.03, rtol=0.02)
 
 
@@ -93,7 +110,7 @@ def test_categorical_sample_frequencies_match_softmax() -> None:
     probs = torch.softmax(logits, -1)
     for row in range(2):
         freq = torch.bincount(actions[:, row], minlength=4).float() / n
-        torch.testing.assert_close(freq, probs[row], atol=4 * 0.5 / n ** 0.5, rtol=0)
+        torch.testing.assert_close(freq, probs[row], atol=4 * 0.5 / n**0.5, rtol=0)
     a1, _ = CategoricalHead.sample(logits.repeat(50, 1), _gen(1))
     a2, _ = CategoricalHead.sample(logits.repeat(50, 1), _gen(1))
     assert torch.equal(a1, a2)
@@ -182,7 +199,9 @@ def _vtrace_by_definition(mu, pi, rewards, values, terminated, truncated, last_v
         for s in range(steps):
             total, weight = float(values[s, env]), 1.0
             for t in range(s, steps):
-                delta = float(rho[t, env]) * (float(rewards[t, env]) + gamma * next_value(t, env) - float(values[t, env]))
+                delta = float(rho[t, env]) * (
+                    float(rewards[t, env]) + gamma * next_value(t, env) - float(values[t, env])
+                )
                 total += weight * delta
                 if terminated[t, env] or truncated[t, env]:
                     break
@@ -383,7 +402,9 @@ def test_replay_buffer_stores_what_it_should() -> None:
     assert batch.actions.shape == batch.rewards.shape == batch.terminated.shape == (64, 3)
     assert batch.actions.dtype == torch.int64 and batch.num_batches == 3
     _check_consistent(batch, stored)
-    assert torch.equal(batch.terminated, torch.tensor([terminal[i] for i in batch.actions.flatten().tolist()]).view(64, 3))
+    assert torch.equal(
+        batch.terminated, torch.tensor([terminal[i] for i in batch.actions.flatten().tolist()]).view(64, 3)
+    )
     for k in range(3):
         mb = batch.minibatch(k)
         assert all(torch.equal(a, b[:, k]) for a, b in zip(mb, batch))
@@ -512,8 +533,9 @@ def test_actor_critic_actor_normalizes_with_the_statistics_it_is_sent() -> None:
     stats.update(torch.as_tensor(data))
     actor.set_weights({**actor.net.state_dict(), OBS_STATS: stats.state_dict()})
     raw = rng.normal([1.0, -5.0, 20.0], [0.5, 2.0, 10.0], size=(6, 3))
-    normalised = torch.as_tensor(np.clip((raw - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), -10, 10),
-                                 dtype=torch.float32)
+    normalised = torch.as_tensor(
+        np.clip((raw - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), -10, 10), dtype=torch.float32
+    )
     with torch.no_grad():
         params, value = actor.net(normalised)
     raw_t = torch.as_tensor(raw, dtype=torch.float32)

@@ -165,7 +165,14 @@ def _assert_hidden_state(info, line: int, *words: str) -> None:
 def test_plain_data_helpers_and_locals_trace():
     graph = msrl.trace(Algo())
     assert [n.name for n in graph.nodes] == [
-        "env.observe", "actor.act", "env.step", "actor.explore", "actor.explore_1", "learner.learn", "output"]
+        "env.observe",
+        "actor.act",
+        "env.step",
+        "actor.explore",
+        "actor.explore_1",
+        "learner.learn",
+        "output",
+    ]
     assert graph.regions["loop0"].trip_count == 3  # msrl.steps(self.config.num_steps)
     values, gamma, limits, sizes = graph.node("learner.learn").args
     assert len(values) == 2 and gamma == 0.99 and limits == (1, 2.5, "x", None) and sizes == [64, 64]
@@ -207,12 +214,13 @@ def _closure_next():
 
 def _ts_issue_example(self):
     obs = self.env.observe()
-    if next(self.ticks) % 4 == 0: self.learner.sync_target()  # <- hidden
+    if next(self.ticks) % 4 == 0:  # <- hidden
+        self.learner.sync_target()
     return self.actor.act(obs)
 
 
 def _ts_for_over_iterator(self):
-    for tick in self.ticks:  # <- hidden
+    for _tick in self.ticks:  # <- hidden
         break
 
 
@@ -536,12 +544,14 @@ def _ts_numpy_global_generator(self):
 
 
 def _ts_for_over_global_iterator(self):
-    for tick in TICKS:  # <- hidden
+    for _tick in TICKS:  # <- hidden
         break
 
 
 @pytest.mark.xfail(strict=True, reason="invisible to sys.setprofile on CPython 3.11")
-@pytest.mark.parametrize("train_step", [_ts_numpy_legacy_draw, _ts_numpy_global_generator, _ts_for_over_global_iterator])
+@pytest.mark.parametrize(
+    "train_step", [_ts_numpy_legacy_draw, _ts_numpy_global_generator, _ts_for_over_global_iterator]
+)
 def test_known_gaps(train_step):
     with pytest.raises(msrl.TraceError) as info:
         _trace_with(train_step)

@@ -16,21 +16,39 @@ import torch
 
 import fragments
 import msrl
+import msrl.core
+import msrl.envs
 import policies
 from algorithms import ppo as ppo_module
 from algorithms.ppo import PPO, PPOConfig
-import msrl.core
-import msrl.envs
 from msrl.app import load_config, make_runtime, plan
-from msrl.core import (BATCHED, GLOBAL, CarryRef, ControlFlowError, DataflowGraph, GraphLintError, TraceError,
-                       UndeclaredComponentError, UnsupportedOperationError, ValueRef)
+from msrl.core import (
+    BATCHED,
+    GLOBAL,
+    CarryRef,
+    ControlFlowError,
+    DataflowGraph,
+    GraphLintError,
+    TraceError,
+    UndeclaredComponentError,
+    UnsupportedOperationError,
+    ValueRef,
+)
 
 THIS_FILE = os.path.basename(__file__)
 PPO_FILE = os.path.abspath(ppo_module.__file__)
 
 EXPECTED_NODES = [
-    "env.observe", "actor.act", "env.step", "buffer.insert", "actor.value",
-    "buffer.drain", "learner.learn", "learner.get_weights", "actor.set_weights", "output",
+    "env.observe",
+    "actor.act",
+    "env.step",
+    "buffer.insert",
+    "actor.value",
+    "buffer.drain",
+    "learner.learn",
+    "learner.get_weights",
+    "actor.set_weights",
+    "output",
 ]
 LOOP_BODY = ["actor.act", "env.step", "buffer.insert"]
 
@@ -126,8 +144,12 @@ def test_ppo_arguments(graph):
     assert graph.node("env.step").args == (ValueRef("actor.act", 0),)
     assert graph.node("buffer.insert").args == (
         obs,
-        ValueRef("actor.act", 0), ValueRef("actor.act", 1), ValueRef("actor.act", 2),
-        ValueRef("env.step", 1), ValueRef("env.step", 2), ValueRef("env.step", 3),
+        ValueRef("actor.act", 0),
+        ValueRef("actor.act", 1),
+        ValueRef("actor.act", 2),
+        ValueRef("env.step", 1),
+        ValueRef("env.step", 2),
+        ValueRef("env.step", 3),
     )
     # After the loop, obs is the last iteration's env.step output.
     assert graph.node("actor.value").args == (ValueRef("env.step", 0),)
@@ -140,9 +162,7 @@ def test_ppo_arguments(graph):
 
 
 def test_ppo_data_edges(graph):
-    data = {
-        (u, v, str(d["value"]), d["carried"]) for u, v, d in graph.nx.edges(data=True) if d["kind"] == "data"
-    }
+    data = {(u, v, str(d["value"]), d["carried"]) for u, v, d in graph.nx.edges(data=True) if d["kind"] == "data"}
     assert data == {
         ("env.observe", "actor.act", "%env.observe", False),
         ("env.observe", "buffer.insert", "%env.observe", False),
@@ -233,7 +253,9 @@ def test_ppo_graph_lints_and_lint_can_fail(graph):
 
 def _signature(g: DataflowGraph):
     nodes = [(n.name, n.op, n.target, n.args, n.kwargs, n.region, n.output_kinds, n.site) for n in g.nodes]
-    edges = sorted((u, v, k, d["kind"], str(d.get("value")), d["carried"]) for u, v, k, d in g.nx.edges(keys=True, data=True))
+    edges = sorted(
+        (u, v, k, d["kind"], str(d.get("value")), d["carried"]) for u, v, k, d in g.nx.edges(keys=True, data=True)
+    )
     regions = {k: (r.trip_count, r.nodes, r.site) for k, r in g.regions.items()}
     return nodes, edges, regions, str(g)
 
@@ -338,7 +360,9 @@ def _marked_line(fn) -> int:
 
 def _trace_with(train_step):
     cls = type("Custom", (PPO,), {"train_step": train_step})
-    return msrl.trace(cls(PPOConfig(num_envs=2, num_steps=4, num_minibatches=2), msrl.RunInfo(seed=0, total_env_steps=64)))
+    return msrl.trace(
+        cls(PPOConfig(num_envs=2, num_steps=4, num_minibatches=2), msrl.RunInfo(seed=0, total_env_steps=64))
+    )
 
 
 ERROR_CASES = [
@@ -413,8 +437,14 @@ def test_error_inside_a_loop_reports_only_that_error(monkeypatch):
 # -- the traced graph computes exactly what eager Python does ------------------------------------------
 def test_local_runtime_matches_eager_train_step():
     iterations, num_envs, num_steps = 3, 4, 16
-    overrides = [f"algo.num_envs={num_envs}", f"algo.num_steps={num_steps}", "algo.update_epochs=2",
-                 "algo.num_minibatches=4", f"total_env_steps={iterations * num_envs * num_steps}", "seed=3"]
+    overrides = [
+        f"algo.num_envs={num_envs}",
+        f"algo.num_steps={num_steps}",
+        "algo.update_epochs=2",
+        "algo.num_minibatches=4",
+        f"total_env_steps={iterations * num_envs * num_steps}",
+        "seed=3",
+    ]
     config = load_config(None, overrides, base={"algorithm": "ppo", "policy": "local"})
     threads = torch.get_num_threads()
     try:
@@ -470,4 +500,3 @@ def test_partitioned_local_runtime_built_by_hand_matches_eager():
     assert outputs == [eager_algo.train_step() for _ in range(3)]
     assert_identical(traced_algo.learner.state_dict(), eager_algo.learner.state_dict())
     assert_identical(traced_algo.actor.state_dict(), eager_algo.actor.state_dict())
-

@@ -31,11 +31,20 @@ def _reference(seed: int) -> tuple[nn.Sequential, nn.Sequential]:
 
 
 def _towers(g: torch.Generator) -> tuple[nn.Sequential, nn.Sequential]:
-    value = nn.Sequential(_orthogonal_linear(INPUTS, HIDDEN, 2**0.5, g), nn.Tanh(),
-                          _orthogonal_linear(HIDDEN, HIDDEN, 2**0.5, g), nn.Tanh(), _orthogonal_linear(HIDDEN, 1, 1.0, g))
-    policy = nn.Sequential(_orthogonal_linear(INPUTS, HIDDEN, 2**0.5, g), nn.Tanh(),
-                           _orthogonal_linear(HIDDEN, HIDDEN, 2**0.5, g), nn.Tanh(),
-                           _orthogonal_linear(HIDDEN, OUTPUTS, 0.01, g))
+    value = nn.Sequential(
+        _orthogonal_linear(INPUTS, HIDDEN, 2**0.5, g),
+        nn.Tanh(),
+        _orthogonal_linear(HIDDEN, HIDDEN, 2**0.5, g),
+        nn.Tanh(),
+        _orthogonal_linear(HIDDEN, 1, 1.0, g),
+    )
+    policy = nn.Sequential(
+        _orthogonal_linear(INPUTS, HIDDEN, 2**0.5, g),
+        nn.Tanh(),
+        _orthogonal_linear(HIDDEN, HIDDEN, 2**0.5, g),
+        nn.Tanh(),
+        _orthogonal_linear(HIDDEN, OUTPUTS, 0.01, g),
+    )
     return policy, value
 
 
@@ -51,7 +60,7 @@ def _randomise_biases(net: TwinMLP, policy: nn.Sequential, value: nn.Sequential)
         for tower, index in ((policy, 0), (value, 1)):
             tower[0].bias.copy_(torch.randn(HIDDEN, generator=g))
             tower[2].bias.copy_(torch.randn(HIDDEN, generator=g))
-            b1[index * HIDDEN:(index + 1) * HIDDEN] = tower[0].bias
+            b1[index * HIDDEN : (index + 1) * HIDDEN] = tower[0].bias
             b2[index, 0] = tower[2].bias
         policy[4].bias.copy_(torch.randn(OUTPUTS, generator=g))
         value[4].bias.copy_(torch.randn(1, generator=g))
@@ -88,8 +97,12 @@ def test_outputs_and_gradients_match_autograd_through_the_towers() -> None:
     ((ref_logits * upstream_logits).sum() + (ref_values * upstream_value).sum()).backward()
     g_w1, g_b1, g_w2, g_b2, g_wp, g_bp, g_wv, g_bv = net.layout.split(net.params.grad)
     for tower, index in ((policy, 0), (value, 1)):
-        torch.testing.assert_close(g_w1[:, index * HIDDEN:(index + 1) * HIDDEN], tower[0].weight.grad.t(), atol=1e-5, rtol=1e-4)
-        torch.testing.assert_close(g_b1[index * HIDDEN:(index + 1) * HIDDEN], tower[0].bias.grad, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(
+            g_w1[:, index * HIDDEN : (index + 1) * HIDDEN], tower[0].weight.grad.t(), atol=1e-5, rtol=1e-4
+        )
+        torch.testing.assert_close(
+            g_b1[index * HIDDEN : (index + 1) * HIDDEN], tower[0].bias.grad, atol=1e-5, rtol=1e-4
+        )
         torch.testing.assert_close(g_w2[index], tower[2].weight.grad.t(), atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(g_b2[index, 0], tower[2].bias.grad, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(g_wp, policy[4].weight.grad.t(), atol=1e-5, rtol=1e-4)
@@ -114,6 +127,7 @@ def test_a_loss_on_one_head_leaves_the_other_towers_gradient_zero(used: str) -> 
 def test_gradient_passes_a_float64_gradcheck() -> None:
     net = _twin(seed=4).double()
     x = torch.randn(6, INPUTS, dtype=torch.float64, requires_grad=True)
+
     def outputs(inp: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
         assert params is net.params  # gradcheck perturbs it in place; the net's weight views see it
         logits, values = net(inp)
