@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from msrl.core._build import Declared, declaring
 from msrl.core._spaces import Box, Discrete, Space
@@ -36,9 +36,15 @@ class _Kind:
         return self
 
 
-Batched = _Kind("Batched")
-Global = _Kind("Global")
-NoValue = _Kind("NoValue")
+if TYPE_CHECKING:
+    # For the type checker the markers are what the values are: anything, and None for NoValue.
+    Batched: TypeAlias = Any
+    Global: TypeAlias = Any
+    NoValue: TypeAlias = None
+else:
+    Batched = _Kind("Batched")
+    Global = _Kind("Global")
+    NoValue = _Kind("NoValue")
 
 # Set by the tracer while it runs; component methods consult it to reject calls
 # on components the algorithm never declared (see Component.__init_subclass__).
