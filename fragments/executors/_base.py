@@ -11,6 +11,7 @@ handed the ones built for its fragment, whose environments already follow its
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, NoReturn, Protocol
 
@@ -49,6 +50,12 @@ def parse_device(spec: FragmentSpec) -> torch.device:
     if device.type not in DEVICE_TYPES:
         raise ConfigError(f"fragment {spec.name!r}: unsupported device {spec.device!r}; {choices}")
     return device
+
+
+def threads_for(spec: FragmentSpec) -> int:
+    """The fragment's CPUs as a thread count, but never more than the machine has cores: more only
+    take turns, and a million (``cpus: 1000000``) crashed the process creating them."""
+    return max(1, min(spec.cpus, os.cpu_count() or 1))
 
 
 class FragmentExecutionError(RuntimeError):
@@ -157,7 +164,10 @@ class Executor:
         return True
 
     def setup(self) -> None:
-        """Prepare threads/devices; called once before the first ``run``."""
+        """Prepare threads/devices; called once before the first ``run``.  Every executor sizes
+        torch's intra-op threads to the fragment's CPUs, capped here once (``threads_for``); a
+        subclass that overrides this calls it."""
+        torch.set_num_threads(threads_for(self.spec))
 
     def close(self) -> None:
         """Release what the components hold (threads, devices)."""
