@@ -9,18 +9,14 @@ the value's kind.
 from __future__ import annotations
 
 from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface
-from fragments.executors import EXECUTORS
+from fragments.executors import check_executor
 from msrl.core import BATCHED, ConfigError, DataflowGraph, Node
 from policies import DistributionPolicy
 
 
 def partition(graph: DataflowGraph, policy: DistributionPolicy) -> FragmentedGraph:
     for spec in policy.fragments:  # executors are fragments' own table: policies only names them
-        if spec.executor not in EXECUTORS:
-            raise ConfigError(
-                f"fragment {spec.name!r}: unknown executor {spec.executor!r}; "
-                f"valid choices: {', '.join(sorted(EXECUTORS))}"
-            )
+        check_executor(spec.executor, spec.name)
     component_fragment = policy.assign(graph.components)
     fragments = {
         spec.name: Fragment(spec, [c for c, f in component_fragment.items() if f == spec.name])
