@@ -192,6 +192,9 @@ class BatchedEnv(Environment):
     max_episode_steps: ClassVar[int]
     state_dim: ClassVar[int]
     physics: ClassVar[Mapping[str, type[Physics]]] = {}
+    reward_threshold: ClassVar[float | None] = None
+    """The episode return at which the environment counts as solved (``EnvSpec.reward_threshold``):
+    gymnasium's value for an id gymnasium also has, None where there is no agreed one."""
     kernel: ClassVar[str | None] = None
     """The CUDA C source (``fragments/kernels/<kernel>.cu``) with ``<kernel>_reset``,
     ``_step`` and ``_observe``; None when the environment has no kernels."""

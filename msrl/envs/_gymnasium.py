@@ -113,6 +113,10 @@ class GymnasiumEnv(Environment):
         except ConfigError:
             self._vec.close()
             raise
+        registered = getattr(self._vec, "spec", None)
+        threshold = getattr(registered, "reward_threshold", None)
+        self.reward_threshold: float | None = None if threshold is None else float(threshold)
+        """gymnasium's registry value for ``env_id`` (None where it has none)."""
         self._obs_offset = int(getattr(single_obs, "start", 0))
         self._action_offset = int(getattr(single_act, "start", 0))
         self._action_dtype = np.int64 if isinstance(self.action_space, Discrete) else single_act.dtype

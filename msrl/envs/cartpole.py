@@ -85,6 +85,7 @@ class CartPole(BatchedEnv):
     env_id = "CartPole-v1"
     max_episode_steps = 500
     state_dim = 4
+    reward_threshold = 475.0  # gymnasium's registry value for CartPole-v1
     physics = {"numpy": NumpyCartPole, "torch": TorchCartPole}
     kernel = "cartpole"
 

@@ -167,3 +167,28 @@ def test_backends_the_env_does_not_have_are_config_errors():
 def test_registering_needs_a_factory():
     with pytest.raises(ConfigError, match="factory"):
         msrl.envs.register("Walk-v1", "numpy", "not a factory")
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCarContinuous-v0"])
+def test_the_spec_carries_gymnasiums_reward_threshold(env_id):
+    """msrl's own CartPole and Pendulum declare gymnasium's value; an id made through gymnasium reads it."""
+    import gymnasium
+
+    expected = gymnasium.spec(env_id).reward_threshold
+    assert msrl.envs.spec(env_id).reward_threshold == expected
+    for backend in msrl.envs.backends(env_id):
+        if backend in ("numpy", "torch", "gymnasium"):
+            assert msrl.envs.make(env_id, 2, backend=backend).spec.reward_threshold == expected, backend
+
+
+def test_reward_threshold_is_what_the_environment_declares():
+    assert msrl.envs.spec("Walk-v0").reward_threshold is None  # declares none
+    assert msrl.envs.spec("Tag-v0").reward_threshold is None
+    assert msrl.envs.spec("simple_spread_v3").reward_threshold is None
+
+    class Solvable(Walk):
+        reward_threshold = 0.9
+
+    msrl.envs.register("Solvable-v0", "numpy", Solvable)
+    assert msrl.envs.spec("Solvable-v0").reward_threshold == 0.9
+    assert msrl.envs.make("Solvable-v0", 2).spec.reward_threshold == 0.9

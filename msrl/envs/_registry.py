@@ -1,0 +1,296 @@
+"""The env registry: one table, environment id and backend name -> how to build it.
+
+Declared here and read by everyone (``make``, ``spec``, ``backends``, the
+plug-ins' ``register`` calls): adding a backend touches this one table.  The
+backends msrl builds in are registered at the bottom of this module, by
+``"module:Name"`` strings, so registering imports no environment module.
+Backends that live in other packages (the CUDA ones, in ``fragments``) are
+plug-ins under the ``msrl.env_backends`` entry point; they are loaded the first
+time a lookup needs them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from msrl.core import ConfigError, Declared, Space, component_class, constructing, env_defaults
+from msrl.envs._sharded import ShardedEnv
+
+PLUGIN_GROUP = "msrl.env_backends"
+MIN_ENVS_PER_SHARD = 16384
+"""Fewest environments per thread worth a shard: measured on 2 CPUs, two shards lose below 16k
+environments, tie at 16k and win 1.5x at 65k (BENCHMARKS.md)."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How to build one backend of one environment.  ``factory`` is a callable or
+    ``"module:Name"`` taking ``num_envs=``, ``seed=`` and the environment's own
+    keyword arguments; ``on_device`` factories also take ``device=``; ``shardable``
+    ones (host arrays whose step releases the GIL) may be split across threads."""
+
+    factory: str | Callable[..., Any]
+    on_device: bool = False
+    shardable: bool = False
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What ``make`` was called with, so an environment can be rebuilt with another
+    batch size, seed or backend (evaluation, shards), plus its spaces.
+
+    ``reward_threshold`` is the episode return at which the environment counts as
+    solved, as the environment states it: gymnasium's registry value for an id made
+    through gymnasium; for msrl's own ids the environment class's
+    ``reward_threshold`` (gymnasium's value for the ids gymnasium also has:
+    CartPole-v1 475, Pendulum-v1 none), None where there is none (Tag-v0,
+    simple_spread_v3, PettingZoo modules)."""
+
+    env_id: str
+    backend: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    observation_space: Space | None = None
+    action_space: Space | None = None
+    num_agents: int = 1
+    groups: Any = None
+    """Group name -> ``msrl.AgentGroup`` for a multi-agent environment, else None."""
+    reward_threshold: float | None = None
+
+
+REGISTRY: dict[tuple[str, str], Backend] = {}
+"""(env id, backend name) -> ``Backend``: every backend msrl knows by name."""
+_DEFAULT_BACKENDS = ("numpy", "gymnasium")
+
+
+def register(
+    env_id: str, backend: str, factory: str | Callable[..., Any], *, on_device: bool = False, shardable: bool = False
+) -> None:
+    """Register ``factory(num_envs=, seed=, **kwargs)`` as ``backend`` of ``env_id``.
+
+    A user's own environment (a subclass of ``msrl.Environment``; see the README's
+    "Your own environment") needs one call: ``msrl.envs.register("MyEnv-v0", "numpy", MyEnv)``.
+    Registering an id that gymnasium also knows makes msrl's version win."""
+    if not isinstance(env_id, str) or not env_id or not isinstance(backend, str) or not backend:
+        raise ConfigError(f"register needs a non-empty env id and backend name, got {env_id!r}, {backend!r}")
+    if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
+        raise ConfigError(f"register needs a callable or 'module:Name' factory for {env_id!r}, got {factory!r}")
+    REGISTRY[(env_id, backend)] = Backend(factory, on_device, shardable)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_plugins() -> None:
+    """Call every ``msrl.env_backends`` entry point once (they register their backends)."""
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        entry.load()(register)
+
+
+def env_ids() -> list[str]:
+    """The ids msrl builds in (gymnasium's are available beside them)."""
+    _load_plugins()
+    return sorted({env_id for env_id, _ in REGISTRY})
+
+
+def backends(env_id: str) -> list[str]:
+    """The backends of ``env_id``: msrl's own, or ``["gymnasium"]`` for an id only gymnasium knows."""
+    _load_plugins()
+    own = sorted(backend for eid, backend in REGISTRY if eid == env_id)
+    if own:
+        return own
+    if isinstance(env_id, str) and env_id.startswith("pettingzoo:"):
+        return ["pettingzoo"]  # the module is imported, and checked, when the environment is made
+    from msrl.envs import _gymnasium  # imported on first use: it pulls in torch and gymnasium
+
+    return ["gymnasium"] if _gymnasium.knows(env_id) else []
+
+
+def _choose_backend(env_id: str, available: list[str], backend: str | None) -> str:
+    if backend is not None:
+        if backend not in available:
+            raise ConfigError(
+                f"environment {env_id!r} has no {backend!r} backend; valid choices: {', '.join(available)}"
+            )
+        return backend
+    for preferred in env_defaults().backends + _DEFAULT_BACKENDS:
+        if preferred in available:
+            return preferred
+    return available[0]
+
+
+def _unknown(env_id: str) -> ConfigError:
+    from msrl.envs import _gymnasium
+
+    ids = list(dict.fromkeys(env_ids() + _gymnasium.ids()))  # msrl's first, each once
+    close = difflib.get_close_matches(env_id, ids, n=5, cutoff=0.6)
+    hint = f"close matches: {', '.join(close)}" if close else f"msrl's own: {', '.join(env_ids())}; or any gymnasium id"
+    return ConfigError(f"unknown environment {env_id!r}; {hint}")
+
+
+def _factory(env_id: str, backend: str) -> tuple[Callable[..., Any], Backend]:
+    if backend == "gymnasium" and (env_id, backend) not in REGISTRY:
+        from msrl.envs._gymnasium import GymnasiumEnv
+
+        return functools.partial(GymnasiumEnv, env_id), Backend(GymnasiumEnv)
+    if backend == "pettingzoo" and (env_id, backend) not in REGISTRY:
+        from msrl.envs._pettingzoo import PettingZooEnv
+
+        return functools.partial(PettingZooEnv, env_id.partition(":")[2]), Backend(PettingZooEnv)
+    entry = REGISTRY[(env_id, backend)]
+    factory = entry.factory
+    if isinstance(factory, str):
+        factory = _import(factory)
+    return factory, entry
+
+
+def _spec_of(env_id: str, backend: str, kwargs: dict[str, Any], seed: int, env: Any) -> EnvSpec:
+    """The ``EnvSpec`` of a built (or probed) environment."""
+    return EnvSpec(
+        env_id,
+        backend,
+        dict(kwargs),
+        seed,
+        env.observation_space,
+        env.action_space,
+        getattr(env, "num_agents", 1),
+        getattr(env, "groups", None),
+        getattr(env, "reward_threshold", None),
+    )
+
+
+def make(env_id: str, num_envs: int, seed: int = 0, backend: str | None = None, **kwargs: Any) -> Any:
+    """Build ``num_envs`` copies of ``env_id``, stepped together.
+
+    ``backend=None`` lets the fragment's executor choose (see ``msrl.envs``'s
+    docstring); an unknown id or backend is a ``ConfigError`` naming the valid
+    choices or close matches.  Inside a build of another fragment the result is a
+    ``Declared`` environment that knows its ``spec``, spaces and ``num_envs``."""
+    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    available = backends(env_id)
+    if not available:
+        raise _unknown(env_id)
+    chosen = _choose_backend(env_id, available, backend)
+    factory, entry = _factory(env_id, chosen)
+    defaults = env_defaults()
+    call_kwargs = dict(kwargs)
+    if entry.on_device:
+        call_kwargs.setdefault("device", defaults.device)
+    # A multi-agent environment's cost grows with its agents: count agent slots, not environments.
+    agents = spec(env_id, **kwargs).num_agents if entry.shardable and defaults.threads > 1 else 1
+    shards = min(defaults.threads, num_envs * agents // MIN_ENVS_PER_SHARD) if entry.shardable else 1
+
+    def build() -> Any:
+        if shards > 1:
+            env: Any = ShardedEnv(lambda n, s: factory(num_envs=n, seed=s, **call_kwargs), num_envs, seed, shards)
+        else:
+            env = factory(num_envs=num_envs, seed=seed, **call_kwargs)
+        if not isinstance(env, Declared):
+            reference = env.shards[0] if isinstance(env, ShardedEnv) else env
+            env.spec = _spec_of(env_id, chosen, kwargs, seed, reference)
+        return env
+
+    env = build()
+    if isinstance(env, Declared):  # building another fragment: describe it, construct nothing
+        described = spec(env_id, **kwargs)
+        env_spec = EnvSpec(
+            env_id,
+            chosen,
+            dict(kwargs),
+            seed,
+            described.observation_space,
+            described.action_space,
+            described.num_agents,
+            described.groups,
+            described.reward_threshold,
+        )
+        return Declared(
+            component_class(env),
+            build,
+            num_envs=num_envs,
+            num_agents=described.num_agents,
+            groups=described.groups,
+            observation_space=described.observation_space,
+            action_space=described.action_space,
+            spec=env_spec,
+        )
+    return env
+
+
+@functools.lru_cache(maxsize=64)
+def _describe(env_id: str, frozen_kwargs: tuple[tuple[str, Hashable], ...]) -> EnvSpec:
+    available = backends(env_id)
+    if not available:
+        raise _unknown(env_id)
+    host = next((b for b in _DEFAULT_BACKENDS if b in available), None) or _choose_backend(env_id, available, None)
+    factory, _ = _factory(env_id, host)
+    with constructing():
+        probe = factory(num_envs=1, seed=0, **dict(frozen_kwargs))
+    try:
+        return _spec_of(env_id, host, dict(frozen_kwargs), 0, probe)
+    finally:
+        probe.close()
+
+
+def spec(env_id: str, **kwargs: Any) -> EnvSpec:
+    """``env_id``'s spaces (and number of agents) without building a batch of it:
+    what an algorithm's ``__init__`` sizes its networks with."""
+    return _describe(env_id, tuple(sorted(kwargs.items())))
+
+
+def _import(path: str) -> Any:
+    module_name, _, name = path.partition(":")
+    return getattr(importlib.import_module(module_name), name)
+
+
+@dataclass(frozen=True)
+class _Lazy:
+    """A factory named ``"module:Name"`` with arguments bound: imports the module
+    when first called, so registering a backend imports nothing."""
+
+    path: str
+    args: tuple[Any, ...] = ()
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _import(self.path)(*self.args, *args, **dict(self.kwargs), **kwargs)
+
+
+def _lazy(path: str, *args: Any, **kwargs: Any) -> _Lazy:
+    return _Lazy(path, args, tuple(kwargs.items()))
+
+
+register("CartPole-v1", "numpy", "msrl.envs.cartpole:CartPole", shardable=True)
+register("CartPole-v1", "torch", _lazy("msrl.envs.cartpole:CartPole", backend="torch"), on_device=True)
+register("CartPole-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "CartPole-v1"))
+register("Pendulum-v1", "numpy", "msrl.envs.pendulum:Pendulum", shardable=True)
+register("Pendulum-v1", "torch", _lazy("msrl.envs.pendulum:Pendulum", backend="torch"), on_device=True)
+register("Pendulum-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "Pendulum-v1"))
+register("simple_spread_v3", "numpy", "msrl.envs.simple_spread:SimpleSpread", shardable=True)
+register("simple_spread_v3", "torch", _lazy("msrl.envs.simple_spread:SimpleSpread", backend="torch"), on_device=True)
+register(
+    "simple_spread_v3",
+    "pettingzoo",
+    _lazy("msrl.envs._pettingzoo:PettingZooEnv", "mpe2.simple_spread_v3", group_names=(("agent", "agents"),)),
+)  # msrl's group name
+register("Tag-v0", "numpy", "msrl.envs.tag:Tag", shardable=True)
+register("Tag-v0", "torch", _lazy("msrl.envs.tag:Tag", backend="torch"), on_device=True)
+
+
+__all__ = [
+    "Backend",
+    "EnvSpec",
+    "MIN_ENVS_PER_SHARD",
+    "PLUGIN_GROUP",
+    "REGISTRY",
+    "backends",
+    "env_ids",
+    "make",
+    "register",
+    "spec",
+]
