@@ -1,4 +1,5 @@
-# The two quick-start commands: `make train` and `make test`.
+# The two quick-start commands: `make train` and `make test`; `make lint` runs the linter,
+# the format check and the type checker, as CI does.
 # Each creates .venv (if needed) and installs msrl from this repository's own
 # files, with torch pinned through constraints.txt.
 PYTHON ?= python3
@@ -6,13 +7,22 @@ VENV   ?= .venv
 PIP    := $(VENV)/bin/python -m pip
 CONFIG ?= configs/ppo_cartpole.yaml
 
-.PHONY: train test bench install install-dev install-bench clean
+.PHONY: train test lint bench install install-dev install-bench clean
 
 train: $(VENV)/.stamp-base
 	$(VENV)/bin/msrl train $(CONFIG)
 
 test: $(VENV)/.stamp-dev
 	$(VENV)/bin/python -m pytest -q
+
+# All three run (each reports), and the target fails if any of them failed.  mypy reads its
+# files (the packages) and settings from pyproject.toml.
+lint: $(VENV)/.stamp-dev
+	@status=0; \
+	$(VENV)/bin/ruff check . || status=1; \
+	$(VENV)/bin/ruff format --check . || status=1; \
+	$(VENV)/bin/mypy || status=1; \
+	exit $$status
 
 bench: $(VENV)/.stamp-bench
 	$(VENV)/bin/python benchmarks/ppo_cartpole.py
