@@ -262,7 +262,7 @@ class BatchedEnv(Environment):
         if seed is not None:
             self.dynamics.rng.reseed(seed)
         self._state = self.dynamics.reset(self._state)
-        self._episodes.discard()
+        self._discard_episodes()
         return self.observe()
 
     def observe(self) -> Batched:
@@ -309,7 +309,11 @@ class BatchedEnv(Environment):
             state = self.arrays.where(mask[:, None], state, self._state)
         self._state = self.arrays.own_state(state)
         if new_episode:
-            self._episodes.discard(mask)
+            self._discard_episodes(mask)
+
+    def _discard_episodes(self, mask: Array | None = None) -> None:
+        """Forget the running episodes (all, or where ``mask``): ``reset`` and ``set_state``."""
+        self._episodes.discard(mask)
 
     # -- Component API ----------------------------------------------------------------
     def metrics(self) -> dict[str, float]:

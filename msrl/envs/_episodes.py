@@ -6,11 +6,13 @@ counter of the time limit), and the episodes that finished since ``metrics``
 was last polled.  ``EpisodeTracker`` keeps both in the environment's own memory
 (NumPy arrays or tensors on its device), through ``ArrayBackend`` operations,
 so the NumPy, torch and kernel backends, and the gymnasium adapter, count
-episodes the same way.
+episodes the same way.  ``GroupEpisodes`` adds the per-group accounting of a
+multi-agent batch, shared by ``MultiAgentEnv`` and the PettingZoo adapter.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from msrl.core import CheckpointError
@@ -162,4 +164,78 @@ class EpisodeTracker:
         )
 
 
-__all__ = ["EpisodeTracker"]
+class GroupEpisodes:
+    """The episodes of a multi-agent batch: ``overall`` tracks each environment's mean
+    reward over all its agents, ``groups[name]`` the mean over the group's agents.
+
+    ``record`` takes the step's rewards as ``{group: (num_envs, n_group)}``; the finished
+    rows are the environment's (every agent's episode ends with its environment's).
+    ``metrics()`` gives ``overall``'s keys plus ``episode_return/<group>``.  A checkpoint
+    keeps ``overall`` under ``"episodes"`` and the groups under ``"group_episodes"``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> from msrl.envs import NumpyArrays
+        >>> episodes = GroupEpisodes(NumpyArrays(), num_envs=1, group_sizes={"a": 1, "b": 3})
+        >>> episodes.record({"a": np.ones((1, 1), np.float32), "b": np.zeros((1, 3), np.float32)}, np.array([0]))
+        >>> episodes.metrics()
+        {'episode_return': 0.25, 'episode_length': 1.0, 'episodes': 1, 'episode_return/a': 1.0, 'episode_return/b': 0.0}
+    """
+
+    def __init__(
+        self,
+        arrays: ArrayBackend,
+        num_envs: int,
+        group_sizes: Mapping[str, int],
+        overall: EpisodeTracker | None = None,
+    ) -> None:
+        self.overall = EpisodeTracker(arrays, num_envs) if overall is None else overall
+        self.groups = {name: EpisodeTracker(arrays, num_envs) for name in group_sizes}
+        self.group_sizes = dict(group_sizes)
+        self.num_agents = sum(self.group_sizes.values())
+
+    @property
+    def lengths(self) -> Array:
+        """The running episodes' lengths (the time limit's counter)."""
+        return self.overall.lengths
+
+    def record(self, rewards: Mapping[str, Array], rows: Rows) -> None:
+        """One step: per group the mean of its agents' rewards, overall the mean of all."""
+        total: Array | None = None
+        for name, reward in rewards.items():
+            group_sum = reward.sum(1)
+            self.groups[name].record(group_sum / self.group_sizes[name], rows)
+            total = group_sum if total is None else total + group_sum
+        self.overall.record(total / self.num_agents, rows)
+
+    def discard(self, mask: Array | None = None) -> None:
+        """Forget the running episodes (all, or where ``mask``), overall and in every group."""
+        self.overall.discard(mask)
+        for tracker in self.groups.values():
+            tracker.discard(mask)
+
+    def metrics(self) -> dict[str, float]:
+        out = self.overall.metrics()
+        for name, tracker in self.groups.items():
+            group = tracker.metrics()
+            if "episode_return" in group:
+                out[f"episode_return/{name}"] = group["episode_return"]
+        return out
+
+    def group_state_dict(self) -> dict[str, Any]:
+        """The groups' trackers, ``{group: EpisodeTracker.state_dict()}``."""
+        return {name: tracker.state_dict() for name, tracker in self.groups.items()}
+
+    def check_group_state(self, groups: Any, owner: str) -> None:
+        """A ``CheckpointError`` naming ``owner`` unless ``groups`` holds every group's episodes."""
+        if not isinstance(groups, dict) or set(groups) != set(self.groups):
+            raise CheckpointError(f"{owner} checkpoint lacks the episodes of groups {sorted(self.groups)}")
+
+    def load_group_state_dict(self, groups: Any, owner: str) -> None:
+        self.check_group_state(groups, owner)
+        for name, tracker in self.groups.items():
+            tracker.load_state_dict(groups[name])
+
+
+__all__ = ["EpisodeTracker", "GroupEpisodes"]

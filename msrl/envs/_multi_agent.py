@@ -35,7 +35,7 @@ from msrl.core import AgentGroup, Batched, ConfigError, EnvError, Space
 from msrl.envs._actions import ActionCheck
 from msrl.envs._arrays import Array
 from msrl.envs._base import BatchedEnv
-from msrl.envs._episodes import EpisodeTracker
+from msrl.envs._episodes import GroupEpisodes
 
 
 class GroupActionCheck:
@@ -89,7 +89,8 @@ class MultiAgentEnv(BatchedEnv):
         self.groups: dict[str, AgentGroup] = dict(groups)
         self.num_agents = sum(g.num_agents for g in groups.values())
         super().__init__(num_envs, seed, **options)
-        self._group_episodes = {name: EpisodeTracker(self.arrays, self.num_envs) for name in self.groups}
+        sizes = {name: g.num_agents for name, g in self.groups.items()}
+        self._group_episodes = GroupEpisodes(self.arrays, self.num_envs, sizes, overall=self._episodes)
         self._obs_shapes = {name: tuple(getattr(g.observation_space, "shape", ())) for name, g in self.groups.items()}
 
     def _action_check(self) -> GroupActionCheck:
@@ -118,12 +119,6 @@ class MultiAgentEnv(BatchedEnv):
         self.dynamics.observe(self._state, obs)
         return obs
 
-    def reset(self, seed: int | None = None) -> Batched:
-        obs = super().reset(seed)
-        for tracker in self._group_episodes.values():
-            tracker.discard()
-        return obs
-
     def step(self, action: Any) -> tuple[Batched, Batched, Batched, Batched]:
         """Advance every environment one step; finished ones restart in the same step."""
         checked = self._check_action(action)
@@ -135,46 +130,26 @@ class MultiAgentEnv(BatchedEnv):
             self._state, rows = self.dynamics.step(
                 self._state, self._episodes.lengths, checked, obs, rewards, terminated, truncated
             )
-            total = None
-            for name, reward in rewards.items():
-                group_sum = reward.sum(1)
-                self._group_episodes[name].record(group_sum / self.groups[name].num_agents, rows)
-                total = group_sum if total is None else total + group_sum
-            self._episodes.record(total / self.num_agents, rows)
+            self._group_episodes.record(rewards, rows)
         return obs, rewards, terminated, truncated
 
-    def set_state(self, state: Any, mask: Any = None, *, new_episode: bool = True) -> None:
-        super().set_state(state, mask, new_episode=new_episode)
-        if new_episode:
-            mask = None if mask is None else self.arrays.convert(mask, "bool")
-            for tracker in self._group_episodes.values():
-                tracker.discard(mask)
+    def _discard_episodes(self, mask: Array | None = None) -> None:
+        self._group_episodes.discard(mask)
 
     # -- Component API ----------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
-        out = self._episodes.metrics()
-        for name, tracker in self._group_episodes.items():
-            group = tracker.metrics()
-            if "episode_return" in group:
-                out[f"episode_return/{name}"] = group["episode_return"]
-        return out
+        return self._group_episodes.metrics()
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
-        state["group_episodes"] = {name: t.state_dict() for name, t in self._group_episodes.items()}
+        state["group_episodes"] = self._group_episodes.group_state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        groups = state.get("group_episodes")
-        if not isinstance(groups, dict) or set(groups) != set(self.groups):
-            from msrl.core import CheckpointError
-
-            raise CheckpointError(
-                f"{type(self).__name__} checkpoint lacks the episodes of groups {sorted(self.groups)}"
-            )
+        owner = type(self).__name__
+        self._group_episodes.check_group_state(state.get("group_episodes"), owner)  # before anything changes
         super().load_state_dict(state)
-        for name, tracker in self._group_episodes.items():
-            tracker.load_state_dict(groups[name])
+        self._group_episodes.load_group_state_dict(state["group_episodes"], owner)
 
     def __repr__(self) -> str:
         groups = ", ".join(f"{name}={g.num_agents}" for name, g in self.groups.items())

@@ -42,7 +42,7 @@ import numpy as np
 
 from msrl.core import AgentGroup, Batched, CheckpointError, ConfigError, Discrete, Environment, Space
 from msrl.envs._base import check_num_envs
-from msrl.envs._episodes import EpisodeTracker
+from msrl.envs._episodes import GroupEpisodes
 from msrl.envs._gymnasium import _msrl_space, _restart_seed
 from msrl.envs._multi_agent import GroupActionCheck
 from msrl.envs._numpy_arrays import NumpyArrays
@@ -124,8 +124,8 @@ class PettingZooEnv(Environment):
             raise
         self._arrays = NumpyArrays()
         self._check_action = GroupActionCheck(self.env_id, self.groups, self.num_envs, self._arrays, exact=False)
-        self._episodes = EpisodeTracker(self._arrays, self.num_envs)
-        self._group_episodes = {name: EpisodeTracker(self._arrays, self.num_envs) for name in self.groups}
+        sizes = {name: g.num_agents for name, g in self.groups.items()}
+        self._episodes = GroupEpisodes(self._arrays, self.num_envs, sizes)
         self._seed, self._steps = int(seed), 0
         self._obs = self._new_obs()
         self._ended: list[dict[Any, bool]] = [{} for _ in range(self.num_envs)]
@@ -225,8 +225,6 @@ class PettingZooEnv(Environment):
             self._write_obs(i, copy.reset(seed=None if seed is None else seed + i)[0])
             self._ended[i].clear()
         self._episodes.discard()
-        for tracker in self._group_episodes.values():
-            tracker.discard()
 
     def observe(self) -> Batched:
         return {name: obs.copy() for name, obs in self._obs.items()}
@@ -255,30 +253,19 @@ class PettingZooEnv(Environment):
                 truncated[i] = 1.0
             self._write_obs(i, copy.reset()[0])
             ended.clear()
-        rows = self._arrays.finished_rows(terminated, truncated)
-        total = None
-        for name, reward in rewards.items():
-            group_sum = reward.sum(1)
-            self._group_episodes[name].record(group_sum / self.groups[name].num_agents, rows)
-            total = group_sum if total is None else total + group_sum
-        self._episodes.record(total / self.num_agents, rows)
+        self._episodes.record(rewards, self._arrays.finished_rows(terminated, truncated))
         self._steps += 1
         return self.observe(), rewards, terminated, truncated
 
     # -- Component API -------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
-        out = self._episodes.metrics()
-        for name, tracker in self._group_episodes.items():
-            group = tracker.metrics()
-            if "episode_return" in group:
-                out[f"episode_return/{name}"] = group["episode_return"]
-        return out
+        return self._episodes.metrics()
 
     def state_dict(self) -> dict[str, Any]:
         """Episode counts, the seed and the steps taken: all a PettingZoo env lets us keep."""
         return {
-            "episodes": self._episodes.state_dict(),
-            "group_episodes": {name: t.state_dict() for name, t in self._group_episodes.items()},
+            "episodes": self._episodes.overall.state_dict(),
+            "group_episodes": self._episodes.group_state_dict(),
             "seed": self._seed,
             "steps": self._steps,
         }
@@ -290,12 +277,9 @@ class PettingZooEnv(Environment):
         missing = [k for k in _STATE_KEYS if k not in state]
         if missing:
             raise CheckpointError(f"PettingZooEnv checkpoint lacks {missing}; expected keys {list(_STATE_KEYS)}")
-        groups = state["group_episodes"]
-        if not isinstance(groups, dict) or set(groups) != set(self.groups):
-            raise CheckpointError(f"PettingZooEnv checkpoint lacks the episodes of groups {sorted(self.groups)}")
-        self._episodes.load_state_dict(state["episodes"])
-        for name, tracker in self._group_episodes.items():
-            tracker.load_state_dict(groups[name])
+        self._episodes.check_group_state(state["group_episodes"], "PettingZooEnv")
+        self._episodes.overall.load_state_dict(state["episodes"])
+        self._episodes.load_group_state_dict(state["group_episodes"], "PettingZooEnv")
         self._seed, self._steps = int(state["seed"]), int(state["steps"])
         self._restart(_restart_seed(self._seed, self._steps))
 

@@ -161,3 +161,45 @@ def test_state_dict_is_the_same_on_every_backend():
     moved = EpisodeTracker(NumpyArrays(), 3)
     moved.load_state_dict(states[1])  # written by torch, read by NumPy
     assert moved.metrics() == {"episode_return": 2.0, "episode_length": 1.0, "episodes": 1}
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_group_episodes_are_the_per_group_and_overall_means(backend: str):
+    """``GroupEpisodes`` (the one tracker of MultiAgentEnv and the PettingZoo adapter): an
+    episode's group return is the sum over its steps of the group's mean reward, the overall
+    return that of the mean over all agents; a checkpoint keeps both exactly."""
+    from msrl import CheckpointError
+    from msrl.envs import GroupEpisodes
+
+    arrays = BACKENDS[backend]()
+    sizes = {"taggers": 2, "runners": 3}
+    episodes = GroupEpisodes(arrays, NUM_ENVS, sizes)
+    direct = {name: DirectCount(NUM_ENVS) for name in (*sizes, "overall")}
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        rewards = {name: rng.normal(size=(NUM_ENVS, n)).astype(np.float32) for name, n in sizes.items()}
+        done = rng.random(NUM_ENVS) < 0.2
+        flags = arrays.asarray(done.astype(np.float32))
+        episodes.record({k: arrays.asarray(v) for k, v in rewards.items()}, arrays.finished_rows(flags, flags * 0))
+        for name, reward in rewards.items():
+            direct[name].step(reward.sum(1) / sizes[name], done)
+        direct["overall"].step((rewards["taggers"].sum(1) + rewards["runners"].sum(1)) / 5, done)
+    metrics = episodes.metrics()
+    for name in ("taggers", "runners", "overall"):
+        key = "episode_return" if name == "overall" else f"episode_return/{name}"
+        expected = np.mean([r for r, _ in direct[name].finished])
+        assert metrics[key] == pytest.approx(expected, rel=1e-6), name
+    assert metrics["episodes"] == len(direct["overall"].finished)
+    assert episodes.metrics() == {}  # a new window
+
+    groups = episodes.group_state_dict()
+    with pytest.raises(CheckpointError, match=r"Tag checkpoint lacks the episodes of groups \['runners', 'taggers'\]"):
+        GroupEpisodes(arrays, NUM_ENVS, sizes).load_group_state_dict({"taggers": groups["taggers"]}, "Tag")
+    restored = GroupEpisodes(arrays, NUM_ENVS, sizes)
+    restored.overall.load_state_dict(episodes.overall.state_dict())
+    restored.load_group_state_dict(groups, "Tag")
+    flags = arrays.asarray(np.ones(NUM_ENVS, np.float32))
+    ones = {name: arrays.asarray(np.ones((NUM_ENVS, n), np.float32)) for name, n in sizes.items()}
+    for tracker in (episodes, restored):
+        tracker.record(ones, arrays.finished_rows(flags, flags * 0))
+    assert episodes.metrics() == restored.metrics()
