@@ -19,7 +19,7 @@ from typing import Any
 from cluster._connect import connect
 from cluster._placement import create_placement_group, demand_of, describe_placement
 from fragments import BuildRecipe, FragmentedGraph, IterationResult
-from msrl.core import GLOBAL, ConfigError, MsrlError, WorkerLostError
+from msrl.core import GLOBAL, ConfigError, InterfaceOp, MsrlError, WorkerLostError
 
 MAX_CONCURRENCY = 8  # queued iterations waiting on the compute thread, deliveries, close
 MAX_CPUS_PER_CORE = 4
@@ -88,7 +88,7 @@ class RayRuntime:
         from cluster._collective import KeyValueStore
 
         store_cls = ray.remote(num_cpus=0)(KeyValueStore)
-        stores = {i.src: store_cls.remote() for i in self.fdg.interfaces if i.op == "allreduce"}
+        stores = {i.src: store_cls.remote() for i in self.fdg.interfaces if i.op is InterfaceOp.ALL_REDUCE}
         self.stores = list(stores.values())
         endpoints = {name: _get_each([h.endpoint.remote() for h in handles]) for name, handles in self.workers.items()}
         self.endpoints = endpoints
@@ -111,7 +111,7 @@ class RayRuntime:
                 and interface.dst != self.output_fragment
                 and interface.kind == GLOBAL
             ):
-                stale.setdefault(interface.dst, set()).add(interface.value.node)
+                stale.setdefault(interface.dst, set()).add(interface.ref.node)
         return stale
 
     def placement(self) -> dict[str, list[str]]:

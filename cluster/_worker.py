@@ -19,7 +19,7 @@ from cluster._direct import DirectListener, DirectSender
 from cluster._transport import Mailbox, MailboxClosed, RayTransport
 from fragments import BuildRecipe, FragmentedGraph, build_replica
 from fragments.executors import get_executor
-from msrl.core import MsrlError
+from msrl.core import MsrlError, Role
 
 
 class ComputeThread:
@@ -188,7 +188,7 @@ class FragmentWorker:
                 store, f"{self.fragment}/grads/", self.replica, self.spec.replicas, address, self.spec.device
             )
             for name, component in self.executor.components.items():
-                if self.fdg.graph.components[name] == "learner":
+                if self.fdg.graph.components[name] is Role.LEARNER:
                     component.grad_sync = self.grad_sync = GradientAllReduce(group, self.spec.replicas)
 
     def deliver(self, node: str, src: int, seq: int, payload: Any) -> None:

@@ -36,6 +36,8 @@ from msrl.core import (
     ConfigError,
     DataflowGraph,
     EnvDefaults,
+    Op,
+    Role,
     RunInfo,
     ValueRef,
     building,
@@ -161,7 +163,7 @@ def check_builds(recipe: BuildRecipe, fdg: FragmentedGraph, whole: Algorithm) ->
 def _env_counts(algorithm: Algorithm, only: list[str] | None) -> dict[str, int | None]:
     counts = {}
     for name, component in algorithm.components().items():
-        if role_of(component) == "env" and (only is None or name in only):
+        if role_of(component) is Role.ENV and (only is None or name in only):
             try:
                 counts[name] = int(component.num_envs)
             except (AttributeError, BuildError, TypeError, ValueError):
@@ -218,7 +220,7 @@ def _shape(graph: DataflowGraph) -> list[tuple]:
         (
             node.name,
             node.op,
-            node.target if node.op == "call_component" else getattr(node.target, "__name__", "?"),
+            node.target if node.op is Op.CALL_COMPONENT else getattr(node.target, "__name__", "?"),
             node.region,
             map_leaves(leaf, node.args),
             map_leaves(leaf, node.kwargs),

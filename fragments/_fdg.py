@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from msrl.core import DataflowGraph, GraphLintError, ValueRef
+from msrl.core import DataflowGraph, GraphLintError, InterfaceOp, ValueRef
 from policies import DistributionPolicy, FragmentSpec
 
 PER_STEP = "per_step"
@@ -35,15 +35,29 @@ class Interface:
 
     ``op`` follows from replica counts and the value's kind: ``gather``
     (N->1 batched), ``scatter`` (1->N batched), ``broadcast`` (1->N global),
-    ``p2p`` (equal counts) or ``allreduce`` (gradients across learner replicas).
+    ``p2p`` (equal counts) or ``allreduce`` (gradients across learner replicas,
+    whose ``value`` is ``None``).  ``op`` may be given as its string; an unknown
+    one raises here.
     """
 
-    value: ValueRef
+    value: ValueRef | None
     src: str
     dst: str
-    op: str
+    op: InterfaceOp
     frequency: str
     kind: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "op", InterfaceOp.parse(self.op))
+        if (self.value is None) != (self.op is InterfaceOp.ALL_REDUCE):
+            raise ValueError(f"interface {self.src} -> {self.dst}: only an allreduce carries no value")
+
+    @property
+    def ref(self) -> ValueRef:
+        """The value a dataflow interface carries (every op but ``allreduce``)."""
+        if self.value is None:
+            raise ValueError(f"the {self.op} interface of {self.src} carries no dataflow value")
+        return self.value
 
     def __str__(self) -> str:
         return f"{self.src} -> {self.dst}: {self.value} [{self.op}, {self.kind}, {self.frequency}]"
@@ -66,7 +80,7 @@ class FragmentedGraph:
         placed = [n for fragment in self.fragments.values() for n in fragment.nodes]
         if sorted(placed) != sorted(node.name for node in self.graph.nodes):
             raise GraphLintError("fragments do not cover every node exactly once")
-        declared = {(i.value, i.src, i.dst) for i in self.interfaces if i.op != "allreduce"}
+        declared = {(i.value, i.src, i.dst) for i in self.interfaces if i.op is not InterfaceOp.ALL_REDUCE}
         for node in self.graph.nodes:
             for ref, _ in node.inputs():
                 src, dst = self.assignment[ref.node], self.assignment[node.name]

@@ -12,12 +12,25 @@ every destination, unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
 from fragments._fdg import Interface
+from msrl.core import InterfaceOp
+
+_Parts = Callable[[Any, int, int], Iterator[tuple[int, Any]]]
+"""``(item, src_replica, dst_replicas) -> (destination replica, its part)`` for one output."""
+
+_PARTS: dict[InterfaceOp, _Parts] = {
+    InterfaceOp.P2P: lambda item, src, _: iter([(src, item)]),
+    InterfaceOp.GATHER: lambda item, _src, _dst: iter([(0, item)]),
+    InterfaceOp.BROADCAST: lambda item, _, dst: ((replica, item) for replica in range(dst)),
+    InterfaceOp.SCATTER: lambda item, _, dst: enumerate(split_batched(item, dst)),
+}
+"""The dispatch table of ``route``: what each destination replica receives, per interface op."""
 
 
 def route(value: tuple, interfaces: list[Interface], src_replica: int, dst_replicas: int) -> dict[int, tuple]:
@@ -25,33 +38,22 @@ def route(value: tuple, interfaces: list[Interface], src_replica: int, dst_repli
     output tuple), for the interfaces of one destination fragment.  Outputs
     that no interface carries are ``None`` in the payload."""
     payloads: dict[int, list[Any]] = {}
-
-    def put(replica: int, index: int, item: Any) -> None:
-        payloads.setdefault(replica, [None] * len(value))[index] = item
-
     for interface in interfaces:
-        index, item = interface.value.index, value[interface.value.index]
-        if interface.op == "p2p":
-            put(src_replica, index, item)
-        elif interface.op == "gather":
-            put(0, index, item)
-        elif interface.op == "broadcast":
-            for replica in range(dst_replicas):
-                put(replica, index, item)
-        elif interface.op == "scatter":
-            for replica, part in enumerate(split_batched(item, dst_replicas)):
-                put(replica, index, part)
-        else:
-            raise ValueError(f"interface op {interface.op!r} does not carry values")
+        parts = _PARTS.get(interface.op)
+        if parts is None:
+            raise ValueError(f"interface op {interface.op.value!r} does not carry values")
+        index = interface.ref.index
+        for replica, item in parts(value[index], src_replica, dst_replicas):
+            payloads.setdefault(replica, [None] * len(value))[index] = item
     return {replica: tuple(items) for replica, items in payloads.items()}
 
 
 def sources(interfaces: list[Interface], dst_replica: int, src_replicas: int) -> list[int]:
     """The source replicas a destination replica receives one node's outputs from."""
     ops = {interface.op for interface in interfaces}
-    if "gather" in ops:
+    if InterfaceOp.GATHER in ops:
         return list(range(src_replicas))
-    if "p2p" in ops:
+    if InterfaceOp.P2P in ops:
         return [dst_replica]
     return [0]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface
 from fragments.executors import check_executor
-from msrl.core import BATCHED, ConfigError, DataflowGraph, Node
+from msrl.core import BATCHED, GLOBAL, ConfigError, DataflowGraph, InterfaceOp, Node, Role
 from policies import DistributionPolicy
 
 
@@ -44,9 +44,14 @@ def partition(graph: DataflowGraph, policy: DistributionPolicy) -> FragmentedGra
                 (ref, src, dst), Interface(ref, src, dst, op, PER_STEP if in_loop else PER_ITERATION, kind)
             )
     for fragment in fragments.values():
-        if fragment.replicas > 1 and any(graph.components[c] == "learner" for c in fragment.components):
+        if fragment.replicas > 1 and any(graph.components[c] is Role.LEARNER for c in fragment.components):
             interfaces[("grads", fragment.name)] = Interface(
-                value=None, src=fragment.name, dst=fragment.name, op="allreduce", frequency=PER_ITERATION, kind="global"
+                value=None,
+                src=fragment.name,
+                dst=fragment.name,
+                op=InterfaceOp.ALL_REDUCE,
+                frequency=PER_ITERATION,
+                kind=GLOBAL,
             )
     fdg = FragmentedGraph(graph, policy, fragments, list(interfaces.values()), assignment)
     fdg.lint()
@@ -64,13 +69,13 @@ def _fragment_for(
     return policy.fragments[0].name
 
 
-def _interface_op(src_replicas: int, dst_replicas: int, kind: str) -> str:
+def _interface_op(src_replicas: int, dst_replicas: int, kind: str) -> InterfaceOp:
     if src_replicas == dst_replicas:
-        return "p2p"
+        return InterfaceOp.P2P
     if dst_replicas == 1:
-        return "gather"
+        return InterfaceOp.GATHER
     if src_replicas == 1:
-        return "scatter" if kind == BATCHED else "broadcast"
+        return InterfaceOp.SCATTER if kind == BATCHED else InterfaceOp.BROADCAST
     raise ConfigError(
         f"cannot connect {src_replicas} replicas to {dst_replicas}: replica counts across an interface must be "
         "equal or one side must have a single replica"

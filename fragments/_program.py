@@ -72,9 +72,9 @@ def build_program(fdg: FragmentedGraph, fragment: str) -> FragmentProgram:
         if interface.value is None:  # allreduce: a collective inside the learner, not a dataflow edge
             continue
         if interface.dst == fragment:
-            incoming.setdefault(interface.value.node, []).append(interface)
+            incoming.setdefault(interface.ref.node, []).append(interface)
         if interface.src == fragment:
-            sends.setdefault(interface.value.node, []).append(interface)
+            sends.setdefault(interface.ref.node, []).append(interface)
     steps: list[Node | Recv | LoopBlock] = []
     blocks: dict[str, LoopBlock] = {}
     for node in fdg.graph.nodes:

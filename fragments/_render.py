@@ -28,6 +28,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyBboxPatch, Patch
 
 from fragments._fdg import Fragment, FragmentedGraph
+from msrl.core import Role
 
 # matplotlib's tab10: distinct, colour-blind tolerant, and the same in DOT and PNG.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
@@ -91,7 +92,7 @@ def _picture(fdg: FragmentedGraph) -> nx.MultiDiGraph:
         label = f"{interface.op}, {interface.frequency}"
         for consumer in fdg.fragments[interface.dst].nodes:
             if any(ref == interface.value for ref, _ in graph.node(consumer).inputs()):
-                picture.add_edge(interface.value.node, consumer, kind=INTERFACE, label=label)
+                picture.add_edge(interface.ref.node, consumer, kind=INTERFACE, label=label)
     return picture
 
 
@@ -99,7 +100,7 @@ def _learner_nodes(fdg: FragmentedGraph, fragment: Fragment) -> list[str]:
     """The fragment's ``learn`` calls, where gradients are reduced; failing that,
     every learner call; failing that, the fragment's first node."""
     graph = fdg.graph
-    calls = [graph.node(n) for n in fragment.nodes if graph.components.get(graph.node(n).component) == "learner"]
+    calls = [graph.node(n) for n in fragment.nodes if graph.components.get(graph.node(n).component) is Role.LEARNER]
     learn = [n.name for n in calls if n.method == "learn"]
     return learn or [n.name for n in calls] or fragment.nodes[:1]
 

@@ -8,10 +8,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from msrl.core import ROLES, ConfigError
+from msrl.core import ConfigError, Role
 
 PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 MODES = ("sync", "async")
+EVERY_COMPONENT = "*"
+"""A fragment entry that takes every component no other entry places."""
 
 
 @dataclass
@@ -118,44 +120,47 @@ class DistributionPolicy:
                 return fragment
         raise ConfigError(f"no fragment {name!r}; fragments: {', '.join(f.name for f in self.fragments)}")
 
-    def assign(self, roles: dict[str, str]) -> dict[str, str]:
+    def assign(self, roles: dict[str, Role]) -> dict[str, str]:
         """Map every component to its fragment, given ``{component: role}``.
 
         Exact names win over roles; every component must land in exactly one
-        fragment, and every entry must match something.
+        fragment, and every entry must match something.  An entry that is no
+        component's name is read as a ``Role`` (``*``, every role: ``None``).
         """
         assignment: dict[str, str] = {}
-        by_role: list[tuple[str, str]] = []
+        by_role: list[tuple[Role | None, str]] = []
         for fragment in self.fragments:
             for entry in fragment.components:
-                if entry == "*":
-                    by_role.append((entry, fragment.name))
+                if entry == EVERY_COMPONENT:
+                    by_role.append((None, fragment.name))
                 elif entry in roles:
                     if entry in assignment:
                         raise ConfigError(
                             f"component {entry!r} is placed in both {assignment[entry]!r} and {fragment.name!r}"
                         )
                     assignment[entry] = fragment.name
-                elif entry in ROLES:  # a role, which this algorithm may not use (no buffer, say)
-                    by_role.append((entry, fragment.name))
+                elif (role := Role.lookup(entry)) is not None:  # a role this algorithm may not use (no buffer, say)
+                    by_role.append((role, fragment.name))
                 else:
-                    choices = sorted(set(roles) | set(ROLES)) + ["*"]
+                    choices = sorted(set(roles) | {role.value for role in Role}) + [EVERY_COMPONENT]
                     raise ConfigError(
                         f"fragment {fragment.name!r} names unknown component {entry!r}; "
                         f"valid choices: {', '.join(choices)}"
                     )
-        seen_roles: dict[str, str] = {}
+        seen_roles: dict[Role, str] = {}
         for role, fragment_name in by_role:
-            if role in seen_roles and role != "*":
+            if role is None:
+                continue
+            if role in seen_roles:
                 raise ConfigError(
-                    f"{role!r} is listed in both fragments {seen_roles[role]!r} and {fragment_name!r}; "
+                    f"{role.value!r} is listed in both fragments {seen_roles[role]!r} and {fragment_name!r}; "
                     "name the components explicitly to split them"
                 )
             seen_roles[role] = fragment_name
-        by_role.sort(key=lambda item: item[0] == "*")
+        by_role.sort(key=lambda item: item[0] is None)
         for role, fragment_name in by_role:
             for component, component_role in roles.items():
-                if role in (component_role, "*") and component not in assignment:
+                if role in (Role.parse(component_role), None) and component not in assignment:
                     assignment[component] = fragment_name
         missing = [c for c in roles if c not in assignment]
         if missing:

@@ -25,6 +25,8 @@ from msrl.core import (
     EnvDefaults,
     MsrlError,
     Node,
+    Op,
+    Role,
     ValueRef,
     deferring,
     has_deferred,
@@ -93,7 +95,7 @@ class Executor:
         self,
         program: FragmentProgram,
         components: dict[str, Any],
-        roles: dict[str, str],
+        roles: dict[str, Role],
         spec: FragmentSpec,
         replica: int = 0,
         transport: Transport | None = None,
@@ -111,11 +113,17 @@ class Executor:
         self.values: dict[str, tuple] = {}
         self.carried: dict[str, tuple] = {}
         nodes = program.nodes()
+        self._ops: dict[Op, Callable[[Node, tuple, dict], Any]] = {
+            Op.CALL_COMPONENT: self.call_component,
+            Op.CALL_FUNCTION: self.call_function,
+            Op.OUTPUT: self.output,
+        }
+        """The dispatch table of ``run_node``: one method per op (a subclass overrides the method)."""
         self.instrument = Instrumentation(nodes, components, roles, check_finite=self.checks_env_outputs())
         self._arg_fns = {node.name: _compile_args(node) for node in nodes}
         # Values some step reads or another fragment receives: a deferred one among them is computed
         # when it is produced.  Only values nothing reads before the output may stay deferred.
-        self._read_early = {ref.node for node in nodes if node.op != "output" for ref, _ in node.inputs()} | set(
+        self._read_early = {ref.node for node in nodes if node.op is not Op.OUTPUT for ref, _ in node.inputs()} | set(
             program.sends
         )
 
@@ -186,7 +194,7 @@ class Executor:
                 elif isinstance(step, Recv):
                     self._receive(step)
                 else:
-                    result = self.run_node(step, first=True) if step.op == "output" else self._run_and_keep(step, True)
+                    result = self.run_node(step, first=True) if step.op is Op.OUTPUT else self._run_and_keep(step, True)
         return self._finish_deferred(result)
 
     def _finish_deferred(self, result: Any) -> Any:
@@ -227,7 +235,7 @@ class Executor:
     def run_node(self, node: Node, first: bool) -> Any:
         args, kwargs = self._arg_fns[node.name](self.values, self.carried, first)
         try:
-            return self.instrument.around(node, getattr(self, node.op), args, kwargs)
+            return self.instrument.around(node, self._ops[node.op], args, kwargs)
         except Exception as exc:
             _reraise(self._where(node), exc)
 

@@ -18,9 +18,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from msrl.core import Deferred, DivergenceError, EnvError, Node, iter_leaves
+from msrl.core import Deferred, DivergenceError, EnvError, Node, Op, Role, iter_leaves
 
-PHASE_OF_ROLE = {"env": "env", "actor": "inference", "learner": "learn", "buffer": "buffer", "component": "other"}
+PHASE_OF_ROLE: dict[Role, str] = {
+    Role.ENV: "env",
+    Role.ACTOR: "inference",
+    Role.LEARNER: "learn",
+    Role.BUFFER: "buffer",
+    Role.COMPONENT: "other",
+}
 STEP_OUTPUTS = ("obs", "reward", "terminated", "truncated")
 
 
@@ -29,26 +35,24 @@ class Instrumentation:
     every ``env.step`` node and, if ``check_finite``, rejects NaN/inf in what it returns."""
 
     def __init__(
-        self, nodes: list[Node], components: dict[str, Any], roles: dict[str, str], check_finite: bool
+        self, nodes: list[Node], components: dict[str, Any], roles: dict[str, Role], check_finite: bool
     ) -> None:
         self.timings: dict[str, float] = {}
         self.env_steps = 0
-        self._phase = {n.name: PHASE_OF_ROLE[roles[n.component]] for n in nodes if n.op == "call_component"}
+        roles = {component: Role.parse(role) for component, role in roles.items()}
+        calls = [(n.name, n.target[0], n.target[1]) for n in nodes if n.op is Op.CALL_COMPONENT]
+        self._phase = {name: PHASE_OF_ROLE[roles[component]] for name, component, _ in calls}
         self._steps = {
-            n.name: components[n.component].num_envs
-            for n in nodes
-            if n.op == "call_component" and roles[n.component] == "env" and n.method == "step"
+            name: components[component].num_envs
+            for name, component, method in calls
+            if roles[component] is Role.ENV and method == "step"
         }
         self._observations = {
-            n.name
-            for n in nodes
-            if n.op == "call_component" and roles[n.component] == "env" and n.method in ("reset", "observe")
+            name for name, component, method in calls if roles[component] is Role.ENV and method in ("reset", "observe")
         }
         self._finite = check_finite
         self._weights = {
-            n.name
-            for n in nodes
-            if n.op == "call_component" and roles[n.component] == "learner" and n.method == "get_weights"
+            name for name, component, method in calls if roles[component] is Role.LEARNER and method == "get_weights"
         }
 
     def around(self, node: Node, run: Callable[[Node, tuple, dict], Any], args: tuple, kwargs: dict) -> Any:

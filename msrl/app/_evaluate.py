@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 import msrl.envs
-from msrl.core import ConfigError, role_of
+from msrl.core import ConfigError, Role, role_of
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ def evaluate_algorithm(algorithm: Any, episodes: int, seed: int, max_steps: int 
     if not isinstance(episodes, int) or isinstance(episodes, bool) or episodes < 1:
         raise ConfigError(f"episodes must be a positive integer, got {episodes!r}")
     components = algorithm.components()
-    envs = [c for c in components.values() if role_of(c) == "env"]
-    actors = [c for c in components.values() if role_of(c) == "actor"]
+    envs = [c for c in components.values() if role_of(c) is Role.ENV]
+    actors = [c for c in components.values() if role_of(c) is Role.ACTOR]
     if len(envs) != 1 or len(actors) != 1:
         raise ConfigError("evaluation needs exactly one environment and one actor component")
     spec = envs[0].spec

@@ -11,9 +11,9 @@ from msrl.app._checkpoint import load_checkpoint
 from msrl.app._config import load_config
 from msrl.app._evaluate import Evaluation, evaluate_algorithm
 from msrl.app._plan import recipe_of
-from msrl.core import Algorithm, CheckpointError, ConfigError, role_of
+from msrl.core import Algorithm, CheckpointError, ConfigError, Role, role_of
 
-LOADED_ROLES = ("actor", "learner")
+LOADED_ROLES = (Role.ACTOR, Role.LEARNER)
 """What ``load`` restores.  Environments and buffers start fresh: their state is sized
 for the replica that saved it (its share of the environments), not for this process."""
 

@@ -11,7 +11,7 @@ import fragments
 from fragments.executors import check_fragment
 from msrl.app._config import LoadedConfig
 from msrl.app._registry import get_algorithm
-from msrl.core import BuildError, component_class, role_of, trace
+from msrl.core import BuildError, Role, component_class, role_of, trace
 from policies import DistributionPolicy, load_policy
 
 
@@ -40,7 +40,7 @@ def plan(config: LoadedConfig) -> Plan:
     whole = fragments.declare(recipe)
     fdg = fragments.partition(trace(whole), policy)
     fragments.check_builds(recipe, fdg, whole)
-    envs = [c for c in whole.components().values() if role_of(c) == "env"]
+    envs = [c for c in whole.components().values() if role_of(c) is Role.ENV]
     return Plan(config, recipe, fdg, _agents_per_env(envs[0]) if len(envs) == 1 else 1)
 
 

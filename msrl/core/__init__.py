@@ -2,6 +2,7 @@
 
 The components, the ``Algorithm`` base, tracing ``train_step`` into a
 ``DataflowGraph`` (the IR: ``Node``, ``ValueRef``, ``CarryRef``, ``LoopRegion``),
+the closed vocabularies (``Op``, ``InterfaceOp``, ``Role``),
 spaces, errors, deferred values and config reading.  It imports nothing of
 msrl above it: not ``msrl.app``, ``fragments``, ``policies``, ``cluster`` or
 ``algorithms``, at module level or inside a function (``tests/unit/test_layers.py``
@@ -54,7 +55,6 @@ from msrl.core._generators import load_generator_state
 from msrl.core._graph import (
     BATCHED,
     GLOBAL,
-    OPS,
     CarryRef,
     DataflowGraph,
     GraphLintError,
@@ -65,14 +65,13 @@ from msrl.core._graph import (
     map_leaves,
 )
 from msrl.core._spaces import AgentGroup, Box, Discrete, Space
-from msrl.core._tracing import ROLES, role_of, steps, trace
+from msrl.core._tracing import role_of, steps, trace
+from msrl.core._vocab import InterfaceOp, Op, Role, Vocabulary
 
 __all__ = [
     "BATCHED",
     "GLOBAL",
     "MAX_CONFIG_BYTES",
-    "OPS",
-    "ROLES",
     "Actor",
     "AgentGroup",
     "Algorithm",
@@ -95,6 +94,7 @@ __all__ = [
     "Environment",
     "Global",
     "GraphLintError",
+    "InterfaceOp",
     "WorkerLostError",
     "HiddenStateError",
     "Learner",
@@ -102,12 +102,15 @@ __all__ = [
     "MsrlError",
     "NoValue",
     "Node",
+    "Op",
+    "Role",
     "RunInfo",
     "Space",
     "TraceError",
     "UndeclaredComponentError",
     "UnsupportedOperationError",
     "ValueRef",
+    "Vocabulary",
     "apply_overrides",
     "build_dataclass",
     "building",

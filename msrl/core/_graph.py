@@ -15,7 +15,8 @@ from typing import Any
 
 import networkx as nx
 
-OPS = ("call_component", "call_function", "output")
+from msrl.core._vocab import Op, Role
+
 BATCHED = "batched"
 GLOBAL = "global"
 
@@ -46,10 +47,11 @@ class CarryRef:
 @dataclass
 class Node:
     """One recorded call.  ``target`` is ``(component, method)`` for
-    ``call_component`` and a callable for ``call_function``."""
+    ``call_component`` and a callable for ``call_function``.  ``op`` may be given
+    as its string; an unknown one raises here, naming the valid ops."""
 
     name: str
-    op: str
+    op: Op
     target: Any
     args: tuple
     kwargs: dict
@@ -59,22 +61,21 @@ class Node:
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.op not in OPS:
-            raise ValueError(f"unknown node op {self.op!r}; valid ops: {', '.join(OPS)}")
-        if self.op == "call_component" and not (
+        self.op = Op.parse(self.op)
+        if self.op is Op.CALL_COMPONENT and not (
             isinstance(self.target, tuple) and len(self.target) == 2 and all(isinstance(t, str) for t in self.target)
         ):
             raise ValueError(f"call_component target must be (component, method), got {self.target!r}")
-        if self.op == "call_function" and not callable(self.target):
+        if self.op is Op.CALL_FUNCTION and not callable(self.target):
             raise ValueError(f"call_function target must be callable, got {self.target!r}")
 
     @property
     def component(self) -> str | None:
-        return self.target[0] if self.op == "call_component" else None
+        return self.target[0] if self.op is Op.CALL_COMPONENT else None
 
     @property
     def method(self) -> str | None:
-        return self.target[1] if self.op == "call_component" else None
+        return self.target[1] if self.op is Op.CALL_COMPONENT else None
 
     def inputs(self) -> Iterator[tuple[ValueRef, bool]]:
         """Every value this node reads, with ``True`` for loop-carried ones."""
@@ -87,7 +88,7 @@ class Node:
                 yield leaf.update, True
 
     def __str__(self) -> str:
-        target = ".".join(self.target) if self.op == "call_component" else getattr(self.target, "__name__", "?")
+        target = ".".join(self.target) if self.op is Op.CALL_COMPONENT else getattr(self.target, "__name__", "?")
         args = ", ".join([_fmt(a) for a in self.args] + [f"{k}={_fmt(v)}" for k, v in self.kwargs.items()])
         region = f"  [loop {self.region}]" if self.region else ""
         return f"%{self.name} = {self.op}[{target}]({args}){region}  # {self.site}"
@@ -149,10 +150,10 @@ class DataflowGraph:
     dropped or reordered).  ``components`` maps each component to its role.
     """
 
-    def __init__(self, nodes: list[Node], regions: dict[str, LoopRegion], components: dict[str, str]) -> None:
+    def __init__(self, nodes: list[Node], regions: dict[str, LoopRegion], components: dict[str, Role]) -> None:
         self.nodes = nodes
         self.regions = regions
-        self.components = components
+        self.components = {name: Role.parse(role) for name, role in components.items()}
         self._by_name = {node.name: node for node in nodes}
         self.nx = self._build_nx()
         self.lint()
@@ -193,7 +194,7 @@ class DataflowGraph:
         for position, node in enumerate(self.nodes):
             if node.name in seen:
                 raise GraphLintError(f"duplicate node name {node.name!r}")
-            if node.op == "output" and position != len(self.nodes) - 1:
+            if node.op is Op.OUTPUT and position != len(self.nodes) - 1:
                 raise GraphLintError("the output node must be last")
             for ref, carried in node.inputs():
                 producer = self._by_name.get(ref.node)
@@ -209,7 +210,7 @@ class DataflowGraph:
                 elif ref.node not in seen:
                     raise GraphLintError(f"{node.name} reads {ref} before it is produced")
             seen.add(node.name)
-        if not self.nodes or self.nodes[-1].op != "output":
+        if not self.nodes or self.nodes[-1].op is not Op.OUTPUT:
             raise GraphLintError("the graph has no output node")
         for region in self.regions.values():
             positions = [self.nodes.index(self._by_name[name]) for name in region.nodes]

@@ -14,6 +14,7 @@ from typing import Any
 
 from msrl.core._errors import TraceError
 from msrl.core._graph import CarryRef, LoopRegion, Node, ValueRef, map_leaves
+from msrl.core._vocab import Op
 
 
 def fold_loops(nodes: list[Node], loops: list[dict[str, Any]]) -> tuple[list[Node], dict[str, LoopRegion]]:
@@ -103,10 +104,10 @@ def _rename(nodes: list[Node], regions: dict[str, LoopRegion]) -> tuple[list[Nod
     counts: dict[str, int] = {}
     names: dict[str, str] = {}
     for node in nodes:
-        if node.op == "output":
+        if node.op is Op.OUTPUT:
             names[node.name] = "output"
             continue
-        base = ".".join(node.target) if node.op == "call_component" else node.target.__name__
+        base = ".".join(node.target) if node.op is Op.CALL_COMPONENT else node.target.__name__
         count = counts.get(base, 0)
         counts[base] = count + 1
         names[node.name] = base if count == 0 else f"{base}_{count}"

@@ -29,27 +29,24 @@ from msrl.core._graph import BATCHED, GLOBAL, CarryRef, DataflowGraph, Node, Val
 from msrl.core._hidden_state import freeze, watching_draws
 from msrl.core._loops import fold_loops
 from msrl.core._sites import user_site
+from msrl.core._vocab import Op, Role
 
 _CONSTANTS = (int, float, str, bool, type(None))
-_ROLES = (
-    (_components.Environment, "env"),
-    (_components.Actor, "actor"),
-    (_components.Buffer, "buffer"),
-    (_components.Learner, "learner"),
+_ROLES: tuple[tuple[type[Component], Role], ...] = (
+    (_components.Environment, Role.ENV),
+    (_components.Actor, Role.ACTOR),
+    (_components.Buffer, Role.BUFFER),
+    (_components.Learner, Role.LEARNER),
 )
 
 
-ROLES = tuple(role for _, role in _ROLES) + ("component",)
-"""Every role a component can have; a distribution policy may name any of them."""
-
-
-def role_of(component: Component | Declared) -> str:
-    """``env``, ``actor``, ``buffer``, ``learner`` or ``component`` (built or declared)."""
+def role_of(component: Component | Declared) -> Role:
+    """The component's ``Role`` from its base class (built or declared); ``Role.COMPONENT`` for none of them."""
     kind = component_class(component)
     for cls, role in _ROLES:
         if issubclass(kind, cls):
             return role
-    return "component"
+    return Role.COMPONENT
 
 
 def output_kinds(component: Component, method: str) -> tuple[tuple[str, ...] | None, bool]:
@@ -224,7 +221,17 @@ class Tracer:
         self._counter = 0
 
     # -- the one funnel every recorded node goes through -----------------
-    def create_node(self, op: str, target: Any, args: tuple, kwargs: dict, kinds: tuple[str, ...], pretty: str) -> Node:
+    def create_node(
+        self,
+        op: Op,
+        target: Any,
+        args: tuple,
+        kwargs: dict,
+        kinds: tuple[str, ...],
+        pretty: str,
+        site: str | None = None,
+    ) -> Node:
+        """Record one node (``site``: where it was made, the user's line unless given)."""
         self._counter += 1
         node = Node(
             name=f"n{self._counter}",
@@ -232,7 +239,7 @@ class Tracer:
             target=target,
             args=self.create_arg(args),
             kwargs=self.create_arg(kwargs),
-            site=user_site(),
+            site=user_site() if site is None else site,
             output_kinds=kinds,
         )
         node.meta["pretty"] = pretty
@@ -273,8 +280,8 @@ class Tracer:
     def call_component(self, name: str, component: Component, method: str, args: tuple, kwargs: dict) -> Any:
         kinds, is_tuple = output_kinds(component, method)
         if kinds is None:
-            kinds = (GLOBAL if role_of(component) == "learner" else BATCHED,)
-        node = self.create_node("call_component", (name, method), args, kwargs, kinds, f"{name}.{method}")
+            kinds = (GLOBAL if role_of(component) is Role.LEARNER else BATCHED,)
+        node = self.create_node(Op.CALL_COMPONENT, (name, method), args, kwargs, kinds, f"{name}.{method}")
         node.meta["tuple"] = is_tuple
         if not kinds:
             return None
@@ -290,7 +297,7 @@ class Tracer:
             ),
             BATCHED,
         )
-        node = self.create_node("call_function", fn, args, {}, (kind,), fn.__name__)
+        node = self.create_node(Op.CALL_FUNCTION, fn, args, {}, (kind,), fn.__name__)
         return Proxy(ValueRef(node.name), self)
 
     def on_untraced_component_call(self, component: Component, method: str) -> None:
@@ -380,20 +387,10 @@ def trace(algorithm: Any) -> DataflowGraph:
         with watching_draws(type(algorithm).train_step):
             result = type(algorithm).train_step(view)
         tracer.check_loops_completed()
-        output_args = tracer.create_arg(result)
+        tracer.create_node(Op.OUTPUT, None, (result,), {}, (), "output", site="train_step return")
     finally:
         _TRACERS.pop()
         _components._ACTIVE_TRACER.pop()
-    tracer._counter += 1
-    output = Node(
-        name="output",
-        op="output",
-        target=None,
-        args=(output_args,),
-        kwargs={},
-        site="train_step return",
-        output_kinds=(),
-    )
-    nodes, regions = fold_loops(tracer.nodes + [output], tracer.loops)
+    nodes, regions = fold_loops(tracer.nodes, tracer.loops)
     roles = {name: role_of(component) for name, component in components.items()}
     return DataflowGraph(nodes, regions, roles)

@@ -28,7 +28,7 @@ from fragments import (
 )
 from msrl import ConfigError
 from msrl.app import load_config, plan
-from msrl.core import BATCHED, GLOBAL, ValueRef
+from msrl.core import BATCHED, GLOBAL, InterfaceOp, ValueRef
 from policies import load_policy
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
@@ -39,7 +39,7 @@ class Step(NamedTuple):
     reward: torch.Tensor
 
 
-def interface(op: str, index: int = 0, node: str = "env.step", kind: str = BATCHED) -> Interface:
+def interface(op: str | InterfaceOp, index: int = 0, node: str = "env.step", kind: str = BATCHED) -> Interface:
     return Interface(ValueRef(node, index), "src", "dst", op, PER_STEP, kind)
 
 
@@ -212,8 +212,19 @@ def test_uncarried_outputs_are_none_in_the_payload():
 
 
 def test_allreduce_interface_carries_no_values():
+    with pytest.raises(ValueError, match="only an allreduce carries no value"):
+        interface("allreduce")  # an allreduce with a value is refused where it is made
+    allreduce = Interface(None, "src", "src", InterfaceOp.ALL_REDUCE, PER_ITERATION, GLOBAL)
     with pytest.raises(ValueError, match="'allreduce' does not carry values"):
-        route((torch.ones(2),), [interface("allreduce")], src_replica=0, dst_replicas=2)
+        route((torch.ones(2),), [allreduce], src_replica=0, dst_replicas=2)
+    with pytest.raises(ValueError, match="carries no dataflow value"):
+        _ = allreduce.ref
+
+
+def test_unknown_interface_op_is_refused_where_it_is_made():
+    with pytest.raises(ValueError, match=r"unknown interface op 'gahter'; valid choices: p2p, gather, scatter"):
+        interface("gahter")
+    assert interface("gather").op is InterfaceOp.GATHER  # a config's string becomes the member
 
 
 # -- fragment programs on the PPO graph -------------------------------------------------------------
