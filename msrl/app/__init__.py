@@ -3,7 +3,7 @@ evaluation and the command line, on everything below (``msrl.core``,
 ``algorithms``, ``policies``, ``fragments``, ``cluster``).
 
 Its public names are also ``msrl``'s: ``msrl.train``, ``msrl.evaluate``,
-``msrl.load``.  ``Trainer`` drives a run one iteration at a time; ``compare`` runs a
+``msrl.load``.  ``Trainer`` drives a run one iteration at a time, ``RunDirectory`` keeps its files; ``compare`` runs a
 config under several policies (``msrl compare``), ``plot_curves`` draws learning curves;
 ``load_checkpoint`` / ``save_checkpoint`` read and write verified checkpoint files.
 """
@@ -17,7 +17,8 @@ from msrl.app._load import evaluate, load
 from msrl.app._plan import Plan, make_runtime, plan
 from msrl.app._plots import plot_curves, plot_time_split
 from msrl.app._registry import algorithm_names, get_algorithm
-from msrl.app._run import CHECKPOINT_NAME, EVAL_NAME, METRICS_NAME, Run, Trainer, read_metrics, train
+from msrl.app._run import Run, Trainer, train
+from msrl.app._run_directory import CHECKPOINT_NAME, EVAL_NAME, METRICS_NAME, Position, RunDirectory, read_metrics
 
 __all__ = [
     "CHECKPOINT_NAME",
@@ -27,8 +28,10 @@ __all__ = [
     "Evaluation",
     "LoadedConfig",
     "Plan",
+    "Position",
     "Run",
     "RunConfig",
+    "RunDirectory",
     "Trainer",
     "algorithm_names",
     "compare",

@@ -20,7 +20,8 @@ from msrl.app._config import load_config
 from msrl.app._load import evaluate
 from msrl.app._plan import plan
 from msrl.app._plots import plot_curves
-from msrl.app._run import METRICS_NAME, read_metrics, train
+from msrl.app._run import train
+from msrl.app._run_directory import METRICS_NAME, read_metrics
 from msrl.core import ConfigError, MsrlError
 
 EXIT_BAD_INPUT = 2

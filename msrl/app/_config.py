@@ -10,6 +10,7 @@ dataclass and ``policy`` against ``policies``.  Every mistake is a
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,9 +72,11 @@ class LoadedConfig:
     raw: dict[str, Any]
 
 
-def load_config(path: str | None, overrides: list[str] = (), base: dict[str, Any] | None = None) -> LoadedConfig:
+def load_config(path: str | None, overrides: Sequence[str] = (), base: dict[str, Any] | None = None) -> LoadedConfig:
     """Read, override and validate a config.  ``base`` replaces the file (resume)."""
-    raw = base if base is not None else read_yaml(path)
+    if base is None and path is None:
+        raise ConfigError("a config needs a YAML file or a mapping")
+    raw = base if base is not None else read_yaml(str(path))
     raw = apply_overrides(raw, list(overrides))
     return validate(raw)
 
