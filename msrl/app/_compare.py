@@ -41,7 +41,8 @@ import cluster
 from msrl.app._config import load_config
 from msrl.app._plan import plan
 from msrl.app._plots import plot_curves, plot_time_split
-from msrl.app._run import CHECKPOINT_NAME, PLACEMENT_NAME, Run, read_metrics, train
+from msrl.app._run import Run, train
+from msrl.app._run_directory import CHECKPOINT_NAME, PLACEMENT_NAME, read_metrics
 from msrl.core import ConfigError, apply_overrides, read_yaml
 from policies import PRESETS, load_policy
 
