@@ -6,8 +6,8 @@ OpenMP team, ``__syncthreads`` a real barrier); the ``MSRL_REAL=double`` build
 must match ``msrl.envs.tag.NumpyTag`` bit for bit, observations, rewards, flags
 and the float64 state, through tags, runners leaving the game, edge hits, the
 end-of-game reward, termination, truncation and the same-step autoreset.  The
-nvcc test checks that the same source builds as real CUDA; the GPU test runs it
-through pycuda and is skipped where there is no GPU.
+registration, the layout limits, the cuda backend's host code, the nvcc build and
+the GPU runs are in ``test_tag_kernel_host.py``.
 
 Every build goes to a temporary MSRL_CACHE_DIR (one per configuration: Tag's
 constants are compiled in).  Blocks of the emulation cost about a millisecond
@@ -16,54 +16,16 @@ each, so batches here are small.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 import torch
+from kernel_support import CROWDED, same_bits, same_outputs
 
-import fragments.cuda
-from fragments.cuda import EmulatedModule, load_source, tag_emulated
-from msrl.core import ConfigError
-from msrl.envs import MAX_KERNEL_AGENTS, Kernels, MultiAgentKernelDynamics, NumpyArrays, TorchArrays
+from fragments.cuda import EmulatedModule, tag_emulated
 from msrl.envs.consistency import check_consistency
 from msrl.envs.tag import Tag
 
-HAS_NVCC = fragments.cuda.find_nvcc() is not None
-HAS_PYCUDA = importlib.util.find_spec("pycuda") is not None
-HAS_GPU = torch.cuda.is_available()
-needs_gpu = pytest.mark.skipif(
-    not (HAS_PYCUDA and HAS_GPU and HAS_NVCC),
-    reason="GPU tests need pycuda, an NVIDIA GPU visible to torch and nvcc "
-    f"(pycuda={'yes' if HAS_PYCUDA else 'no'}, gpu={'yes' if HAS_GPU else 'no'}, nvcc={'yes' if HAS_NVCC else 'no'})",
-)
-
-# A small, crowded world: edge hits, tags and (with runners exiting) terminations are frequent,
-# and a 30-step limit gives truncations and end-of-game rewards within a short run.
-CROWDED = dict(num_taggers=3, num_runners=4, world_size=4.0, tagging_distance=1.2, max_episode_steps=30)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_cache(tmp_path_factory):
-    """All builds of this module go to a fresh cache directory."""
-    previous = os.environ.get("MSRL_CACHE_DIR")
-    path = tmp_path_factory.mktemp("msrl-cache")
-    os.environ["MSRL_CACHE_DIR"] = str(path)
-    yield path
-    if previous is None:
-        os.environ.pop("MSRL_CACHE_DIR", None)
-    else:
-        os.environ["MSRL_CACHE_DIR"] = previous
-
-
-def _same_bits(a: np.ndarray, b: np.ndarray, what: str) -> None:
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
-    bits = np.uint64 if a.itemsize == 8 else np.uint32
-    assert np.array_equal(a.view(bits), b.view(bits)), (
-        f"{what}: {np.count_nonzero(a != b)} values differ, max abs diff {np.max(np.abs(a - b))}"
-    )
+pytestmark = pytest.mark.usefixtures("kernel_cache")
 
 
 def _random_actions(env: Tag, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -91,7 +53,7 @@ def _lockstep(reference: Tag, emulated: Tag, steps: int, seed: int = 0, deactiva
     reference.set_state(start)
     emulated.set_state(start)
     for name, obs in reference.observe().items():
-        _same_bits(obs, emulated.observe()[name], f"initial {name} obs")
+        same_bits(obs, emulated.observe()[name], f"initial {name} obs")
     edge_only = np.float32(reference.edge_hit_penalty + reference.step_penalty_for_tagger)  # no tag
     seen = dict.fromkeys(
         ["terminated", "truncated", "tags", "runner_tagged", "edge_hits", "end_of_game", "inactive_observed"], 0
@@ -101,14 +63,14 @@ def _lockstep(reference: Tag, emulated: Tag, steps: int, seed: int = 0, deactiva
         ref = reference.step({k: v.copy() for k, v in action.items()})
         emu = emulated.step({k: v.copy() for k, v in action.items()})
         for i, name in ((2, "terminated"), (3, "truncated")):
-            _same_bits(ref[i], emu[i], f"step {t}: {name}")
+            same_bits(ref[i], emu[i], f"step {t}: {name}")
             seen[name] += int(ref[i].sum())
         for group in ("taggers", "runners"):
-            _same_bits(ref[1][group], emu[1][group], f"step {t}: {group} reward")
+            same_bits(ref[1][group], emu[1][group], f"step {t}: {group} reward")
         done = (ref[2] + ref[3]) > 0
         for group in ("taggers", "runners"):  # a finished env's obs is its next episode's: drawn differently
-            _same_bits(ref[0][group][~done], emu[0][group][~done], f"step {t}: {group} obs")
-        _same_bits(reference.get_state()[~done], emulated.get_state()[~done], f"step {t}: state")
+            same_bits(ref[0][group][~done], emu[0][group][~done], f"step {t}: {group} obs")
+        same_bits(reference.get_state()[~done], emulated.get_state()[~done], f"step {t}: state")
         # With the default rewards these values tell the events apart: only a tag pays a
         # tagger more than 0.5, only a tag costs a runner more than 0.5, only the end of
         # the game pays a runner more than 0.5.
@@ -121,19 +83,6 @@ def _lockstep(reference: Tag, emulated: Tag, steps: int, seed: int = 0, deactiva
         if done.any():
             emulated.set_state(reference.get_state(), done)
     return seen
-
-
-def _assert_same_outputs(a: tuple, b: tuple) -> None:
-    """Two ``step`` results (per-group dicts of obs and rewards, per-env flags; NumPy
-    arrays or tensors) are equal."""
-    host = lambda v: v.numpy() if isinstance(v, torch.Tensor) else v  # noqa: E731
-    for x, y in zip(a, b):
-        if isinstance(x, dict):
-            assert set(x) == set(y)
-            for group in x:
-                _same_bits(host(x[group]), host(y[group]), group)
-        else:
-            _same_bits(host(x), host(y), "flags")
 
 
 # -- the emulated kernels against NumPy, bit for bit --------------------------------------------
@@ -209,9 +158,9 @@ def test_results_do_not_depend_on_the_block_size():
         outs = [env.step(a) for a in actions]
         runs.append((env.get_state(), outs))
     for state, outs in runs[1:]:
-        _same_bits(runs[0][0], state, "state")
+        same_bits(runs[0][0], state, "state")
         for a, b in zip(runs[0][1], outs):
-            _assert_same_outputs(a, b)
+            same_outputs(a, b)
 
 
 def test_the_step_needs_its_barriers():
@@ -316,143 +265,7 @@ def test_seeding_and_checkpoints_resume_exactly():
     for _ in range(60):  # autoresets included: the Philox counter was restored too
         action = _random_actions(a, rng)
         out_a, out_c = a.step(action), c.step(action)
-        _assert_same_outputs(out_a, out_c)
+        same_outputs(out_a, out_c)
         ends += int((out_a[2] + out_a[3]).astype(bool).sum())
     assert ends > 0
     assert a.metrics() == c.metrics()
-
-
-# -- registration, layout limits, the host code of the cuda backend ---------------------------------
-
-
-def test_made_by_name_with_both_kernel_backends_registered():
-    import msrl.envs
-
-    assert {"cuda", "cuda-emulated", "numpy"} <= set(msrl.envs.backends("Tag-v0"))
-    env = msrl.envs.make(
-        "Tag-v0", num_envs=3, seed=0, backend="cuda-emulated", dtype=np.float64, **CROWDED, num_observed=3
-    )
-    assert isinstance(env, Tag) and isinstance(env.dynamics, MultiAgentKernelDynamics)
-    assert env.dynamics.grid == (3, 1, 1) and env.dynamics.block == (7, 1, 1)  # no thread without an agent
-    obs = env.reset()
-    assert obs["taggers"].shape == (3, 3, 22) and obs["runners"].shape == (3, 4, 22)
-    assert "kernels" in repr(env)
-
-
-def test_too_many_agents_for_the_kernel_layout_is_one_config_error():
-    import msrl.envs
-
-    with pytest.raises(ConfigError) as info:
-        msrl.envs.make(
-            "Tag-v0", num_envs=1, backend="cuda-emulated", num_taggers=1, num_runners=MAX_KERNEL_AGENTS, num_observed=3
-        )
-    message = str(info.value)
-    assert "\n" not in message and str(MAX_KERNEL_AGENTS) in message and str(MAX_KERNEL_AGENTS + 1) in message
-
-
-def test_the_largest_supported_size_passes_the_layout_check():
-    """2^23 agents: the layout is accepted and the first launch (the reset) is one block of
-    256 threads for the one environment.  The launcher stops there: 8M agents are beyond
-    what the emulation steps in a test."""
-    launches = []
-
-    class Stop(Exception):
-        pass
-
-    class Recorder:
-        def launch(self, kernel, grid, block, args):
-            launches.append((kernel, grid, block))
-            raise Stop
-
-    with pytest.raises(Stop):
-        Tag(
-            1,
-            num_taggers=1,
-            num_runners=MAX_KERNEL_AGENTS - 1,
-            num_observed=3,
-            backend=NumpyArrays(np.float64),
-            kernels=Kernels(lambda source, defines: Recorder()),
-        )
-    assert launches == [("tag_reset", (1, 1, 1), (256, 1, 1))]
-
-
-class _EmulatedTorchModule:
-    """Stands in for CudaModule: torch CPU tensors, shared with NumPy views (zero copy),
-    launched on the emulation."""
-
-    def __init__(self, source_name, defines, device):
-        assert device.type == "cpu"
-        self.module = fragments.cuda.emulated_module(source_name, defines)
-
-    def launch(self, kernel, grid, block, args):
-        self.module.launch(kernel, grid, block, [a.numpy() if isinstance(a, torch.Tensor) else a for a in args])
-
-
-@pytest.mark.parametrize("sparse", [True, False], ids=["rows", "masks"])
-def test_cuda_backend_host_code_matches_numpy(monkeypatch, sparse):
-    """What tag_cuda runs on a GPU (torch tensors, per-group dicts of them, finished envs by
-    row or, as on an accelerator, by mask) with emulated launches instead of pycuda."""
-    kw = dict(CROWDED, num_observed=3)
-    if sparse:
-        monkeypatch.setattr(fragments.cuda, "require_cuda", lambda: None)
-        monkeypatch.setattr(fragments.cuda, "cuda_module", _EmulatedTorchModule)
-        env = fragments.cuda.tag_cuda(8, seed=2, device="cpu", dtype=torch.float64, **kw)
-    else:
-        arrays = TorchArrays("cpu", torch.float64, columns=False, sparse=False)
-        loader = lambda source, defines: _EmulatedTorchModule(source, defines, torch.device("cpu"))  # noqa: E731
-        env = Tag(8, seed=2, backend=arrays, kernels=Kernels(loader), **kw)
-    report = check_consistency(Tag(8, seed=1, **kw), env, 90)
-    assert report.ok and report.max_abs_error["obs"] == 0.0 and report.max_abs_error["reward"] == 0.0, str(report)
-    obs, rewards, terminated, truncated = env.step(
-        {"taggers": torch.zeros(8, 3, dtype=torch.int64), "runners": torch.zeros(8, 4, dtype=torch.int64)}
-    )
-    outputs = (*obs.values(), *rewards.values(), terminated, truncated)
-    assert all(isinstance(v, torch.Tensor) and v.dtype == torch.float32 for v in outputs)
-    assert env.metrics()["episodes"] > 0
-
-
-def test_unvalidated_out_of_range_actions_are_clamped(monkeypatch):
-    """Without validation nothing checks action values on the device; the kernel clamps
-    them into range, as the torch backend does, rather than extrapolating the levels."""
-    monkeypatch.setattr(fragments.cuda, "require_cuda", lambda: None)
-    monkeypatch.setattr(fragments.cuda, "cuda_module", _EmulatedTorchModule)
-    kw = dict(CROWDED, device="cpu", dtype=torch.float64, validate=False)
-    wild, tame = (fragments.cuda.tag_cuda(4, seed=3, **kw) for _ in range(2))
-    rng = np.random.default_rng(5)
-    for _ in range(10):
-        action = {name: torch.from_numpy(rng.integers(-20, 35, (4, g.num_agents))) for name, g in wild.groups.items()}
-        _assert_same_outputs(wild.step(action), tame.step({k: v.clamp(0, 14) for k, v in action.items()}))
-    assert torch.equal(wild.get_state(), tame.get_state())
-
-
-# -- nvcc and the GPU -------------------------------------------------------------------------------
-
-
-@pytest.mark.skipif(not HAS_NVCC, reason="nvcc (CUDA toolkit) not found on PATH, $CUDA_HOME or /usr/local/cuda*")
-@pytest.mark.parametrize("real, observed", [("float", 3), ("double", 0)], ids=["float-3-nearest", "double-all"])
-def test_tag_compiles_to_ptx_for_sm90(real, observed):
-    defines = {"MSRL_REAL": real, **Tag(1, num_observed=observed).kernel_defines()}
-    ptx = fragments.cuda.compile_ptx("tag", arch="sm_90", defines=defines).decode()
-    for kernel in load_source("tag").kernels:
-        assert f".entry {kernel}(" in ptx, f"{kernel} missing from the PTX of tag.cu"
-    assert "bar.sync" in ptx or "barrier.sync" in ptx  # tag_step's phases are real barriers
-    assert ("div.rn.f64" in ptx) == (real == "double")
-
-
-@needs_gpu
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_gpu_tag_matches_numpy(dtype):
-    kw = dict(num_taggers=30, num_runners=270, world_size=20.0, num_observed=3, max_episode_steps=40)
-    env = fragments.cuda.tag_cuda(64, seed=2, dtype=dtype, threads_per_block=128, **kw)
-    report = check_consistency(Tag(64, seed=1, **kw), env, 100)
-    assert report.ok, str(report)
-    assert env.get_state().is_cuda
-
-
-@needs_gpu
-def test_gpu_draws_the_same_reset_states_as_the_emulation():
-    kw = dict(num_taggers=30, num_runners=270, num_observed=3)
-    gpu = fragments.cuda.tag_cuda(64, seed=5, dtype=torch.float64, **kw)
-    emulated = tag_emulated(64, seed=5, dtype=np.float64, threads_per_block=128, **kw)
-    # The same Philox words, whatever the block size; only FMA contraction may move the last bit.
-    np.testing.assert_allclose(gpu.get_state().cpu().numpy(), emulated.get_state(), rtol=0, atol=1e-12)
