@@ -24,7 +24,7 @@ serves every backend.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -33,7 +33,7 @@ from msrl.core import Batched, CheckpointError, ConfigError, EnvError, Environme
 from msrl.envs._actions import ActionCheck
 from msrl.envs._arrays import Array, ArrayBackend, Rows
 from msrl.envs._episodes import EpisodeTracker
-from msrl.envs._kernels import Kernels
+from msrl.envs._kernels import KernelDynamics, Kernels
 from msrl.envs._numpy_arrays import NumpyArrays, numpy_real
 from msrl.envs._torch_arrays import TorchArrays
 
@@ -77,7 +77,10 @@ def array_backend(
     return ARRAY_BACKENDS[backend](device, dtype, validate)
 
 
-class Physics:
+EnvT = TypeVar("EnvT", bound="BatchedEnv")
+
+
+class Physics(Generic[EnvT]):
     """One environment's dynamics on one array backend: what is left of a step once
     action checks, the time limit, autoreset and bookkeeping are shared.
 
@@ -85,9 +88,11 @@ class Physics:
     subclass can change one), ``env.arrays`` the device and dtype; ``rng`` is the
     backend's generator (``np.random.Generator`` or ``torch.Generator``), the only
     source of randomness, so that seeds and checkpoints reproduce the draws.
+    ``Physics[CartPoleBase]`` types ``env`` as the class that declares the
+    constants, which both backends' modules import (neither imports the other).
     """
 
-    def __init__(self, env: BatchedEnv, rng: Any) -> None:
+    def __init__(self, env: EnvT, rng: Any) -> None:
         self.env = env
         self.rng = rng
 
@@ -111,7 +116,7 @@ class HostDynamics:
 
     exact_actions = False  # host physics takes actions in the backend's usual dtypes
 
-    def __init__(self, env: BatchedEnv, physics: type[Physics], seed: int) -> None:
+    def __init__(self, env: BatchedEnv, physics: type[Physics[Any]], seed: int) -> None:
         self.name = env.arrays.name
         self.arrays = env.arrays
         self.rng = env.arrays.new_rng(seed)
@@ -189,9 +194,10 @@ class BatchedEnv(Environment):
     """
 
     env_id: ClassVar[str]
-    max_episode_steps: ClassVar[int]
-    state_dim: ClassVar[int]
-    physics: ClassVar[Mapping[str, type[Physics]]] = {}
+    max_episode_steps: int
+    """A class attribute, or an instance one set before ``__init__`` where a constant decides it."""
+    state_dim: int
+    physics: ClassVar[Mapping[str, type[Physics[Any]]]] = {}
     reward_threshold: ClassVar[float | None] = None
     """The episode return at which the environment counts as solved (``EnvSpec.reward_threshold``):
     gymnasium's value for an id gymnasium also has, None where there is no agreed one."""
@@ -213,7 +219,7 @@ class BatchedEnv(Environment):
         self.num_envs = check_num_envs(num_envs)
         self.arrays = array_backend(backend, device, dtype, validate)
         self.observation_space, self.action_space = self.spaces()
-        self.dynamics = kernels.dynamics(self, seed) if kernels is not None else self._host_dynamics(seed)
+        self.dynamics = self._kernel_dynamics(kernels, seed) if kernels is not None else self._host_dynamics(seed)
         self._check_action = self._action_check()
         self._episodes = EpisodeTracker(self.arrays, self.num_envs)
         self._obs_shape = tuple(getattr(self.observation_space, "shape", ()))
@@ -226,6 +232,10 @@ class BatchedEnv(Environment):
             kinds = [*self.physics, *(["kernels (cuda, cuda-emulated)"] if self.kernel else [])]
             raise ConfigError(f"{self.env_id} has no {name} physics; it runs on: {', '.join(kinds) or 'nothing'}")
         return HostDynamics(self, self.physics[name], seed)
+
+    def _kernel_dynamics(self, kernels: Kernels, seed: int) -> KernelDynamics:
+        """Stepping by ``kernels`` (``MultiAgentEnv`` launches one block per environment)."""
+        return KernelDynamics(self, kernels, seed)
 
     def _action_check(self) -> Callable[[Any], Any]:
         """What ``step`` checks its actions with (``MultiAgentEnv`` checks one batch per group)."""

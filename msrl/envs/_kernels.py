@@ -52,21 +52,40 @@ configuration is refused before anything is compiled or allocated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol, cast
 
-from msrl.core import CheckpointError, ConfigError
-from msrl.envs._arrays import Array, Rows
-
-if TYPE_CHECKING:
-    from msrl.envs._base import BatchedEnv
+from msrl.core import AgentGroup, CheckpointError, ConfigError
+from msrl.envs._arrays import Array, ArrayBackend, Rows
 
 _U64 = (1 << 64) - 1
 
 
 class Launcher(Protocol):
     def launch(self, kernel: str, grid: Sequence[int], block: Sequence[int], args: Sequence[Any]) -> None: ...
+
+
+class KernelEnv(Protocol):
+    """What kernel dynamics read of the environment they step (``BatchedEnv`` has it all):
+    this module knows environments only through it, so that ``_base`` can import it."""
+
+    env_id: str
+    kernel: str | None
+    num_envs: int
+    arrays: ArrayBackend
+
+    @property
+    def physics(self) -> Mapping[str, Any]: ...
+
+    def kernel_defines(self) -> dict[str, object]: ...
+
+
+class MultiAgentKernelEnv(KernelEnv, Protocol):
+    """A ``KernelEnv`` with agent groups (``MultiAgentEnv``)."""
+
+    num_agents: int
+    groups: dict[str, AgentGroup]
 
 
 class PhiloxRNG:
@@ -97,17 +116,12 @@ class PhiloxRNG:
 @dataclass(frozen=True)
 class Kernels:
     """Step by the environment's fused kernels, built by ``loader(source, defines)``;
-    ``threads_per_block`` threads per block, one per environment."""
+    ``threads_per_block`` threads per block, one per environment.  The environment
+    picks its dynamics class (``BatchedEnv._kernel_dynamics``: ``KernelDynamics``, or
+    ``MultiAgentKernelDynamics`` for a ``MultiAgentEnv``)."""
 
     loader: Callable[[str, dict[str, object]], Launcher]
     threads_per_block: int = 256
-
-    def dynamics(self, env: BatchedEnv, seed: int) -> KernelDynamics:
-        from msrl.envs._multi_agent import MultiAgentEnv  # it imports this module (through _base)
-
-        if isinstance(env, MultiAgentEnv):
-            return MultiAgentKernelDynamics(env, self, seed)
-        return KernelDynamics(env, self, seed)
 
 
 class KernelDynamics:
@@ -116,7 +130,7 @@ class KernelDynamics:
     name = "kernels"
     exact_actions = True  # kernels take contiguous int64 or float32 actions
 
-    def __init__(self, env: BatchedEnv, kernels: Kernels, seed: int) -> None:
+    def __init__(self, env: KernelEnv, kernels: Kernels, seed: int) -> None:
         if env.kernel is None:
             raise ConfigError(f"{env.env_id} has no kernels; it runs on: {', '.join(env.physics)}")
         tpb = kernels.threads_per_block
@@ -133,7 +147,7 @@ class KernelDynamics:
         self.launcher = kernels.loader(env.kernel, {"MSRL_REAL": real, **env.kernel_defines()})
         self._reset, self._step, self._observe = (f"{env.kernel}_{k}" for k in ("reset", "step", "observe"))
 
-    def _layout(self, env: BatchedEnv, tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    def _layout(self, env: KernelEnv, tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` of every launch: one thread per environment."""
         return (-(-env.num_envs // tpb), 1, 1), (tpb, 1, 1)
 
@@ -187,14 +201,14 @@ class MultiAgentKernelDynamics(KernelDynamics):
     actions, observations and rewards passed as one array per group (see the
     module docstring)."""
 
-    def __init__(self, env: BatchedEnv, kernels: Kernels, seed: int) -> None:
+    def __init__(self, env: MultiAgentKernelEnv, kernels: Kernels, seed: int) -> None:
         super().__init__(env, kernels, seed)
-        self.groups = tuple(env.groups)  # type: ignore[attr-defined]
+        self.groups = tuple(env.groups)
 
-    def _layout(self, env: BatchedEnv, tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    def _layout(self, env: KernelEnv, tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """One block per environment, checked against the layout's agent limit before the
         loader compiles anything."""
-        agents = env.num_agents  # type: ignore[attr-defined]
+        agents = cast(MultiAgentKernelEnv, env).num_agents  # __init__ takes only those
         if agents > MAX_KERNEL_AGENTS:
             raise ConfigError(
                 f"{env.env_id} kernels support at most {MAX_KERNEL_AGENTS} agents per environment "
@@ -203,10 +217,10 @@ class MultiAgentKernelDynamics(KernelDynamics):
         # No more threads than agents: a thread with no agent would only wait at the barriers.
         return (env.num_envs, 1, 1), (min(tpb, agents), 1, 1)
 
-    def observe(self, state: Array, out: dict[str, Array]) -> None:  # type: ignore[override]
+    def observe(self, state: Array, out: dict[str, Array]) -> None:
         self.launch(self._observe, [state, *(out[g] for g in self.groups), self.num_envs])
 
-    def step(  # type: ignore[override]
+    def step(
         self,
         state: Array,
         lengths: Array,
@@ -235,4 +249,13 @@ class MultiAgentKernelDynamics(KernelDynamics):
         return state, self.arrays.finished_rows(terminated, truncated)
 
 
-__all__ = ["KernelDynamics", "Kernels", "Launcher", "MAX_KERNEL_AGENTS", "MultiAgentKernelDynamics", "PhiloxRNG"]
+__all__ = [
+    "KernelDynamics",
+    "KernelEnv",
+    "Kernels",
+    "Launcher",
+    "MAX_KERNEL_AGENTS",
+    "MultiAgentKernelDynamics",
+    "MultiAgentKernelEnv",
+    "PhiloxRNG",
+]

@@ -36,6 +36,7 @@ from msrl.envs._actions import ActionCheck
 from msrl.envs._arrays import Array
 from msrl.envs._base import BatchedEnv
 from msrl.envs._episodes import GroupEpisodes
+from msrl.envs._kernels import Kernels, MultiAgentKernelDynamics
 
 
 class GroupActionCheck:
@@ -92,6 +93,9 @@ class MultiAgentEnv(BatchedEnv):
         sizes = {name: g.num_agents for name, g in self.groups.items()}
         self._group_episodes = GroupEpisodes(self.arrays, self.num_envs, sizes, overall=self._episodes)
         self._obs_shapes = {name: tuple(getattr(g.observation_space, "shape", ())) for name, g in self.groups.items()}
+
+    def _kernel_dynamics(self, kernels: Kernels, seed: int) -> MultiAgentKernelDynamics:
+        return MultiAgentKernelDynamics(self, kernels, seed)
 
     def _action_check(self) -> GroupActionCheck:
         return GroupActionCheck(self.env_id, self.groups, self.num_envs, self.arrays, self.dynamics.exact_actions)

@@ -1,7 +1,7 @@
 """CartPole-v1: gymnasium's cart-pole, ``num_envs`` at a time, on NumPy, torch or kernels.
 
-``CartPole`` holds what every backend shares (gymnasium's constants, the
-spaces, the 500-step limit); the physics is written once per backend:
+``CartPoleBase`` (``msrl.envs._cartpole_base``) holds what every backend shares
+(gymnasium's constants, the spaces, the 500-step limit); the physics is written once per backend:
 ``NumpyCartPole`` here, ``TorchCartPole`` in ``msrl.envs.cartpole_torch`` and
 ``fragments/kernels/cartpole.cu``.
 
@@ -21,18 +21,18 @@ Example::
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from msrl.core import Box, ConfigError, Discrete
-from msrl.envs._base import BatchedEnv, Physics
+from msrl.core import ConfigError
+from msrl.envs._base import Physics
+from msrl.envs._cartpole_base import CartPoleBase
 from msrl.envs._kernels import KernelDynamics
 from msrl.envs.cartpole_torch import TorchCartPole
 
 
-class NumpyCartPole(Physics):
+class NumpyCartPole(Physics[CartPoleBase]):
     """gymnasium's expressions over arrays, in the same association order (bit-exactness)."""
 
     def draw_reset(self, n: int) -> np.ndarray:
@@ -66,7 +66,7 @@ class NumpyCartPole(Physics):
         return new
 
 
-class CartPole(BatchedEnv):
+class CartPole(CartPoleBase):
     """Batched CartPole-v1 (same-step autoreset, 500-step time limit).
 
     ``step(action)`` takes actions of shape ``(num_envs,)`` with values in {0, 1}
@@ -77,38 +77,12 @@ class CartPole(BatchedEnv):
     below 1 and right otherwise (the torch force is looked up by the action
     clamped to {0, 1}; the kernel pushes right for any nonzero action).
 
-    The constants are gymnasium's, as class attributes so that a subclass can
-    change one (the consistency tests build a deliberately wrong-gravity cart
-    this way); the kernels have them compiled in.
+    The constants, spaces and time limit are ``CartPoleBase``'s (gymnasium's, as
+    class attributes so that a subclass can change one).
     """
 
-    env_id = "CartPole-v1"
-    max_episode_steps = 500
-    state_dim = 4
-    reward_threshold = 475.0  # gymnasium's registry value for CartPole-v1
     physics = {"numpy": NumpyCartPole, "torch": TorchCartPole}
     kernel = "cartpole"
-
-    gravity = 9.8
-    masscart = 1.0
-    masspole = 0.1
-    length = 0.5  # half the pole's length
-    force_mag = 10.0
-    tau = 0.02  # seconds per step
-    theta_threshold_radians = 12 * 2 * math.pi / 360
-    x_threshold = 2.4
-
-    @property
-    def total_mass(self) -> float:
-        return self.masspole + self.masscart
-
-    @property
-    def polemass_length(self) -> float:
-        return self.masspole * self.length
-
-    def spaces(self) -> tuple[Box, Discrete]:
-        high = np.array([self.x_threshold * 2, np.inf, self.theta_threshold_radians * 2, np.inf], dtype=np.float32)
-        return Box(low=-high, high=high, shape=(4,), dtype="float32"), Discrete(2)
 
     def rollout(self, steps: int) -> Any:
         """Kernel backends only: step every env ``steps`` times with uniformly random
@@ -133,4 +107,4 @@ class CartPole(BatchedEnv):
         return out
 
 
-__all__ = ["CartPole", "NumpyCartPole"]
+__all__ = ["CartPole", "CartPoleBase", "NumpyCartPole"]

@@ -17,20 +17,18 @@ its reciprocal, which is not the IEEE division NumPy does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from msrl.envs._base import Physics
-
-if TYPE_CHECKING:
-    from msrl.envs.cartpole import CartPole
+from msrl.envs._cartpole_base import CartPoleBase
 
 
-class TorchCartPole(Physics):
+class TorchCartPole(Physics[CartPoleBase]):
     """CartPole-v1 physics on ``env.arrays``'s device and dtype (state stored column by column)."""
 
-    def __init__(self, env: CartPole, rng: Any) -> None:
+    def __init__(self, env: CartPoleBase, rng: Any) -> None:
         super().__init__(env, rng)
         device, dtype = env.arrays.device, env.arrays.dtype
         self.dtype, self.device = dtype, device

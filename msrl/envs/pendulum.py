@@ -1,7 +1,7 @@
 """Pendulum-v1: gymnasium's pendulum, ``num_envs`` at a time, on NumPy, torch or kernels.
 
-``Pendulum`` holds what every backend shares (gymnasium's constants, ``g``, the
-spaces, the 200-step limit); the physics is written once per backend:
+``PendulumBase`` (``msrl.envs._pendulum_base``) holds what every backend shares
+(gymnasium's constants, ``g``, the spaces, the 200-step limit); the physics is written once per backend:
 ``NumpyPendulum`` here, ``TorchPendulum`` in ``msrl.envs.pendulum_torch`` and
 ``fragments/kernels/pendulum.cu``.
 
@@ -20,17 +20,14 @@ cast to the float32 reward only with probability ~1e-9 per step; observations
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import numpy as np
 
-from msrl.core import Box
-from msrl.envs._base import BatchedEnv, Physics
+from msrl.envs._base import Physics
+from msrl.envs._pendulum_base import PendulumBase
 from msrl.envs.pendulum_torch import TorchPendulum
 
 
-class NumpyPendulum(Physics):
+class NumpyPendulum(Physics[PendulumBase]):
     """gymnasium's expressions over arrays."""
 
     def draw_reset(self, n: int) -> np.ndarray:
@@ -62,7 +59,7 @@ class NumpyPendulum(Physics):
         return new
 
 
-class Pendulum(BatchedEnv):
+class Pendulum(PendulumBase):
     """Batched Pendulum-v1 (never terminates, 200-step time limit).
 
     ``step(action)`` takes float torques of shape ``(num_envs, 1)`` or
@@ -74,33 +71,11 @@ class Pendulum(BatchedEnv):
     it in (one build per value).
     """
 
-    env_id = "Pendulum-v1"
-    max_episode_steps = 200
-    state_dim = 2
     physics = {"numpy": NumpyPendulum, "torch": TorchPendulum}
     kernel = "pendulum"
-
-    max_speed = 8.0
-    max_torque = 2.0
-    dt = 0.05
-    m = 1.0
-    l = 1.0  # noqa: E741 - gymnasium's name
-    reset_high = (math.pi, 1.0)  # th ~ U(-pi, pi), thdot ~ U(-1, 1)
-
-    def __init__(self, num_envs: int, seed: int = 0, *, g: float = 10.0, **backend: Any) -> None:
-        self.g = float(g)
-        # computed with the same Python expressions as gymnasium
-        self.k_gravity = 3 * self.g / (2 * self.l)
-        self.k_torque = 3.0 / (self.m * self.l**2)
-        super().__init__(num_envs, seed, **backend)
-
-    def spaces(self) -> tuple[Box, Box]:
-        high = np.array([1.0, 1.0, self.max_speed], dtype=np.float32)
-        obs = Box(low=-high, high=high, shape=(3,), dtype="float32")
-        return obs, Box(low=-self.max_torque, high=self.max_torque, shape=(1,), dtype="float32")
 
     def kernel_defines(self) -> dict[str, object]:
         return {"MSRL_PENDULUM_G": repr(self.g)}
 
 
-__all__ = ["NumpyPendulum", "Pendulum"]
+__all__ = ["NumpyPendulum", "Pendulum", "PendulumBase"]

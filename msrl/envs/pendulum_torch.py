@@ -17,20 +17,18 @@ has spun more than one turn.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from msrl.envs._base import Physics
-
-if TYPE_CHECKING:
-    from msrl.envs.pendulum import Pendulum
+from msrl.envs._pendulum_base import PendulumBase
 
 
-class TorchPendulum(Physics):
+class TorchPendulum(Physics[PendulumBase]):
     """Pendulum-v1 physics on ``env.arrays``'s device and dtype."""
 
-    def __init__(self, env: Pendulum, rng: Any) -> None:
+    def __init__(self, env: PendulumBase, rng: Any) -> None:
         super().__init__(env, rng)
         self.dtype, self.device = env.arrays.dtype, env.arrays.device
         self._two_pi = torch.tensor(2 * math.pi, dtype=self.dtype, device=self.device)

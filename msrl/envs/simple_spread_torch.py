@@ -10,20 +10,18 @@ force by ~1e-16 and survives the rounding to float32 only rarely; float32 within
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from msrl.envs._base import Physics
-
-if TYPE_CHECKING:
-    from msrl.envs.simple_spread import SimpleSpread
+from msrl.envs._simple_spread_base import SimpleSpreadBase
 
 
-class TorchSimpleSpread(Physics):
+class TorchSimpleSpread(Physics[SimpleSpreadBase]):
     """``simple_spread_v3`` physics on ``env.arrays``'s device and dtype."""
 
-    def __init__(self, env: SimpleSpread, rng: Any) -> None:
+    def __init__(self, env: SimpleSpreadBase, rng: Any) -> None:
         super().__init__(env, rng)
         self.dtype, self.device = env.arrays.dtype, env.arrays.device
         n = env.N

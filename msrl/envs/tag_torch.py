@@ -19,24 +19,20 @@ reciprocal, which is not the IEEE division NumPy does).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from msrl.envs._base import Physics
-
-if TYPE_CHECKING:
-    from msrl.envs.tag import Tag
+from msrl.envs._tag_base import CHUNK_BYTES, SORT_MAX_AGENTS, TagBase, env_chunks
 
 
-class TorchTag(Physics):
+class TorchTag(Physics[TagBase]):
     """Tag's rules over tensors on ``env.arrays``'s device and dtype, laid out as ``NumpyTag``'s arrays
     (the state row viewed as ``(num_envs, 5, N)`` blocks), pairwise parts chunked by environment."""
 
-    def __init__(self, env: Tag, rng: Any) -> None:
+    def __init__(self, env: TagBase, rng: Any) -> None:
         super().__init__(env, rng)
-        from msrl.envs.tag import CHUNK_BYTES, SORT_MAX_AGENTS, env_chunks  # that module imports this one
-
         self.env_chunks, self.sort_max_agents = env_chunks, SORT_MAX_AGENTS
         # an accelerator pays a launch per op and chunk, and has the memory for larger ones
         self.chunk_bytes = CHUNK_BYTES if env.arrays.device.type == "cpu" else 8 * CHUNK_BYTES
