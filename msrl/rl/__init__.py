@@ -1,8 +1,9 @@
 """Pieces RL algorithms share, written once and tested against reference formulas: returns (GAE,
 n-step, V-trace), buffers (rollout, replay), action heads (categorical, diagonal Gaussian,
 tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, Polyak averaging,
-running mean/std normalisation, and PPO's fused fast path (``TwinMLP``, ``ppo_losses``,
-``clip_grad_norm_``).  Algorithms import them instead of copying them."""
+running mean/std normalisation, PPO's update (``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``)
+and its fused fast path (``TwinMLP``, ``ppo_losses``, ``clip_grad_norm_``).  The rollout buffer
+takes agent groups, so PPO and MAPPO share it.  Algorithms import them instead of copying them."""
 
 from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, action_head
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, sample_categorical
@@ -19,15 +20,18 @@ from msrl.rl._heads import (
 from msrl.rl._mlp import mlp
 from msrl.rl._normalize import RewardScaler, RunningMeanStd
 from msrl.rl._polyak import polyak_update_
+from msrl.rl._ppo import clipped_surrogate, ppo_epochs
 from msrl.rl._ppo_loss import ppo_losses
 from msrl.rl._replay import ReplayBatch, ReplayBuffer
 from msrl.rl._returns import nstep_returns, vtrace
-from msrl.rl._rollout import RolloutBatch, RolloutBuffer, TrajectoryBatch
-from msrl.rl._spaces import action_layout, check_action_space
+from msrl.rl._rollout import GROUP_SEPARATOR, RolloutBatch, RolloutBuffer, TrajectoryBatch, flat_groups, group_batches
+from msrl.rl._schedule import linear_lr
+from msrl.rl._spaces import action_layout, check_action_space, observation_shape
 from msrl.rl._state import copy_weights, load_generator_state, load_state, save_state
 from msrl.rl._twin_mlp import TwinMLP
 
 __all__ = [
+    "GROUP_SEPARATOR",
     "OBS_STATS",
     "ActorCritic",
     "ActorCriticActor",
@@ -47,17 +51,23 @@ __all__ = [
     "categorical_log_prob",
     "check_action_space",
     "clip_grad_norm_",
+    "clipped_surrogate",
     "copy_weights",
+    "flat_groups",
     "gae",
     "gaussian_entropy",
     "gaussian_log_prob",
+    "group_batches",
+    "linear_lr",
     "load_generator_state",
     "load_state",
     "mlp",
     "normalize_advantages",
     "nstep_returns",
+    "observation_shape",
     "orthogonal_",
     "polyak_update_",
+    "ppo_epochs",
     "ppo_losses",
     "sample_categorical",
     "sample_tanh_gaussian",

@@ -1,19 +1,23 @@
-"""A rollout buffer component for on-policy algorithms (PPO, A2C)."""
+"""The rollout buffer of the on-policy algorithms (PPO, A2C, IMPALA) and, with agent groups, of
+their multi-agent forms (MAPPO, IPPO): one buffer, one GAE, whatever the number of agents."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import torch
 
-from msrl.core import Batched, Buffer, NoValue
+from msrl.core import AgentGroup, Batched, Buffer, NoValue
 from msrl.rl._gae import gae
 from msrl.rl._normalize import RewardScaler
+from msrl.rl._spaces import action_layout, observation_shape
 
 
 class RolloutBatch(NamedTuple):
-    """A drained rollout, flattened over (step, env); a flat tuple of tensors so
-    it can cross fragments as-is."""
+    """A drained rollout, flattened over (step, env) rows; a flat tuple of tensors so it can cross
+    fragments as-is.  One agent group's share has an agent axis after the rows: ``obs (rows,
+    agents, obs_dim)``, the rest ``(rows, agents[, action_dim])``."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -37,41 +41,107 @@ class TrajectoryBatch(NamedTuple):
     last_obs: torch.Tensor
 
 
+GROUP_SEPARATOR = "/"
+"""Joins a group's name and a ``RolloutBatch`` field in a grouped batch's keys (``"taggers/obs"``)."""
+
+
+def flat_groups(batches: Mapping[str, RolloutBatch]) -> dict[str, torch.Tensor]:
+    """Per-group batches as one flat ``"group/field" -> tensor`` mapping, groups in order: the form
+    in which a multi-agent rollout crosses fragments (values on cut edges hold no nested dicts)."""
+    return {
+        f"{group}{GROUP_SEPARATOR}{field}": tensor
+        for group, batch in batches.items()
+        for field, tensor in zip(RolloutBatch._fields, batch)
+    }
+
+
+def group_batches(flat: Mapping[str, torch.Tensor]) -> dict[str, RolloutBatch]:
+    """The inverse of ``flat_groups``: ``{group: RolloutBatch}``, groups in the order they came."""
+    fields: dict[str, dict[str, torch.Tensor]] = {}
+    for key, tensor in flat.items():
+        group, _, field = key.rpartition(GROUP_SEPARATOR)
+        fields.setdefault(group, {})[field] = tensor
+    return {group: RolloutBatch(**named) for group, named in fields.items()}
+
+
+class _Track:
+    """What one group's agents (or the single agent) did at every step: ``(num_steps, num_envs,
+    *agents, ...)`` tensors."""
+
+    def __init__(
+        self,
+        lead: tuple[int, ...],
+        obs_shape: tuple[int, ...],
+        action_shape: tuple[int, ...],
+        action_dtype: torch.dtype,
+        device: str | torch.device,
+    ) -> None:
+        self.obs = torch.zeros(lead + tuple(obs_shape), device=device)
+        self.actions = torch.zeros(lead + tuple(action_shape), dtype=action_dtype, device=device)
+        self.logprobs = torch.zeros(lead, device=device)
+        self.values = torch.zeros(lead, device=device)
+        self.rewards = torch.zeros(lead, device=device)
+
+    def write(self, t: int, obs: Any, action: Any, logprob: Any, value: Any, reward: Any) -> None:
+        self.obs[t] = torch.as_tensor(obs)
+        self.actions[t] = torch.as_tensor(action)
+        self.logprobs[t] = torch.as_tensor(logprob)
+        self.values[t] = torch.as_tensor(value)
+        self.rewards[t] = torch.as_tensor(reward)
+
+
 class RolloutBuffer(Buffer):
-    """Holds ``num_steps`` steps of ``num_envs`` environments; ``drain`` computes
-    advantages with GAE and returns the flattened batch, emptying the buffer.
+    """Holds ``num_steps`` steps of ``num_envs`` environments; ``drain`` computes advantages with GAE
+    and returns the batch flattened over (step, env) rows, emptying the buffer.
 
     Termination and truncation both end the advantage recursion (the observation the environment
     returns after either is already the next episode's); a truncation's target still bootstraps,
     see ``gae``.
 
-    With ``normalize_reward`` the stored rewards are divided by the running standard deviation of
-    the discounted return (``msrl.rl.RewardScaler``), whose statistics are part of the buffer's
-    checkpoint.
+    Single agent: ``obs_shape``, ``action_shape`` and ``action_dtype`` describe one environment's
+    observation and action, and ``drain`` returns a ``RolloutBatch``.  With ``groups`` (a
+    multi-agent environment's ``AgentGroup``s) every group has its agents and shapes instead, the
+    values ``insert`` takes and ``drain``'s ``last_value`` are dicts by group, GAE runs per agent
+    (an environment's termination or truncation ends every agent's episode), and ``drain`` returns
+    the groups' batches as one flat mapping (``flat_groups``; ``group_batches`` reads it back).
+
+    With ``normalize_reward`` (single agent) the stored rewards are divided by the running standard
+    deviation of the discounted return (``msrl.rl.RewardScaler``), whose statistics are part of the
+    buffer's checkpoint.
     """
 
     def __init__(
         self,
         num_steps: int,
         num_envs: int,
-        obs_shape: tuple[int, ...],
+        obs_shape: tuple[int, ...] = (),
         action_shape: tuple[int, ...] = (),
         action_dtype: torch.dtype = torch.int64,
         gamma: float = 0.99,
         gae_lambda: float = 0.95,
         device: str = "cpu",
         normalize_reward: bool = False,
+        groups: Mapping[str, AgentGroup] | None = None,
     ) -> None:
         self.num_steps, self.num_envs = num_steps, num_envs
         self.gamma, self.gae_lambda = gamma, gae_lambda
-        shape = (num_steps, num_envs)
-        self.obs = torch.zeros(shape + tuple(obs_shape), device=device)
-        self.actions = torch.zeros(shape + tuple(action_shape), dtype=action_dtype, device=device)
-        self.logprobs = torch.zeros(shape, device=device)
-        self.values = torch.zeros(shape, device=device)
-        self.rewards = torch.zeros(shape, device=device)
-        self.terminated = torch.zeros(shape, device=device)
-        self.truncated = torch.zeros(shape, device=device)
+        self.grouped = groups is not None
+        if groups is None:
+            self.tracks = {"": _Track((num_steps, num_envs), obs_shape, action_shape, action_dtype, device)}
+        else:
+            if normalize_reward:
+                raise ValueError("normalize_reward is for single-agent rollouts")
+            self.tracks = {
+                name: _Track(
+                    (num_steps, num_envs, group.num_agents),
+                    observation_shape(f"group {name!r}", group.observation_space),
+                    *action_layout(group.action_space),
+                    device,
+                )
+                for name, group in groups.items()
+            }
+        self.terminated = torch.zeros((num_steps, num_envs), device=device)
+        self.truncated = torch.zeros((num_steps, num_envs), device=device)
         self.position = 0
         self.reward_scaler = RewardScaler(num_envs, gamma, device=device) if normalize_reward else None
 
@@ -81,58 +151,74 @@ class RolloutBuffer(Buffer):
         t = self.position
         if t >= self.num_steps:
             raise RuntimeError(f"rollout buffer is full ({self.num_steps} steps); drain it first")
-        self.obs[t] = torch.as_tensor(obs)
-        self.actions[t] = torch.as_tensor(action)
-        self.logprobs[t] = torch.as_tensor(logprob)
-        self.values[t] = torch.as_tensor(value)
-        if self.reward_scaler is None:
-            self.rewards[t] = torch.as_tensor(reward)
+        if self.grouped:
+            for name, track in self.tracks.items():
+                track.write(t, obs[name], action[name], logprob[name], value[name], reward[name])
         else:
-            done = torch.maximum(torch.as_tensor(terminated), torch.as_tensor(truncated))
-            self.rewards[t] = self.reward_scaler(reward, done)
+            if self.reward_scaler is not None:
+                reward = self.reward_scaler(
+                    reward, torch.maximum(torch.as_tensor(terminated), torch.as_tensor(truncated))
+                )
+            self.tracks[""].write(t, obs, action, logprob, value, reward)
         self.terminated[t] = torch.as_tensor(terminated)
         self.truncated[t] = torch.as_tensor(truncated)
         self.position = t + 1
 
     def drain(self, last_value: Any) -> Batched:
-        if self.position != self.num_steps:
-            raise RuntimeError(f"rollout buffer holds {self.position} of {self.num_steps} steps")
-        self.position = 0
+        self._empty()
+        if not self.grouped:
+            return self._advantages(self.tracks[""], last_value)
+        return flat_groups({name: self._advantages(track, last_value[name]) for name, track in self.tracks.items()})
+
+    def _advantages(self, track: _Track, last_value: Any) -> RolloutBatch:
+        terminated, truncated = self.terminated, self.truncated
+        agents = track.rewards.dim() - 2
+        if agents:  # per environment -> per agent
+            terminated, truncated = (
+                flag.reshape(flag.shape + (1,) * agents).expand_as(track.rewards) for flag in (terminated, truncated)
+            )
         advantages, returns = gae(
-            self.rewards,
-            self.values,
-            self.terminated,
-            self.truncated,
+            track.rewards,
+            track.values,
+            terminated,
+            truncated,
             torch.as_tensor(last_value),
             self.gamma,
             self.gae_lambda,
         )
-        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        rows = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731 - (step, env) -> rows
         return RolloutBatch(
-            flat(self.obs).clone(),
-            flat(self.actions).clone(),
-            flat(self.logprobs).clone(),
-            flat(self.values).clone(),
-            flat(advantages),
-            flat(returns),
+            rows(track.obs).clone(),
+            rows(track.actions).clone(),
+            rows(track.logprobs).clone(),
+            rows(track.values).clone(),
+            rows(advantages),
+            rows(returns),
         )
 
     def drain_trajectories(self, last_obs: Any) -> Batched:
         """The rollout as it was collected, for learners that compute their own targets from it
-        (IMPALA's V-trace): nothing is estimated here."""
+        (IMPALA's V-trace): nothing is estimated here.  Single agent only."""
+        if self.grouped:
+            raise ValueError("drain_trajectories is for single-agent rollouts")
+        self._empty()
+        track = self.tracks[""]
+        env_major = lambda x: x.transpose(0, 1).clone()  # noqa: E731
+        return TrajectoryBatch(
+            env_major(track.obs),
+            env_major(track.actions),
+            env_major(track.logprobs),
+            env_major(track.rewards),
+            env_major(self.terminated),
+            env_major(self.truncated),
+            torch.as_tensor(last_obs, dtype=track.obs.dtype, device=track.obs.device).clone(),
+        )
+
+    def _empty(self) -> None:
+        """Checks the buffer is full and empties it, for a drain."""
         if self.position != self.num_steps:
             raise RuntimeError(f"rollout buffer holds {self.position} of {self.num_steps} steps")
         self.position = 0
-        env_major = lambda x: x.transpose(0, 1).clone()  # noqa: E731
-        return TrajectoryBatch(
-            env_major(self.obs),
-            env_major(self.actions),
-            env_major(self.logprobs),
-            env_major(self.rewards),
-            env_major(self.terminated),
-            env_major(self.truncated),
-            torch.as_tensor(last_obs, dtype=self.obs.dtype, device=self.obs.device).clone(),
-        )
 
     def state_dict(self) -> dict[str, Any]:
         # Checkpoints are taken between iterations, when the buffer is empty.

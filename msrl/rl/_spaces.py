@@ -1,17 +1,33 @@
-"""What algorithms ask of an environment's action space: whether they support it, and how a buffer stores it."""
+"""What algorithms ask of an environment's spaces: whether they support its actions, how a buffer
+stores them, and the shape of its observations."""
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 import torch
 
 from msrl.core import Box, ConfigError, Space
 
+S = TypeVar("S", bound=Space)
 
-def check_action_space(env_id: str, algorithm: str, space: Space, kinds: tuple[type, ...]) -> None:
-    """One line naming what ``algorithm`` supports when ``env_id``'s actions are something else."""
+
+def check_action_space(env_id: str, algorithm: str, space: Space | None, kinds: tuple[type[S], ...]) -> S:
+    """``space`` itself when ``algorithm`` supports it; else one line naming what ``algorithm``
+    supports and what ``env_id`` has (a multi-agent environment has no single action space)."""
     if not isinstance(space, kinds):
         names = " or ".join(kind.__name__ for kind in kinds)
-        raise ConfigError(f"{algorithm} supports {names} actions; {env_id} has {type(space).__name__} actions")
+        has = "per-group (multi-agent)" if space is None else type(space).__name__
+        raise ConfigError(f"{algorithm} supports {names} actions; {env_id} has {has} actions")
+    return space
+
+
+def observation_shape(env_id: str, space: Space | None) -> tuple[int, ...]:
+    """The shape of one observation: algorithms take ``Box`` observations (flattened for their MLPs)."""
+    if not isinstance(space, Box):
+        has = "per-group (multi-agent)" if space is None else type(space).__name__
+        raise ConfigError(f"msrl's algorithms take Box observations; {env_id} has {has} observations")
+    return tuple(space.shape)
 
 
 def action_layout(space: Space) -> tuple[tuple[int, ...], torch.dtype]:
