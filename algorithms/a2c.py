@@ -37,8 +37,10 @@ from msrl.rl import (
     action_layout,
     check_action_space,
     copy_weights,
+    linear_lr,
     load_state,
     normalize_advantages,
+    observation_shape,
     save_state,
 )
 
@@ -89,25 +91,25 @@ class A2CConfig:
 class A2CLearner(Learner):
     """One gradient step per rollout on policy-gradient, value and entropy losses."""
 
-    def __init__(
-        self, obs_dim: int, action_space: Space, config: A2CConfig, seed: int, num_updates: int, device: str = "cpu"
-    ) -> None:
+    def __init__(self, obs_dim: int, action_space: Space, config: A2CConfig, run: RunInfo) -> None:
         self.config = config
-        self.device = torch.device(device)
+        self.device = torch.device(run.device)
+        seed = run.seed_for("weights")
         self.net = ActorCritic(obs_dim, action_space, config.hidden_size, seed, config.log_std_init).to(self.device)
         self.params = list(self.net.parameters())
+        self.optimizer: torch.optim.Optimizer
         if config.optimizer == "rmsprop":
             self.optimizer = torch.optim.RMSprop(self.params, lr=config.learning_rate, alpha=0.99, eps=1e-5)
         else:
             self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
-        self.num_updates = max(1, num_updates)
+        self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
 
     def learn(self, batch: RolloutBatch) -> Global:
         cfg = self.config
         obs, actions, _, _, advantages, returns = (t.to(self.device) for t in batch)
         if cfg.anneal_lr:
-            self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
+            self.optimizer.param_groups[0]["lr"] = linear_lr(cfg.learning_rate, self.updates, self.num_updates)
         self.updates += 1
         if cfg.norm_adv:
             advantages = normalize_advantages(advantages)
@@ -149,26 +151,25 @@ class A2C(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        check_action_space(config.env_id, "a2c", spec.action_space, (Discrete, Box))
-        obs_shape = tuple(spec.observation_space.shape)
+        action_space = check_action_space(config.env_id, "a2c", spec.action_space, (Discrete, Box))
+        obs_shape = observation_shape(config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
         self.actor = ActorCriticActor(
-            ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed, config.log_std_init),
-            run.data_seed + 1,
+            ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights"), config.log_std_init),
+            run.seed_for("actor"),
             run.device,
         )
         self.buffer = RolloutBuffer(
             config.num_steps,
             config.num_envs,
             obs_shape,
-            *action_layout(spec.action_space),
+            *action_layout(action_space),
             gamma=config.gamma,
             gae_lambda=config.gae_lambda,
             device=run.device,
         )
-        num_updates = -(-run.total_env_steps // (config.num_envs * config.num_steps))
-        self.learner = A2CLearner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)
+        self.learner = A2CLearner(obs_dim, action_space, config, run)
 
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the current policy.

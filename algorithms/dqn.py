@@ -40,6 +40,7 @@ from msrl.rl import (
     copy_weights,
     load_state,
     mlp,
+    observation_shape,
     polyak_update_,
     save_state,
 )
@@ -112,23 +113,13 @@ def q_network(obs_dim: int, num_actions: int, config: DQNConfig, seed: int) -> n
 class DQNActor(Actor):
     """Epsilon-greedy on its copy of the Q-network; epsilon decays linearly with the env steps it took."""
 
-    def __init__(
-        self,
-        obs_dim: int,
-        num_actions: int,
-        config: DQNConfig,
-        seed: int,
-        total_env_steps: int,
-        device: str = "cpu",
-        data_seed: int | None = None,
-    ) -> None:
+    def __init__(self, obs_dim: int, num_actions: int, config: DQNConfig, run: RunInfo) -> None:
         self.config = config
-        self.device = torch.device(device)
-        self.q = q_network(obs_dim, num_actions, config, seed).to(self.device)  # starts as the learner's
+        self.device = torch.device(run.device)
+        self.q = q_network(obs_dim, num_actions, config, run.seed_for("weights")).to(self.device)  # as the learner's
         self.num_actions = num_actions
-        # exploration draws: this copy's own stream (``data_seed``), so copies explore independently
-        self.generator = torch.Generator(device=self.device).manual_seed((seed if data_seed is None else data_seed) + 1)
-        self.decay_steps = max(1, int(config.exploration_fraction * total_env_steps))
+        self.generator = run.rng("actor")  # exploration draws: this copy's own, so copies explore independently
+        self.decay_steps = max(1, int(config.exploration_fraction * run.total_env_steps))
         self.env_steps = 0
 
     @property
@@ -167,10 +158,10 @@ class DQNActor(Actor):
 class DQNLearner(Learner):
     """Huber-loss TD regression on replayed batches against a target network (as SB3)."""
 
-    def __init__(self, obs_dim: int, num_actions: int, config: DQNConfig, seed: int, device: str = "cpu") -> None:
+    def __init__(self, obs_dim: int, num_actions: int, config: DQNConfig, run: RunInfo) -> None:
         self.config = config
-        self.device = torch.device(device)
-        self.q = q_network(obs_dim, num_actions, config, seed).to(self.device)
+        self.device = torch.device(run.device)
+        self.q = q_network(obs_dim, num_actions, config, run.seed_for("weights")).to(self.device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.params = list(self.q.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, fused=True)
@@ -226,22 +217,22 @@ class DQN(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        check_action_space(config.env_id, "dqn", spec.action_space, (Discrete,))
-        obs_shape = tuple(spec.observation_space.shape)
+        action_space = check_action_space(config.env_id, "dqn", spec.action_space, (Discrete,))
+        obs_shape = observation_shape(config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        num_actions = spec.action_space.n
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
-        self.actor = DQNActor(obs_dim, num_actions, config, run.seed, run.total_env_steps, run.device, run.data_seed)
+        num_actions = action_space.n
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
+        self.actor = DQNActor(obs_dim, num_actions, config, run)
         self.buffer = ReplayBuffer(
             config.buffer_size,
             obs_shape,
             batch_size=config.batch_size,
             num_batches=config.gradient_steps,
             learning_starts=config.learning_starts,
-            seed=run.data_seed + 2,
+            seed=run.seed_for("replay"),
             device=run.device,
         )
-        self.learner = DQNLearner(obs_dim, num_actions, config, run.seed, run.device)
+        self.learner = DQNLearner(obs_dim, num_actions, config, run)
 
     def train_step(self) -> dict:
         # Collect: train_frequency epsilon-greedy steps of every environment, each into the replay buffer.

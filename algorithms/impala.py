@@ -40,7 +40,10 @@ from msrl.rl import (
     check_action_space,
     clip_grad_norm_,
     copy_weights,
+    linear_lr,
     load_state,
+    observation_shape,
+    ppo_epochs,
     save_state,
     vtrace,
 )
@@ -92,18 +95,14 @@ class IMPALAConfig:
 class IMPALALearner(Learner):
     """V-trace actor-critic update on whole trajectories."""
 
-    def __init__(
-        self, obs_dim: int, action_space: Space, config: IMPALAConfig, seed: int, num_updates: int, device: str = "cpu"
-    ) -> None:
+    def __init__(self, obs_dim: int, action_space: Space, config: IMPALAConfig, run: RunInfo) -> None:
         self.config = config
-        self.device = torch.device(device)
-        self.net = ActorCritic(obs_dim, action_space, config.hidden_size, seed).to(self.device)
+        self.device = torch.device(run.device)
+        self.net = ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights")).to(self.device)
         self.params = list(self.net.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
-        self.generator = torch.Generator(device=self.device).manual_seed(
-            seed + 2
-        )  # minibatch order, drawn where the data is
-        self.num_updates = max(1, num_updates)
+        self.generator = run.rng("learner")  # minibatch order, drawn where the data is
+        self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
 
     def learn(self, batch: TrajectoryBatch) -> Global:
@@ -115,24 +114,19 @@ class IMPALALearner(Learner):
                 f"learner receives ({batch.obs.shape[0]})"
             )
         if cfg.anneal_lr:
-            self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
+            self.optimizer.param_groups[0]["lr"] = linear_lr(cfg.learning_rate, self.updates, self.num_updates)
         self.updates += 1
-        n = batch.obs.shape[0]
-        size = n // cfg.num_minibatches
         sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "rho_mean": 0.0, "rho_clipped": 0.0}
-        for _ in range(cfg.update_epochs):
-            order = torch.randperm(n, generator=self.generator, device=self.device)
-            for start in range(0, n, size):
-                part = TrajectoryBatch(*(t[order[start : start + size]] for t in batch))
-                losses = self.losses(part)
-                loss = losses["policy_loss"] + cfg.vf_coef * losses["value_loss"] - cfg.ent_coef * losses["entropy"]
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.sync_grads(self.params)
-                clip_grad_norm_(self.params, cfg.max_grad_norm)
-                self.optimizer.step()
-                for key in sums:
-                    sums[key] += losses[key].item()
+        for part in ppo_epochs(batch, cfg.update_epochs, cfg.num_minibatches, self.generator):
+            losses = self.losses(part)
+            loss = losses["policy_loss"] + cfg.vf_coef * losses["value_loss"] - cfg.ent_coef * losses["entropy"]
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.sync_grads(self.params)
+            clip_grad_norm_(self.params, cfg.max_grad_norm)
+            self.optimizer.step()
+            for key in sums:
+                sums[key] += losses[key].item()
         passes = cfg.update_epochs * cfg.num_minibatches
         metrics = {key: value / passes for key, value in sums.items()}
         metrics["learning_rate"] = self.optimizer.param_groups[0]["lr"]
@@ -190,18 +184,19 @@ class IMPALA(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        check_action_space(config.env_id, "impala", spec.action_space, (Discrete, Box))
-        obs_shape = tuple(spec.observation_space.shape)
+        action_space = check_action_space(config.env_id, "impala", spec.action_space, (Discrete, Box))
+        obs_shape = observation_shape(config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
         self.actor = ActorCriticActor(
-            ActorCritic(obs_dim, spec.action_space, config.hidden_size, run.seed), run.data_seed + 1, run.device
+            ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights")),
+            run.seed_for("actor"),
+            run.device,
         )
         self.buffer = RolloutBuffer(
-            config.num_steps, config.num_envs, obs_shape, *action_layout(spec.action_space), device=run.device
+            config.num_steps, config.num_envs, obs_shape, *action_layout(action_space), device=run.device
         )
-        num_updates = -(-run.total_env_steps // (config.num_envs * config.num_steps))
-        self.learner = IMPALALearner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device)
+        self.learner = IMPALALearner(obs_dim, action_space, config, run)
 
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the policy the actor holds.

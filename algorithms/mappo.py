@@ -2,9 +2,10 @@
 Cooperative Multi-Agent Games"; de Witt et al., 2020, "Is Independent Learning All You Need in the
 StarCraft Multi-Agent Challenge?").
 
-Read top to bottom: config, network, the three components (actor, buffer, learner), then the
-algorithm, whose ``train_step`` only orchestrates component calls, exactly as PPO's does.  Written
-against msrl's public API alone, so every distribution policy runs it as is.
+Read top to bottom: config, network, the actor and the learner, then the algorithm, whose
+``train_step`` only orchestrates component calls, exactly as PPO's does; the rollout buffer, the
+clipped surrogate and the epoch loop are PPO's own, from ``msrl.rl``.  Written against msrl's
+public API alone, so every distribution policy runs it as is.
 
 * Actors are decentralised: each agent acts on its own observation.  Agents of one group share
   a policy; several groups share one when ``policies`` maps them to the same name (their spaces
@@ -21,7 +22,7 @@ against msrl's public API alone, so every distribution policy runs it as is.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -34,7 +35,6 @@ from msrl.core import (
     Algorithm,
     Batched,
     Box,
-    Buffer,
     ConfigError,
     Discrete,
     Global,
@@ -48,12 +48,19 @@ from msrl.core import (
 )
 from msrl.rl import (
     ActorCritic,
-    action_layout,
+    RolloutBatch,
+    RolloutBuffer,
     check_action_space,
+    clipped_surrogate,
     copy_weights,
-    gae,
+    group_batches,
+    linear_lr,
     load_generator_state,
+    load_state,
     normalize_advantages,
+    observation_shape,
+    ppo_epochs,
+    save_state,
 )
 
 CENTRAL_INPUT_LIMIT = 4096
@@ -161,11 +168,11 @@ class Agents(nn.Module):
     """Every policy of the run, and how each group's observations reach its actor and critic."""
 
     def __init__(
-        self, groups: dict[str, AgentGroup], mapping: dict[str, str], central: bool, hidden: int, seed: int
+        self, groups: dict[str, AgentGroup], mapping: dict[str, str], central: bool, hidden: int, run: RunInfo
     ) -> None:
         super().__init__()
         self.groups, self.mapping, self.central = list(groups), mapping, central
-        obs_dims = {g: int(np.prod(groups[g].observation_space.shape)) for g in groups}
+        obs_dims = {g: int(np.prod(observation_shape(f"group {g!r}", groups[g].observation_space))) for g in groups}
         self.global_dim = sum(groups[g].num_agents * obs_dims[g] for g in groups) if central else 0
         self.nets = nn.ModuleDict()
         for index, name in enumerate(dict.fromkeys(mapping.values())):
@@ -175,12 +182,12 @@ class Agents(nn.Module):
                 obs_dims[g],
                 groups[g].action_space,
                 hidden,
-                seed + 7919 * index,
+                run.seed_for("weights", index),
                 critic_dim=self.global_dim + obs_dims[g],
             )
 
     def net(self, group: str) -> ActorCritic:
-        return self.nets[self.mapping[group]]
+        return cast(ActorCritic, self.nets[self.mapping[group]])
 
     def critic_inputs(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Per group ``(rows, agents, critic_dim)``: the observation, preceded for a centralised
@@ -200,10 +207,10 @@ class MultiAgentActor(Actor):
     """Acts for every agent with its own copy of the policies: ``act(obs) -> (actions,
     logprobs, values)``, each a dict per group of ``(num_envs, agents)`` tensors."""
 
-    def __init__(self, agents: Agents, seed: int, device: str = "cpu") -> None:
-        self.device = torch.device(device)
+    def __init__(self, agents: Agents, run: RunInfo) -> None:
+        self.device = torch.device(run.device)
         self.agents = agents.to(self.device)
-        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.generator = run.rng("actor")
 
     def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
         return {g: torch.as_tensor(o, dtype=torch.float32, device=self.device) for g, o in obs.items()}
@@ -236,173 +243,69 @@ class MultiAgentActor(Actor):
         load_generator_state(self.generator, state["generator"])
 
 
-class GroupBatch(NamedTuple):
-    """One group's share of a drained rollout, flattened over (step, environment) rows:
-    ``obs (rows, agents, obs_dim)``, the rest ``(rows, agents[, action_dim])``."""
-
-    obs: torch.Tensor
-    actions: torch.Tensor
-    logprobs: torch.Tensor
-    values: torch.Tensor
-    advantages: torch.Tensor
-    returns: torch.Tensor
-
-
-class MultiAgentRolloutBuffer(Buffer):
-    """``num_steps`` steps of ``num_envs`` environments, every agent of every group; ``drain``
-    runs GAE per agent (an environment's termination or truncation ends every agent's episode)
-    and returns ``{group: GroupBatch}``."""
-
-    def __init__(
-        self,
-        num_steps: int,
-        num_envs: int,
-        groups: dict[str, AgentGroup],
-        gamma: float,
-        gae_lambda: float,
-        device: str = "cpu",
-    ) -> None:
-        self.num_steps, self.num_envs, self.gamma, self.gae_lambda = num_steps, num_envs, gamma, gae_lambda
-        self.store: dict[str, dict[str, torch.Tensor]] = {}
-        for name, group in groups.items():
-            shape = (num_steps, num_envs, group.num_agents)
-            action_shape, action_dtype = action_layout(group.action_space)
-            self.store[name] = {
-                "obs": torch.zeros(shape + tuple(group.observation_space.shape), device=device),
-                "actions": torch.zeros(shape + tuple(action_shape), dtype=action_dtype, device=device),
-                "logprobs": torch.zeros(shape, device=device),
-                "values": torch.zeros(shape, device=device),
-                "rewards": torch.zeros(shape, device=device),
-            }
-        self.terminated = torch.zeros((num_steps, num_envs), device=device)
-        self.truncated = torch.zeros((num_steps, num_envs), device=device)
-        self.position = 0
-
-    def insert(
-        self, obs: Any, actions: Any, logprobs: Any, values: Any, rewards: Any, terminated: Any, truncated: Any
-    ) -> NoValue:
-        t = self.position
-        if t >= self.num_steps:
-            raise RuntimeError(f"rollout buffer is full ({self.num_steps} steps); drain it first")
-        for name, store in self.store.items():
-            for key, value in (
-                ("obs", obs),
-                ("actions", actions),
-                ("logprobs", logprobs),
-                ("values", values),
-                ("rewards", rewards),
-            ):
-                store[key][t] = torch.as_tensor(value[name])
-        self.terminated[t] = torch.as_tensor(terminated)
-        self.truncated[t] = torch.as_tensor(truncated)
-        self.position = t + 1
-
-    def drain(self, last_values: Any) -> Batched:
-        if self.position != self.num_steps:
-            raise RuntimeError(f"rollout buffer holds {self.position} of {self.num_steps} steps")
-        self.position = 0
-        batch = {}
-        for name, s in self.store.items():
-            agents = s["rewards"].shape[2]
-            spread = lambda flag, agents=agents: flag.unsqueeze(2).expand(-1, -1, agents)  # noqa: E731 - per env -> per agent
-            advantages, returns = gae(
-                s["rewards"],
-                s["values"],
-                spread(self.terminated),
-                spread(self.truncated),
-                torch.as_tensor(last_values[name]),
-                self.gamma,
-                self.gae_lambda,
-            )
-            flat = lambda x: x.reshape((-1,) + x.shape[2:]).clone()  # noqa: E731 - (step, env) -> rows
-            batch[name] = GroupBatch(
-                flat(s["obs"]),
-                flat(s["actions"]),
-                flat(s["logprobs"]),
-                flat(s["values"]),
-                flat(advantages),
-                flat(returns),
-            )
-        return batch
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"position": self.position}  # checkpoints are taken between iterations, when it is empty
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.position = int(state.get("position", 0))
-
-
 class MAPPOLearner(Learner):
     """The clipped-surrogate PPO update of every policy at once: one loss, the mean over all
-    agents of all groups, one Adam optimiser over every policy's parameters."""
+    agents of all groups, one Adam optimiser over every policy's parameters.  It learns from the
+    buffer's grouped batch (``msrl.rl.flat_groups``: one flat mapping, so it crosses fragments as is)."""
 
-    def __init__(self, agents: Agents, config: MAPPOConfig, seed: int, num_updates: int, device: str = "cpu") -> None:
+    def __init__(self, agents: Agents, config: MAPPOConfig, run: RunInfo) -> None:
         self.config = config
-        self.device = torch.device(device)
+        self.device = torch.device(run.device)
         self.agents = agents.to(self.device)
         self.params = list(self.agents.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
-        self.generator = torch.Generator(device=self.device).manual_seed(
-            seed + 2
-        )  # minibatch order, drawn where the data is
-        self.num_updates = max(1, num_updates)
+        self.generator = run.rng("learner")  # minibatch order, drawn where the data is
+        self.num_updates = run.num_updates(config.rows)
         self.updates = 0
 
-    def learn(self, batch: dict[str, GroupBatch]) -> Global:
+    def learn(self, batch: dict[str, torch.Tensor]) -> Global:
         cfg = self.config
-        data = {g: GroupBatch(*(t.to(self.device) for t in b)) for g, b in batch.items()}
+        data = {key: t.to(self.device) for key, t in batch.items()}
         if cfg.anneal_lr:
-            self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
+            self.optimizer.param_groups[0]["lr"] = linear_lr(cfg.learning_rate, self.updates, self.num_updates)
         self.updates += 1
-        rows = next(iter(data.values())).obs.shape[0]
+        rows = next(iter(data.values())).shape[0]
         if rows % cfg.num_minibatches:
             raise ConfigError(
                 f"algo.num_minibatches ({cfg.num_minibatches}) must divide the rows each learner "
                 f"learns from ({rows} = its num_envs x num_steps)"
             )
-        minibatch = rows // cfg.num_minibatches
-        for _ in range(cfg.update_epochs):
-            order = torch.randperm(rows, generator=self.generator, device=self.device)
-            for start in range(0, rows, minibatch):
-                index = order[start : start + minibatch]
-                pg_loss, v_loss, entropy, _ = self.losses(
-                    {g: GroupBatch(*(t[index] for t in b)) for g, b in data.items()}
-                )
-                loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.sync_grads(self.params)
-                nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-                self.optimizer.step()
+        for minibatch in ppo_epochs(data, cfg.update_epochs, cfg.num_minibatches, self.generator):
+            pg_loss, v_loss, entropy, _ = self.losses(group_batches(minibatch))
+            loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.sync_grads(self.params)
+            nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+            self.optimizer.step()
         return deferred(self.diagnostics, data)
 
-    def losses(self, data: dict[str, GroupBatch]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+    def losses(
+        self, data: dict[str, RolloutBatch]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """Surrogate loss, value loss and entropy averaged over every agent sample, and the new
         log-probabilities per group."""
         cfg = self.config
         values = self.agents.values({g: b.obs for g, b in data.items()})
         total = sum(b.logprobs.numel() for b in data.values())
-        pg_loss = v_loss = entropy = 0.0
+        pg_loss = v_loss = entropy = torch.zeros((), device=self.device)
         logprobs = {}
         for g, b in data.items():
             net = self.agents.net(g)
             params = net.policy(b.obs)
             logprobs[g] = net.head.log_prob(params, b.actions)
-            ratio = (logprobs[g] - b.logprobs).exp()
             adv = normalize_advantages(b.advantages)
             weight = b.logprobs.numel() / total
-            pg_loss = (
-                pg_loss
-                + weight * torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
-            )
+            pg_loss = pg_loss + weight * clipped_surrogate(logprobs[g], b.logprobs, adv, cfg.clip_coef)
             v_loss = v_loss + weight * 0.5 * (values[g] - b.returns).square().mean()
             entropy = entropy + weight * net.head.entropy(params).mean()
         return pg_loss, v_loss, entropy, logprobs
 
     @torch.no_grad()
-    def diagnostics(self, data: dict[str, GroupBatch]) -> dict[str, float]:
-        pg_loss, v_loss, entropy, logprobs = self.losses(data)
-        log_ratio = torch.cat([(logprobs[g] - b.logprobs).reshape(-1) for g, b in data.items()])
+    def diagnostics(self, data: dict[str, torch.Tensor]) -> dict[str, float]:
+        batches = group_batches(data)
+        pg_loss, v_loss, entropy, logprobs = self.losses(batches)
+        log_ratio = torch.cat([(logprobs[g] - b.logprobs).reshape(-1) for g, b in batches.items()])
         return {
             "policy_loss": float(pg_loss),
             "value_loss": float(v_loss),
@@ -415,18 +318,10 @@ class MAPPOLearner(Learner):
         return copy_weights(self.agents)
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "agents": self.agents.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
-            "updates": self.updates,
-        }
+        return save_state(self, "agents", "optimizer", "generator", "updates")
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.agents.load_state_dict(state["agents"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        load_generator_state(self.generator, state["generator"])
-        self.updates = int(state["updates"])
+        load_state(self, state, "agents", "optimizer", "generator", "updates")
 
 
 # -- algorithms ----------------------------------------------------------------------------------------
@@ -445,21 +340,28 @@ class MAPPO(Algorithm):
             check_action_space(f"{config.env_id} group {name!r}", self.name, group.action_space, (Discrete, Box))
         central = config.critic == "centralised"
         if central:
-            size = sum(g.num_agents * int(np.prod(g.observation_space.shape)) for g in spec.groups.values())
+            size = sum(
+                g.num_agents * int(np.prod(observation_shape(config.env_id, g.observation_space)))
+                for g in spec.groups.values()
+            )
             if size > CENTRAL_INPUT_LIMIT:
                 raise ConfigError(
                     f"a centralised critic would take a global state of {size:,} numbers per environment "
                     f"(limit {CENTRAL_INPUT_LIMIT:,}); use algo.critic: decentralised (IPPO) for "
                     f"{spec.num_agents} agents"
                 )
-        num_updates = -(-run.total_env_steps // config.rows)
-        make_agents = lambda: Agents(spec.groups, mapping, central, config.hidden_size, run.seed)  # noqa: E731
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed, **config.env_kwargs)
-        self.actor = MultiAgentActor(make_agents(), run.data_seed + 1, run.device)
-        self.buffer = MultiAgentRolloutBuffer(
-            config.num_steps, config.num_envs, spec.groups, config.gamma, config.gae_lambda, run.device
+        make_agents = lambda: Agents(spec.groups, mapping, central, config.hidden_size, run)  # noqa: E731
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), **config.env_kwargs)
+        self.actor = MultiAgentActor(make_agents(), run)
+        self.buffer = RolloutBuffer(
+            config.num_steps,
+            config.num_envs,
+            groups=spec.groups,
+            gamma=config.gamma,
+            gae_lambda=config.gae_lambda,
+            device=run.device,
         )
-        self.learner = MAPPOLearner(make_agents(), config, run.seed, num_updates, run.device)
+        self.learner = MAPPOLearner(make_agents(), config, run)
 
     def train_step(self) -> dict:
         # Rollout: every agent of every environment acts num_steps times with the current policies.
@@ -469,7 +371,7 @@ class MAPPO(Algorithm):
             next_obs, rewards, terminated, truncated = self.env.step(actions)
             self.buffer.insert(obs, actions, logprobs, values, rewards, terminated, truncated)
             obs = next_obs
-        # Advantages: bootstrap every agent from its value of the last observation, then GAE.
+        # Advantages: bootstrap every agent from its value of the last observation, then GAE per agent.
         batch = self.buffer.drain(self.actor.value(obs))
         # Update: PPO epochs over minibatches of (step, environment) rows.
         metrics = self.learner.learn(batch)

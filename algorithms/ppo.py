@@ -20,7 +20,7 @@ The default learner is plain torch modules and autograd.  ``fused: true`` swaps 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -52,9 +52,13 @@ from msrl.rl import (
     action_layout,
     check_action_space,
     clip_grad_norm_,
+    clipped_surrogate,
     copy_weights,
+    linear_lr,
     load_generator_state,
     normalize_advantages,
+    observation_shape,
+    ppo_epochs,
     ppo_losses,
 )
 
@@ -136,9 +140,7 @@ class PPOLearner(Learner):
         obs_dim: int,
         action_space: Space,
         config: PPOConfig,
-        seed: int,
-        num_updates: int,
-        device: str = "cpu",
+        run: RunInfo,
         obs_shape: tuple[int, ...] | None = None,
     ) -> None:
         if config.batch_size % config.num_minibatches:  # this learner's share of the batch, under every policy
@@ -147,45 +149,38 @@ class PPOLearner(Learner):
                 f"learns from ({config.batch_size} = its num_envs x num_steps)"
             )
         self.config = config
-        self.device = torch.device(device)
-        self.net = self.network(obs_dim, action_space, config, seed).to(self.device)
+        self.device = torch.device(run.device)
+        self.net = self.network(obs_dim, action_space, config, run.seed_for("weights")).to(self.device)
         self.params = list(self.net.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
-        self.generator = torch.Generator(device=self.device).manual_seed(
-            seed + 2
-        )  # minibatch order, drawn where the data is
-        self.num_updates = max(1, num_updates)
+        self.generator = run.rng("learner")  # minibatch order, drawn where the data is
+        self.num_updates = run.num_updates(config.batch_size)
         self.updates = 0
         self.obs_stats = RunningMeanStd(obs_shape or (obs_dim,), device=self.device) if config.normalize_obs else None
 
     @staticmethod
-    def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> nn.Module:
+    def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic | TwinMLP:
         return ActorCritic(obs_dim, action_space, config.hidden_size, seed, config.log_std_init)
 
     def learn(self, batch: RolloutBatch) -> Global:
         cfg = self.config
-        data = tuple(t.to(self.device) for t in batch)
-        raw_obs = data[0]
+        data = RolloutBatch(*(t.to(self.device) for t in batch))
+        raw_obs = data.obs
         if self.obs_stats is not None:  # the statistics the actors normalised this batch with
-            data = (self.obs_stats.normalize(raw_obs),) + data[1:]
+            data = data._replace(obs=self.obs_stats.normalize(raw_obs))
         if cfg.anneal_lr:
-            self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * max(0.0, 1.0 - self.updates / self.num_updates)
+            self.optimizer.param_groups[0]["lr"] = linear_lr(cfg.learning_rate, self.updates, self.num_updates)
         self.updates += 1
-        n = data[0].shape[0]
-        minibatch = n // cfg.num_minibatches
-        for _ in range(cfg.update_epochs):
-            order = torch.randperm(n, generator=self.generator, device=self.device)
-            shuffled = [t[order] for t in data]  # one gather per epoch; minibatches are then slices
-            for start in range(0, n, minibatch):
-                pg_loss, v_loss, entropy, _ = self.losses(*(t[start : start + minibatch] for t in shuffled))
-                loss = pg_loss + cfg.vf_coef * v_loss
-                if cfg.ent_coef:
-                    loss = loss - cfg.ent_coef * entropy.mean()
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.sync_grads(self.params)
-                self.clip_gradients()
-                self.optimizer.step()
+        for minibatch in ppo_epochs(data, cfg.update_epochs, cfg.num_minibatches, self.generator):
+            pg_loss, v_loss, entropy, _ = self.losses(*minibatch)
+            loss = pg_loss + cfg.vf_coef * v_loss
+            if cfg.ent_coef:
+                loss = loss - cfg.ent_coef * entropy.mean()
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.sync_grads(self.params)
+            self.clip_gradients()
+            self.optimizer.step()
         if self.obs_stats is not None:  # fold in the batch's moments, averaged over learner copies
             sums = self.obs_stats.batch_sums(raw_obs)
             self.sync_mean([sums])
@@ -206,10 +201,9 @@ class PPOLearner(Learner):
         cfg = self.config
         dist, values = self.net(obs)
         logprobs = self.net.head.log_prob(dist, actions)
-        ratio = (logprobs - old_logprobs).exp()
         if cfg.norm_adv:
             advantages = normalize_advantages(advantages)
-        pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+        pg_loss = clipped_surrogate(logprobs, old_logprobs, advantages, cfg.clip_coef)
         v_loss = (values - returns).square()
         if cfg.clip_vloss:
             clipped = old_values + (values - old_values).clamp(-cfg.clip_coef, cfg.clip_coef)
@@ -271,16 +265,14 @@ class FusedPPOLearner(PPOLearner):
         obs_dim: int,
         action_space: Space,
         config: PPOConfig,
-        seed: int,
-        num_updates: int,
-        device: str = "cpu",
+        run: RunInfo,
         obs_shape: tuple[int, ...] | None = None,
     ) -> None:
-        super().__init__(obs_dim, action_space, config, seed, num_updates, device, obs_shape)
+        super().__init__(obs_dim, action_space, config, run, obs_shape)
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
 
     @staticmethod
-    def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> nn.Module:
+    def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic | TwinMLP:
         return fused_network(obs_dim, action_space, config, seed)
 
     def losses(
@@ -309,10 +301,12 @@ class FusedPPOLearner(PPOLearner):
         return pg_loss, v_loss, self.net.head.entropy(logits), self.net.head.log_prob(logits, actions)
 
     def clip_gradients(self) -> None:
-        clip_grad_norm_(self.net.params, self.config.max_grad_norm)
+        clip_grad_norm_(cast(TwinMLP, self.net).params, self.config.max_grad_norm)  # network() made a TwinMLP
 
 
 def fused_network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> TwinMLP:
+    if not isinstance(action_space, Discrete):
+        raise ConfigError(f"ppo with fused: true supports Discrete actions, not {type(action_space).__name__}")
     return TwinMLP(obs_dim, action_space.n, config.hidden_size, torch.Generator().manual_seed(seed))
 
 
@@ -328,17 +322,16 @@ class PPO(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        check_action_space(config.env_id, "ppo", spec.action_space, (Discrete, Box))
+        action_space = check_action_space(config.env_id, "ppo", spec.action_space, (Discrete, Box))
         if config.fused:
-            check_action_space(config.env_id, "ppo with fused: true", spec.action_space, (Discrete,))
-        obs_shape = tuple(spec.observation_space.shape)
+            check_action_space(config.env_id, "ppo with fused: true", action_space, (Discrete,))
+        obs_shape = observation_shape(config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
         Learner = FusedPPOLearner if config.fused else PPOLearner
-        num_updates = -(-run.total_env_steps // config.batch_size)
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
         self.actor = ActorCriticActor(
-            Learner.network(obs_dim, spec.action_space, config, run.seed),
-            run.data_seed + 1,
+            Learner.network(obs_dim, action_space, config, run.seed_for("weights")),
+            run.seed_for("actor"),
             run.device,
             config.normalize_obs,
             obs_shape,
@@ -347,13 +340,13 @@ class PPO(Algorithm):
             config.num_steps,
             config.num_envs,
             obs_shape,
-            *action_layout(spec.action_space),
+            *action_layout(action_space),
             gamma=config.gamma,
             gae_lambda=config.gae_lambda,
             device=run.device,
             normalize_reward=config.normalize_reward,
         )
-        self.learner = Learner(obs_dim, spec.action_space, config, run.seed, num_updates, run.device, obs_shape)
+        self.learner = Learner(obs_dim, action_space, config, run, obs_shape)
 
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the current policy.

@@ -41,6 +41,7 @@ from msrl.rl import (
     copy_weights,
     load_state,
     mlp,
+    observation_shape,
     polyak_update_,
     sample_tanh_gaussian,
     save_state,
@@ -143,21 +144,12 @@ class TwinQ(nn.Module):
 class SACActor(Actor):
     """Uniformly random actions for the first ``learning_starts`` transitions, then policy samples."""
 
-    def __init__(
-        self,
-        obs_dim: int,
-        action_space: Box,
-        config: SACConfig,
-        seed: int,
-        device: str = "cpu",
-        data_seed: int | None = None,
-    ) -> None:
-        self.device = torch.device(device)
+    def __init__(self, obs_dim: int, action_space: Box, config: SACConfig, run: RunInfo) -> None:
+        self.device = torch.device(run.device)
         self.policy = SquashedGaussianPolicy(
-            obs_dim, action_space, config.hidden_sizes, torch.Generator().manual_seed(seed)
+            obs_dim, action_space, config.hidden_sizes, torch.Generator().manual_seed(run.seed_for("weights"))
         ).to(self.device)  # as the learner's
-        # action draws: this copy's own stream (``data_seed``), so copies explore independently
-        self.generator = torch.Generator(device=self.device).manual_seed((seed if data_seed is None else data_seed) + 1)
+        self.generator = run.rng("actor")  # action draws: this copy's own, so copies explore independently
         self.learning_starts = config.learning_starts
         self.env_steps = 0
 
@@ -191,10 +183,10 @@ class SACActor(Actor):
 class SACLearner(Learner):
     """Soft Q-learning for the twin critics, the reparameterised policy loss, and the temperature."""
 
-    def __init__(self, obs_dim: int, action_space: Box, config: SACConfig, seed: int, device: str = "cpu") -> None:
+    def __init__(self, obs_dim: int, action_space: Box, config: SACConfig, run: RunInfo) -> None:
         self.config = config
-        self.device = torch.device(device)
-        generator = torch.Generator().manual_seed(seed)
+        self.device = torch.device(run.device)
+        generator = torch.Generator().manual_seed(run.seed_for("weights"))
         action_dim = int(np.prod(action_space.shape))
         self.policy = SquashedGaussianPolicy(obs_dim, action_space, config.hidden_sizes, generator).to(self.device)
         self.critic = TwinQ(obs_dim, action_dim, config.hidden_sizes, generator).to(self.device)
@@ -205,7 +197,7 @@ class SACLearner(Learner):
         self.critic_optimizer = torch.optim.Adam(self.critic_params, lr=config.q_lr, fused=True)
         self.policy_optimizer = torch.optim.Adam(self.policy_params, lr=config.policy_lr, fused=True)
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.policy_lr)
-        self.generator = torch.Generator(device=self.device).manual_seed(seed + 2)
+        self.generator = run.rng("learner")  # the actions sampled for the targets and the policy loss
         self.gradient_steps_taken = 0
 
     def _step(self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor], loss: torch.Tensor) -> None:
@@ -287,22 +279,22 @@ class SAC(Algorithm):
         super().__init__(config, run)
         run = self.run
         spec = msrl.envs.spec(config.env_id)
-        check_action_space(config.env_id, "sac", spec.action_space, (Box,))
-        obs_shape = tuple(spec.observation_space.shape)
+        action_space = check_action_space(config.env_id, "sac", spec.action_space, (Box,))
+        obs_shape = observation_shape(config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
-        self.actor = SACActor(obs_dim, spec.action_space, config, run.seed, run.device, run.data_seed)
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
+        self.actor = SACActor(obs_dim, action_space, config, run)
         self.buffer = ReplayBuffer(
             config.buffer_size,
             obs_shape,
-            *action_layout(spec.action_space),
+            *action_layout(action_space),
             batch_size=config.batch_size,
             num_batches=config.gradient_steps,
             learning_starts=config.learning_starts,
-            seed=run.data_seed + 2,
+            seed=run.seed_for("replay"),
             device=run.device,
         )
-        self.learner = SACLearner(obs_dim, spec.action_space, config, run.seed, run.device)
+        self.learner = SACLearner(obs_dim, action_space, config, run)
 
     def train_step(self) -> dict:
         # Collect: train_frequency steps of every environment, each into the replay buffer.

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from algorithms.ppo import FusedPPOLearner, PPOConfig, PPOLearner
-from msrl.core import Discrete
+from msrl.core import Discrete, RunInfo
 from msrl.rl import RolloutBatch
 
 
@@ -28,8 +28,9 @@ def test_fused_and_plain_learners_make_the_same_update(clip_vloss: bool) -> None
     config = PPOConfig(
         num_envs=16, num_steps=16, update_epochs=2, num_minibatches=4, clip_vloss=clip_vloss, ent_coef=0.01
     )
-    plain = PPOLearner(4, Discrete(3), config, seed=5, num_updates=10)
-    fused = FusedPPOLearner(4, Discrete(3), config, seed=5, num_updates=10)
+    run = RunInfo(seed=5, total_env_steps=10 * config.batch_size)  # 10 updates for the learning-rate schedule
+    plain = PPOLearner(4, Discrete(3), config, run)
+    fused = FusedPPOLearner(4, Discrete(3), config, run)
     probe = torch.randn(64, 4)
     with torch.no_grad():
         for a, b in zip(plain.net(probe), fused.net(probe)):
