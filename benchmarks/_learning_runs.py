@@ -1,0 +1,198 @@
+"""One run of one framework on one config for ``learning.py``: msrl through ``msrl.train``, SB3
+with rl-zoo's hyper-parameters, each recorded as a ``RunResult`` (training episodes, wall time,
+the final greedy returns) with its rolling-mean curve."""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+import statistics
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from _learning_specs import CONFIG_DIR, EVAL_SEED_OFFSET, WINDOW, ZOO_HYPERPARAMS, Spec
+
+
+# -- records ----------------------------------------------------------------------------------------
+@dataclass
+class EpisodeBatch:
+    """Training episodes that ended at one point: ``count`` episodes with mean return ``mean_return``
+    (SB3: one per episode; msrl: one per iteration), with the env steps and wall seconds so far."""
+
+    env_steps: int
+    wall_seconds: float
+    mean_return: float
+    count: int = 1
+
+
+@dataclass
+class CurvePoint:
+    env_steps: int
+    wall_seconds: float
+    rolling_return: float  # mean return of the last WINDOW episodes (fewer at the start)
+    episodes_seen: int
+
+
+@dataclass
+class RunResult:
+    """What one framework did with one seed on one config."""
+
+    config: str
+    framework: str
+    seed: int
+    env_steps: int
+    wall_seconds: float
+    eval_returns: list[float]
+    episodes: list[EpisodeBatch] = field(default_factory=list)
+
+    @property
+    def final_return(self) -> float:
+        return statistics.fmean(self.eval_returns) if self.eval_returns else float("nan")
+
+    def curve(self) -> list[CurvePoint]:
+        """The rolling mean of the last ``WINDOW`` training episodes after each batch."""
+        points: list[CurvePoint] = []
+        recent: deque[tuple[float, int]] = deque()
+        total = seen = 0
+        for batch in self.episodes:
+            recent.append((batch.mean_return, batch.count))
+            total += batch.count
+            seen += batch.count
+            while total - recent[0][1] >= WINDOW:
+                total -= recent.popleft()[1]
+            need, taken, acc = min(WINDOW, total), 0, 0.0
+            for value, count in reversed(recent):
+                k = min(count, need - taken)
+                acc, taken = acc + value * k, taken + k
+                if taken >= need:
+                    break
+            points.append(CurvePoint(batch.env_steps, batch.wall_seconds, acc / taken, seen))
+        return points
+
+    def reached(self, threshold: float) -> CurvePoint | None:
+        """The first point whose full window of ``WINDOW`` episodes averages at least ``threshold``."""
+        return next((p for p in self.curve() if p.episodes_seen >= WINDOW and p.rolling_return >= threshold), None)
+
+
+# -- msrl -------------------------------------------------------------------------------------------
+def msrl_overrides(seed: int, budget: int, eval_episodes: int, runs_dir: str) -> list[str]:
+    return [
+        f"seed={seed}",
+        f"total_env_steps={budget}",
+        f"runs_dir={runs_dir}",
+        f"eval_episodes={eval_episodes}",
+        "progress=false",
+        "checkpoint_every=0",
+    ]
+
+
+def run_msrl(config: str, seed: int, budget: int, eval_episodes: int, runs_dir: str) -> RunResult:
+    """``msrl.train`` as a user calls it; the curve comes from its per-iteration metrics, whose
+    ``wall_time`` is that iteration's seconds (summed here into wall seconds so far)."""
+    import msrl
+
+    stream = io.StringIO()
+    try:
+        run = msrl.train(
+            str(CONFIG_DIR / f"{config}.yaml"),
+            overrides=msrl_overrides(seed, budget, eval_episodes, runs_dir),
+            stream=stream,
+        )
+    except BaseException:
+        sys.stderr.write(stream.getvalue()[-4000:])
+        raise
+    result = RunResult(
+        config, "msrl", seed, int(run.env_steps), float(run.wall_time), [float(r) for r in run.evaluation.returns]
+    )
+    wall = 0.0
+    for record in run.metrics:
+        wall += float(record["wall_time"])
+        value = record.get("episode_return")
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            count = record.get("episodes", 1)
+            count = int(count) if isinstance(count, (int, float)) and count >= 1 else 1
+            result.episodes.append(EpisodeBatch(int(record["env_steps"]), wall, float(value), count))
+    return result
+
+
+def msrl_threads(loaded: Any) -> int:
+    """torch threads msrl trains with under this config: its fragments' ``cpus`` (1 for ``local``)."""
+    from policies import load_policy
+
+    return max(fragment.cpus for fragment in load_policy(loaded.run.policy).fragments)
+
+
+# -- Stable-Baselines3 ------------------------------------------------------------------------------
+def zoo_hyperparameters(spec: Spec) -> dict[str, Any]:
+    return copy.deepcopy(ZOO_HYPERPARAMS[(spec.zoo_file, spec.zoo_env)])
+
+
+def make_sb3_model(spec: Spec, seed: int) -> Any:
+    """The model rl-zoo's ExpManager builds for this entry: ``n_envs`` Monitor-wrapped envs in a
+    DummyVecEnv (make_vec_env), VecNormalize when ``normalize`` is set, the rest as model arguments."""
+    import stable_baselines3
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    params = zoo_hyperparameters(spec)
+    n_envs = int(params.pop("n_envs", 1))
+    params.pop("n_timesteps")  # the budget replaces it
+    normalize = params.pop("normalize", False)
+    env = make_vec_env(spec.env_id, n_envs=n_envs, seed=seed)
+    if normalize:
+        env = VecNormalize(env, **normalize_kwargs(params))
+    algorithm = getattr(stable_baselines3, spec.sb3_algo)
+    return algorithm(env=env, seed=seed, device="cpu", verbose=0, **params)
+
+
+def normalize_kwargs(params: dict[str, Any]) -> dict[str, Any]:
+    """rl-zoo passes the algorithm's gamma to VecNormalize when the entry sets one."""
+    return {"gamma": params["gamma"]} if "gamma" in params else {}
+
+
+def run_sb3(config: str, spec: Spec, seed: int, budget: int, eval_episodes: int, threads: int) -> RunResult:
+    """Train with ``learn(total_timesteps=budget)``, recording every training episode from the
+    Monitor wrapper's ``info["episode"]`` (raw returns, also under VecNormalize), then evaluate
+    greedily on ``eval_episodes`` fresh environments."""
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    torch.set_num_threads(threads)
+    model = make_sb3_model(spec, seed)
+    episodes: list[EpisodeBatch] = []
+    started = [0.0]
+
+    class EpisodeRecorder(BaseCallback):
+        def _on_step(self) -> bool:
+            for info in self.locals.get("infos", ()):
+                episode = info.get("episode")
+                if episode is not None:
+                    episodes.append(
+                        EpisodeBatch(int(self.num_timesteps), time.perf_counter() - started[0], float(episode["r"]))
+                    )
+            return True
+
+    started[0] = time.perf_counter()
+    model.learn(total_timesteps=budget, callback=EpisodeRecorder())
+    wall = time.perf_counter() - started[0]
+
+    eval_env = make_vec_env(spec.env_id, n_envs=eval_episodes, seed=seed + EVAL_SEED_OFFSET)
+    train_norm = model.get_vec_normalize_env()
+    if train_norm is not None:
+        eval_env = VecNormalize(
+            eval_env, training=False, norm_reward=False, **normalize_kwargs(zoo_hyperparameters(spec))
+        )
+        eval_env.obs_rms = copy.deepcopy(train_norm.obs_rms)
+    returns, _ = evaluate_policy(
+        model, eval_env, n_eval_episodes=eval_episodes, deterministic=True, return_episode_rewards=True
+    )
+    eval_env.close()
+    model.get_env().close()
+    return RunResult(config, "sb3", seed, int(model.num_timesteps), wall, [float(r) for r in returns], episodes)
