@@ -1,19 +1,18 @@
 """The ``msrl`` command line end to end, as subprocesses: train, a second run of
-the same name, eval, exact resume, graph, and bad input of every kind ending in
-one ``msrl: error:`` line with exit status 2 and nothing written.
+the same name, eval, exact resume, and bad input of every kind ending in one
+``msrl: error:`` line with exit status 2 and nothing written (``msrl graph`` is in
+``test_cli_graph.py``).
 
 Each subprocess spends most of its time importing torch, so the commands run in
 two concurrent waves from one module fixture and the tests check the results.
-Commands that need no process of their own (graph, eval, a second run of a name,
-bad input) run through ``msrl.app.main`` in this process meanwhile: the code the
+Commands that need no process of their own (eval, a second run of a name, bad
+input) run through ``msrl.app.main`` in this process meanwhile: the code the
 ``msrl`` command runs.  One config error and one checkpoint error also go through
 a real ``python -m msrl``, to check the exit status end to end.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -26,11 +25,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from cli_helpers import CONFIG, REPO, assert_one_error_line, explain, in_process
 
-from msrl.app import main
-
-REPO = Path(__file__).resolve().parents[2]
-CONFIG = "configs/ppo_cartpole.yaml"
 TIMEOUT_S = 240
 
 # The shipped config, as is but for a 4096-step budget.
@@ -79,17 +75,6 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def in_process(*args: str) -> subprocess.CompletedProcess:
-    """``msrl ARGS`` through ``msrl.app.main`` here: its exit status and what it printed."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exc:  # argparse's errors
-            code = exc.code
-    return subprocess.CompletedProcess(["msrl", *args], code, out.getvalue(), err.getvalue())
-
-
 def run_all(
     jobs: dict[str, list[str]], here: dict[str, list[str]] | None = None
 ) -> dict[str, subprocess.CompletedProcess]:
@@ -105,10 +90,6 @@ def run_all(
             finally:
                 os.chdir(cwd)
         return {**done, **{key: future.result() for key, future in futures.items()}}
-
-
-def explain(result: subprocess.CompletedProcess) -> str:
-    return f"exit {result.returncode}\nstdout:\n{result.stdout[-2000:]}\nstderr:\n{result.stderr[-2000:]}"
 
 
 def read_bytes(directory: Path) -> dict[str, bytes]:
@@ -170,7 +151,6 @@ BAD_CHECKPOINT = {
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     runs_dir, bad_runs = root / "runs", root / "bad_runs"
-    (root / "drawn").mkdir()
     at = ["--set", f"runs_dir={runs_dir}"]
 
     # A runs straight through in this process; B runs half in a subprocess and is resumed in another.
@@ -181,12 +161,6 @@ def runs(tmp_path_factory):
         },
         here={
             "A": ["train", CONFIG, *at, *SMALL, "--set", "name=A", "--set", f"total_env_steps={6 * PER_ITERATION}"],
-            "graph": [
-                "graph",
-                CONFIG,
-                "--out",
-                str(root / "drawn" / "fdg"),
-            ],  # not the default: that writes into the repo
         },
     )
     for key in ("short", "A", "B"):
@@ -219,7 +193,6 @@ def runs(tmp_path_factory):
         here[name] = [*argv, "--set", f"runs_dir={bad_runs}"]
     for name, (command, file) in BAD_CHECKPOINT.items():
         here[name] = ["train", "--resume", str(victim / file)] if command == "train" else ["eval", str(victim / file)]
-    here["graph to a missing directory"] = ["graph", CONFIG, "--out", str(root / "no_such_dir" / "fdg")]
     # Exact resume across processes, and one error of each kind through a real ``python -m msrl``.
     jobs = {
         "B resume": [
@@ -301,25 +274,15 @@ def test_same_name_gets_a_new_directory(runs):
 
 
 # -- bad input --------------------------------------------------------------------------------------------
-def _assert_one_error_line(result, words):
-    assert result.returncode == 2, explain(result)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, explain(result)
-    assert lines[0].startswith("msrl: error: "), explain(result)
-    for word in words:
-        assert word in lines[0], (word, lines[0])
-    assert result.stdout == ""
-
-
 @pytest.mark.parametrize("name", list(BAD_CONFIG))
 def test_bad_config_is_one_error_line(runs, name):
-    _assert_one_error_line(runs[name], BAD_CONFIG[name][1])
+    assert_one_error_line(runs[name], BAD_CONFIG[name][1])
 
 
 @pytest.mark.parametrize("name", list(BAD_CHECKPOINT))
 def test_bad_checkpoint_is_one_error_line(runs, name):
     file = BAD_CHECKPOINT[name][1]
-    _assert_one_error_line(runs[name], ["checkpoint", str(runs["victim"] / file), "corrupt"])
+    assert_one_error_line(runs[name], ["checkpoint", str(runs["victim"] / file), "corrupt"])
 
 
 def test_failed_commands_write_nothing(runs):
@@ -360,64 +323,3 @@ def test_resume_is_exact(runs):
         assert row_a.get("episode_return") == row_b.get("episode_return")
     assert rows_b[:3] == runs["B before resume"]  # the first three records are kept as written
     assert sorted(p.name for p in runs_dir.iterdir()) >= ["A", "B"] and not (runs_dir / "B_2").exists()
-
-
-# -- graph -------------------------------------------------------------------------------------------------
-def test_graph_prints_the_nodes(runs):
-    result = runs["graph"]
-    assert result.returncode == 0, explain(result)
-    for name in (
-        "env.observe",
-        "actor.act",
-        "env.step",
-        "buffer.insert",
-        "actor.value",
-        "buffer.drain",
-        "learner.learn",
-        "learner.get_weights",
-        "actor.set_weights",
-        "output",
-    ):
-        assert f"%{name} = " in result.stdout, name
-    steps = SHIPPED["algo"]["num_steps"]
-    loop = f"loop loop0: {steps} iterations of actor.act, env.step, buffer.insert  # algorithms/ppo.py:"
-    assert loop in result.stdout
-    assert (
-        "FDG for policy 'local'" in result.stdout
-        and "fragment local: 1 x [env, actor, buffer, learner]" in result.stdout
-    )
-
-
-def test_graph_writes_dot_and_png(runs):
-    result, drawn = runs["graph"], runs["root"] / "drawn"
-    assert result.returncode == 0, explain(result)
-    assert sorted(p.name for p in drawn.iterdir()) == ["fdg.dot", "fdg.png"]
-    assert result.stdout.strip().splitlines()[-1] == f"wrote {drawn / 'fdg'}.dot and {drawn / 'fdg'}.png"
-    dot = (drawn / "fdg.dot").read_text()
-    assert dot.startswith('digraph "fdg_local" {') and 'subgraph "cluster_local" {' in dot
-    assert '"learner.learn" [label="learner.learn"' in dot and '"env.step" [label="env.step [loop]"' in dot
-    png = (drawn / "fdg.png").read_bytes()
-    assert png[:4] == b"\x89PNG" and len(png) > 20_000
-
-
-def test_graph_to_a_missing_directory_is_one_error_line(runs):
-    missing = runs["root"] / "no_such_dir"
-    _assert_one_error_line(
-        runs["graph to a missing directory"], ["--out", "output directory", str(missing), "does not exist"]
-    )
-    assert not missing.exists()
-
-
-def test_graph_default_prefix_is_the_policy_name(tmp_path, monkeypatch, capsys):
-    # In process (plan() starts nothing): the files land in the current directory.
-    monkeypatch.chdir(tmp_path)
-    config = REPO / CONFIG
-    assert main(["graph", str(config), "--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "wrote fdg_local.dot and fdg_local.png"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fdg_local.dot", "fdg_local.png"]
-    policy = (
-        "policy={fragments: [{name: rollout, components: [env, actor, buffer], replicas: 2}, "
-        "{name: learn, components: [learner]}]}"
-    )
-    assert main(["graph", str(config), "--set", policy, "--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]) == 0
-    assert "gather, per_iteration" in (tmp_path / "fdg_custom.dot").read_text()
