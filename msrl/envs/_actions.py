@@ -47,8 +47,9 @@ class ActionCheck:
 
     def __init__(self, env_id: str, space: Space, num_envs: int, arrays: ArrayBackend, *, exact: bool = False) -> None:
         self.env_id, self.space, self.num_envs, self.arrays, self.exact = env_id, space, num_envs, arrays, exact
+        self._n = 0  # Discrete's number of actions
         if isinstance(space, Discrete):
-            self._discrete = True
+            self._discrete, self._n = True, space.n
             self.shapes: tuple[tuple[int, ...], ...] = ((num_envs,),)
             self._values = "0 or 1" if space.n == 2 else f"integers in [0, {space.n - 1}]"
             self._expected = f"shape ({num_envs},) with values in " + (
@@ -79,7 +80,7 @@ class ActionCheck:
     def _check_discrete(self, a: Array, kind: str) -> Array:
         if kind not in "biuf":
             raise EnvError(f"{self.env_id} actions must be integers {self._values}, got dtype {a.dtype}")
-        if self._validate and not self.arrays.discrete_ok(a, kind, self.space.n):
+        if self._validate and not self.arrays.discrete_ok(a, kind, self._n):
             raise EnvError(f"{self.env_id} actions must be {self._values}, got values in {self.arrays.value_range(a)}")
         if self.exact:
             return self.arrays.contiguous(a, "int64")

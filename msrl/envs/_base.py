@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 import torch
 
-from msrl.core import Batched, CheckpointError, ConfigError, EnvError, Environment, Space
+from msrl.core import Batched, CheckpointError, ConfigError, EnvError, Environment
 from msrl.envs._actions import ActionCheck
 from msrl.envs._arrays import Array, ArrayBackend, Rows
 from msrl.envs._episodes import EpisodeTracker
@@ -243,8 +243,10 @@ class BatchedEnv(Environment):
             self.env_id, self.action_space, self.num_envs, self.arrays, exact=self.dynamics.exact_actions
         )
 
-    def spaces(self) -> tuple[Space, Space]:
-        """``(observation_space, action_space)``; override when they depend on constants."""
+    def spaces(self) -> tuple[Any, Any]:
+        """``(observation_space, action_space)``; override when they depend on constants.  Each is
+        a ``Space``, or for a multi-agent environment a dict group -> ``Space`` (``msrl.Environment``'s
+        contract, which its annotation, one ``Space``, does not spell out)."""
         cls = type(self)
         return cls.observation_space, cls.action_space
 

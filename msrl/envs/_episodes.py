@@ -12,6 +12,8 @@ multi-agent batch, shared by ``MultiAgentEnv`` and the PettingZoo adapter.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -202,11 +204,10 @@ class GroupEpisodes:
 
     def record(self, rewards: Mapping[str, Array], rows: Rows) -> None:
         """One step: per group the mean of its agents' rewards, overall the mean of all."""
-        total: Array | None = None
-        for name, reward in rewards.items():
-            group_sum = reward.sum(1)
+        sums = {name: reward.sum(1) for name, reward in rewards.items()}
+        for name, group_sum in sums.items():
             self.groups[name].record(group_sum / self.group_sizes[name], rows)
-            total = group_sum if total is None else total + group_sum
+        total = functools.reduce(operator.add, sums.values())  # ((a + b) + c): the groups' order
         self.overall.record(total / self.num_agents, rows)
 
     def discard(self, mask: Array | None = None) -> None:

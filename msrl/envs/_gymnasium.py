@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from msrl.core import Batched, Box, CheckpointError, ConfigError, Discrete, Environment, Space
+from msrl.core import Batched, Box, CheckpointError, ConfigError, Discrete, Environment
 from msrl.envs._actions import ActionCheck
 from msrl.envs._base import check_num_envs
 from msrl.envs._episodes import EpisodeTracker
@@ -66,8 +66,10 @@ def ids() -> list[str]:
     return sorted(gym.envs.registry) if gym is not None else []
 
 
-def _msrl_space(env_id: str, what: str, space: Any) -> Space:
+def _msrl_space(env_id: str, what: str, space: Any) -> Box | Discrete:
     gym = _gymnasium()
+    if gym is None:  # the space came from gymnasium (or PettingZoo, which needs it)
+        raise ConfigError(f"{env_id}: reading a gymnasium space needs gymnasium: pip install gymnasium")
     if isinstance(space, gym.spaces.Discrete):
         return Discrete(int(space.n))
     if isinstance(space, gym.spaces.Box):
@@ -120,6 +122,7 @@ class GymnasiumEnv(Environment):
         self._obs_offset = int(getattr(single_obs, "start", 0))
         self._action_offset = int(getattr(single_act, "start", 0))
         self._action_dtype = np.int64 if isinstance(self.action_space, Discrete) else single_act.dtype
+        self._action_shape: tuple[int, ...] = tuple(getattr(self.action_space, "shape", ()))  # a Box's
         self._arrays = NumpyArrays()
         self._check_action = ActionCheck(env_id, self.action_space, self.num_envs, self._arrays)
         self._episodes = EpisodeTracker(self._arrays, self.num_envs)
@@ -148,7 +151,7 @@ class GymnasiumEnv(Environment):
     def _to_gymnasium(self, action: np.ndarray) -> np.ndarray:
         if isinstance(self.action_space, Discrete):
             return np.asarray(action, dtype=np.int64) + self._action_offset
-        return np.asarray(action, dtype=self._action_dtype).reshape(self.num_envs, *self.action_space.shape)
+        return np.asarray(action, dtype=self._action_dtype).reshape(self.num_envs, *self._action_shape)
 
     # -- Environment API ---------------------------------------------------------
     def reset(self, seed: int | None = None) -> Batched:

@@ -70,10 +70,14 @@ class KernelEnv(Protocol):
     """What kernel dynamics read of the environment they step (``BatchedEnv`` has it all):
     this module knows environments only through it, so that ``_base`` can import it."""
 
-    env_id: str
-    kernel: str | None
     num_envs: int
     arrays: ArrayBackend
+
+    @property
+    def env_id(self) -> str: ...
+
+    @property
+    def kernel(self) -> str | None: ...
 
     @property
     def physics(self) -> Mapping[str, Any]: ...

@@ -31,7 +31,7 @@ class NumpyRNG:
         self.generator.bit_generator.state = np.random.default_rng(seed).bit_generator.state
 
     def state_dict(self) -> dict[str, Any]:
-        return self.generator.bit_generator.state  # a nested dict of str/int
+        return dict(self.generator.bit_generator.state)  # a nested dict of str/int (numpy types it a Mapping)
 
     def load_state_dict(self, state: Any) -> None:
         try:
@@ -107,7 +107,9 @@ class NumpyArrays(ArrayBackend):
     def empty(self, shape: tuple[int, ...], kind: str) -> np.ndarray:
         return np.empty(shape, self._np(kind))
 
-    def step_outputs(self, num_envs: int, obs_shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    def step_outputs(
+        self, num_envs: int, obs_shape: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         f32 = np.float32  # written out: this runs every step, and a small batch feels every call
         return (
             np.empty((num_envs, *obs_shape), f32),

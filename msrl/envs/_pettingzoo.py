@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from msrl.core import AgentGroup, Batched, CheckpointError, ConfigError, Discrete, Environment, Space
+from msrl.core import AgentGroup, Batched, Box, CheckpointError, ConfigError, Discrete, Environment, Space
 from msrl.envs._base import check_num_envs
 from msrl.envs._episodes import GroupEpisodes
 from msrl.envs._gymnasium import _msrl_space, _restart_seed
@@ -96,6 +96,9 @@ class PettingZooEnv(Environment):
         >>> obs["adversary"].shape, rewards["agent"].shape
         ((2, 3, 16), (2, 1))
     """
+
+    observation_space: dict[str, Space]  # type: ignore[assignment]  # a dict per group, by msrl.Environment's
+    action_space: dict[str, Space]  # type: ignore[assignment]  # multi-agent contract (its annotation: one Space)
 
     def __init__(
         self,
@@ -168,17 +171,17 @@ class PettingZooEnv(Environment):
             self._action_offset[name] = int(getattr(act_space, "start", 0))
             self._action_dtype[name] = np.dtype(act_space.dtype)
         self.num_agents = sum(len(agents) for agents in members.values())
-        self.observation_space: dict[str, Space] = {name: g.observation_space for name, g in self.groups.items()}
-        self.action_space: dict[str, Space] = {name: g.action_space for name, g in self.groups.items()}
+        self.observation_space = {name: g.observation_space for name, g in self.groups.items()}
+        self.action_space = {name: g.action_space for name, g in self.groups.items()}
 
     # -- conversions ---------------------------------------------------------------
     def _new_obs(self) -> dict[str, np.ndarray]:
-        out = {}
+        out: dict[str, np.ndarray] = {}
         for name, group in self.groups.items():
             space = group.observation_space
             if isinstance(space, Discrete):
                 out[name] = np.zeros((self.num_envs, group.num_agents), np.int64)
-            else:
+            elif isinstance(space, Box):
                 out[name] = np.zeros((self.num_envs, group.num_agents, *space.shape), np.float32)
         return out
 
@@ -197,7 +200,7 @@ class PettingZooEnv(Environment):
 
     def _to_pettingzoo(self, i: int, actions: dict[str, np.ndarray], live: Iterable[Any]) -> dict[Any, Any]:
         """Copy ``i``'s actions for the agents still playing, in PettingZoo's types."""
-        out = {}
+        out: dict[Any, Any] = {}
         playing = set(live)
         for name, agents in self._members.items():
             space = self.groups[name].action_space
@@ -207,7 +210,7 @@ class PettingZooEnv(Environment):
                 value = actions[name][i, k]
                 if isinstance(space, Discrete):
                     out[agent] = int(value) + self._action_offset[name]
-                else:
+                elif isinstance(space, Box):
                     out[agent] = np.asarray(value, dtype=self._action_dtype[name]).reshape(space.shape)
         return out
 

@@ -239,7 +239,7 @@ class NumpyTag(Physics[TagBase]):
         # once, then each group's rows are copied out: half the calls of a pass per group.
         for rows in env_chunks(n, N * N * (48 if nearest_only else 40), self.chunk_bytes):
             delta = position[rows, :, None, :] - position[rows, :, :, None]  # (c, 2, N, N): j's minus i's
-            if nearest_only:
+            if far is not None:  # nearest_only
                 square = delta * delta
                 d = np.add(square[:, 0], square[:, 1], out=square[:, 0])
                 d += far[rows, None, :]

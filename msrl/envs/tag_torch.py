@@ -158,7 +158,7 @@ class TorchTag(Physics[TagBase]):
         far = torch.where(active > 0, self._zero, self._inf) if nearest_only else None
         for rows in self.env_chunks(n, N * N * (48 if nearest_only else 40), self.chunk_bytes):
             delta = position[rows, :, None, :] - position[rows, :, :, None]  # (c, 2, N, N): j's minus i's
-            if nearest_only:
+            if far is not None:  # nearest_only
                 square = delta * delta
                 d = (square[:, 0] + square[:, 1]).add_(far[rows, None, :])
                 d[:, self._agents, self._agents] = math.nan  # self: after every other, inactive ones too
