@@ -57,6 +57,7 @@ from msrl.rl import (
     linear_lr,
     load_generator_state,
     normalize_advantages,
+    obs_stats_weights,
     observation_shape,
     ppo_epochs,
     ppo_losses,
@@ -231,8 +232,8 @@ class PPOLearner(Learner):
 
     def get_weights(self) -> Global:
         weights: dict[str, Any] = copy_weights(self.net)
-        if self.obs_stats is not None:
-            weights[OBS_STATS] = self.obs_stats.state_dict()
+        if self.obs_stats is not None:  # flat entries beside the weights: nothing nested crosses to the actors
+            weights.update(obs_stats_weights(self.obs_stats))
         return weights
 
     def state_dict(self) -> dict[str, Any]:

@@ -5,7 +5,7 @@ running mean/std normalisation, PPO's update (``clipped_surrogate``, ``ppo_epoch
 and its fused fast path (``TwinMLP``, ``ppo_losses``, ``clip_grad_norm_``).  The rollout buffer
 takes agent groups, so PPO and MAPPO share it.  Algorithms import them instead of copying them."""
 
-from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, action_head
+from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, action_head, obs_stats_weights
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, sample_categorical
 from msrl.rl._clip import clip_grad_norm_
 from msrl.rl._gae import gae, normalize_advantages
@@ -64,6 +64,7 @@ __all__ = [
     "mlp",
     "normalize_advantages",
     "nstep_returns",
+    "obs_stats_weights",
     "observation_shape",
     "orthogonal_",
     "polyak_update_",

@@ -79,7 +79,15 @@ class ActorCritic(nn.Module):
 
 
 OBS_STATS = "obs_stats"
-"""The key under which a learner's weights carry its observation statistics to the actors."""
+"""The prefix under which a learner's weights carry its observation statistics to the actors
+(``obs_stats.mean``, ``obs_stats.var``, ``obs_stats.count``), so the weights stay one flat mapping
+that any transport between fragments can carry."""
+
+
+def obs_stats_weights(stats: RunningMeanStd) -> dict[str, Any]:
+    """``stats`` as entries of a learner's flat weights (keys prefixed ``OBS_STATS + "."``), which
+    ``ActorCriticActor.set_weights`` reads back."""
+    return {f"{OBS_STATS}.{key}": value for key, value in stats.state_dict().items()}
 
 
 class ActorCriticActor(Actor):
@@ -88,10 +96,11 @@ class ActorCriticActor(Actor):
     With ``normalize_obs`` the actor standardises every observation it is given (``act``,
     ``value``, ``greedy``: all take raw observations) by running statistics it does not update
     itself: they come from the learner with the weights (``set_weights`` takes the learner's
-    weights plus ``{OBS_STATS: RunningMeanStd.state_dict()}``), the learner folding in each batch
+    weights plus ``obs_stats_weights(statistics)``), the learner folding in each batch
     after learning from it.  So the network and the statistics it was trained with travel
     together, and every actor copy of every distribution policy normalises alike (per-copy
     statistics drift apart: BENCHMARKS.md, "Matrix").  The buffer stores raw observations.
+    (The statistics travel as flat entries of the weights: ``obs_stats_weights``.)
     """
 
     def __init__(
@@ -126,10 +135,10 @@ class ActorCriticActor(Actor):
         return self.net.head.mode(self.net(self._obs(obs))[0])
 
     def set_weights(self, weights: dict[str, Any]) -> NoValue:
-        weights = dict(weights)
-        stats = weights.pop(OBS_STATS, None)
-        self.net.load_state_dict(weights)
-        if stats is not None and self.obs_stats is not None:
+        prefix = OBS_STATS + "."
+        stats = {key.removeprefix(prefix): value for key, value in weights.items() if key.startswith(prefix)}
+        self.net.load_state_dict({key: value for key, value in weights.items() if not key.startswith(prefix)})
+        if stats and self.obs_stats is not None:
             self.obs_stats.load_state_dict(stats)
 
     def state_dict(self) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from torch.distributions import Categorical, Normal, TanhTransform, TransformedD
 
 from msrl.core import Box, Discrete
 from msrl.rl import (
-    OBS_STATS,
     ActorCritic,
     ActorCriticActor,
     CategoricalHead,
@@ -28,6 +27,7 @@ from msrl.rl import (
     gaussian_entropy,
     gaussian_log_prob,
     nstep_returns,
+    obs_stats_weights,
     polyak_update_,
     sample_tanh_gaussian,
     vtrace,
@@ -531,7 +531,7 @@ def test_actor_critic_actor_normalizes_with_the_statistics_it_is_sent() -> None:
     data = rng.normal([1.0, -5.0, 20.0], [0.5, 2.0, 10.0], size=(40, 3))
     stats = RunningMeanStd((3,))
     stats.update(torch.as_tensor(data))
-    actor.set_weights({**actor.net.state_dict(), OBS_STATS: stats.state_dict()})
+    actor.set_weights({**actor.net.state_dict(), **obs_stats_weights(stats)})
     raw = rng.normal([1.0, -5.0, 20.0], [0.5, 2.0, 10.0], size=(6, 3))
     normalised = torch.as_tensor(
         np.clip((raw - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), -10, 10), dtype=torch.float32
@@ -571,7 +571,7 @@ def test_actor_critic_actor_state_dict_round_trip() -> None:
     g = _gen(5)
     stats = RunningMeanStd((3,))
     stats.update(torch.randn(8, 3, generator=g) * 3 + 1)
-    a.set_weights({**a.net.state_dict(), OBS_STATS: stats.state_dict()})
+    a.set_weights({**a.net.state_dict(), **obs_stats_weights(stats)})
     a.act(torch.randn(8, 3, generator=g) * 3 + 1)
     b = ActorCriticActor(ActorCritic(3, space, hidden=16, seed=9), seed=2, normalize_obs=True, obs_shape=(3,))
     b.load_state_dict(copy.deepcopy(a.state_dict()))
@@ -590,3 +590,21 @@ def test_normalize_advantages_matches_the_formula_and_keeps_a_single_sample() ->
     assert torch.allclose(normalize_advantages(adv), expected)
     one = torch.tensor([3.5])
     assert torch.equal(normalize_advantages(one), one)  # the std of one value is NaN
+
+
+def test_weights_carry_the_statistics_as_flat_entries() -> None:
+    """The learner's weights with its observation statistics are one flat mapping (what may cross
+    a fragment cut), and the actor reads network and statistics back from it."""
+    learner_net = ActorCritic(3, BOX, hidden=16, seed=4)
+    stats = RunningMeanStd((3,))
+    stats.update(torch.randn(10, 3, generator=_gen(0)) * 4 + 2)
+    weights = {**learner_net.state_dict(), **obs_stats_weights(stats)}
+    assert all(isinstance(value, (torch.Tensor, int, float)) for value in weights.values())
+    assert {"obs_stats.mean", "obs_stats.var", "obs_stats.count"} <= set(weights)
+    actor = ActorCriticActor(ActorCritic(3, BOX, hidden=16, seed=0), seed=1, normalize_obs=True, obs_shape=(3,))
+    actor.set_weights(weights)
+    assert all(torch.equal(a, b) for a, b in zip(actor.net.state_dict().values(), learner_net.state_dict().values()))
+    assert torch.equal(actor.obs_stats.mean, stats.mean) and actor.obs_stats.count == 10
+    plain = ActorCriticActor(ActorCritic(3, BOX, hidden=16, seed=0), seed=1)
+    plain.set_weights(weights)  # an actor without normalisation takes the network and ignores the statistics
+    assert plain.obs_stats is None
