@@ -1,173 +1,38 @@
-"""Tag-v0 on NumPy and torch: each rule of ``msrl.envs.tag`` on hand-built states, a
-per-agent reference of the rules against the vectorised step and observations (the
-nearest-others selection included, ties and inactive agents too, on both its
-code paths), the backends step for step, resets, checkpoints, chunking and its
-memory bound, and the constructor's checks."""
+"""Tag-v0 on NumPy and torch: each rule of ``msrl.envs.tag`` on hand-built states (movement,
+edges, tagging, termination, truncation, the observation layout and the nearest-others
+selection with ties and inactive agents), and the constructor's checks.  The per-agent
+reference and the backends step for step are ``test_env_tag_reference.py``."""
 
 from __future__ import annotations
 
-import io
 import math
-import tracemalloc
 
 import numpy as np
 import pytest
 import torch
+from _tag_reference import (  # tests/unit: pytest puts a test's directory on sys.path
+    BACKENDS,
+    NOOP,
+    TWO_PI,
+    close,
+    make,
+    np_,
+    obs_rows,
+    reference_obs,
+    split,
+    state,
+    step,
+)
 
 import msrl
 import msrl.envs
 from msrl import ConfigError, EnvError
-from msrl.envs.consistency import check_consistency
 from msrl.envs.tag import Tag
-
-TWO_PI = 2 * math.pi
-NOOP = 7  # acceleration level 1 of 3 (0.0) and turn level 2 of 5 (0.0) with the default constants
-BACKENDS = {
-    "numpy": {"backend": "numpy"},
-    "torch-f64": {"backend": "torch", "dtype": torch.float64},
-    "torch-f32": {"backend": "torch", "dtype": torch.float32},
-}
-
-
-def np_(x):
-    if isinstance(x, dict):
-        return {k: np_(v) for k, v in x.items()}
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-
-
-def make(num_envs: int = 1, backend: str = "numpy", seed: int = 0, **kwargs) -> Tag:
-    return msrl.envs.make("Tag-v0", num_envs=num_envs, seed=seed, **BACKENDS[backend], **kwargs)
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request):
     return request.param
-
-
-def close(backend: str) -> dict:
-    """Exact on NumPy and float64 torch (up to a 1-ulp cos/sin), float32 rounding otherwise."""
-    return {"rtol": 2e-6, "atol": 2e-6} if backend == "torch-f32" else {"rtol": 1e-12, "atol": 1e-12}
-
-
-def state(x, y, speed=None, heading=None, active=None, t=0.0) -> np.ndarray:
-    """One environment's state row from per-agent lists."""
-    n = len(x)
-    speed = [0.0] * n if speed is None else speed
-    heading = [0.0] * n if heading is None else heading
-    active = [1.0] * n if active is None else active
-    return np.array([[*x, *y, *speed, *heading, *active, t]], dtype=np.float64)
-
-
-def actions(env: Tag, agents: list[int]) -> dict:
-    T = env.num_taggers
-    return {"taggers": np.array([agents[:T]]), "runners": np.array([agents[T:]])}
-
-
-def step(env: Tag, agents: list[int]):
-    obs, rewards, terminated, truncated = env.step(actions(env, agents))
-    reward = np.concatenate([np_(rewards["taggers"]), np_(rewards["runners"])], 1)[0]
-    return np_(obs), reward, float(np_(terminated)[0]), float(np_(truncated)[0])
-
-
-def split(env: Tag, row: np.ndarray) -> list[np.ndarray]:
-    N = env.num_agents
-    return [row[k * N : (k + 1) * N] for k in range(5)] + [row[5 * N]]
-
-
-# -- a per-agent reference of the rules, written from the module docstring ----------------
-
-
-def levels(n: int, low: float, high: float) -> list[float]:
-    return [low + (k * (high - low)) / (n - 1) for k in range(n)] if n > 1 else [low]
-
-
-def reference_step(env: Tag, row: np.ndarray, acts: list[int]) -> tuple[np.ndarray, list[float], bool]:
-    T, N, W = env.num_taggers, env.num_agents, env.world_size
-    x, y, speed, heading, active, t = (list(v) if k < 5 else v for k, v in enumerate(split(env, row)))
-    acc_levels = levels(env.num_acceleration_levels, env.min_acceleration, env.max_acceleration)
-    turn_levels = levels(env.num_turn_levels, env.min_turn, env.max_turn)
-    was_active = [a > 0 for a in active]
-    reward = [0.0] * N
-    for i in range(N):
-        if not was_active[i]:
-            continue
-        a = acts[i]
-        h = heading[i] + turn_levels[a % env.num_turn_levels]
-        heading[i] = h - TWO_PI * np.floor(h / TWO_PI)
-        top = env.tagger_max_speed if i < T else env.runner_max_speed
-        speed[i] = min(max(speed[i] + acc_levels[a // env.num_turn_levels], 0.0), top)
-        nx = x[i] + speed[i] * np.cos(np.float64(heading[i]))
-        ny = y[i] + speed[i] * np.sin(np.float64(heading[i]))
-        x[i], y[i] = min(max(nx, 0.0), W), min(max(ny, 0.0), W)
-        reward[i] = env.edge_hit_penalty if (x[i] != nx or y[i] != ny) else 0.0
-        reward[i] += env.step_penalty_for_tagger if i < T else env.step_reward_for_runner
-    count = [0] * T
-    for r in range(T, N):
-        if not was_active[r]:
-            continue
-        near = [
-            k for k in range(T) if was_active[k] and (x[r] - x[k]) ** 2 + (y[r] - y[k]) ** 2 <= env.tagging_distance**2
-        ]
-        for k in near:
-            count[k] += 1
-        if near:
-            reward[r] += env.tag_penalty_for_runner
-            if env.runner_exits_game_after_tagged:
-                active[r] = 0.0
-    for k in range(T):
-        reward[k] += count[k] * env.tag_reward_for_tagger
-    t += 1
-    for r in range(T, N):
-        if active[r] > 0 and t == env.max_episode_steps:
-            reward[r] += env.end_of_game_reward_for_runner
-    new = np.array([*x, *y, *speed, *heading, *active, t])
-    return new, reward, not any(active[r] > 0 for r in range(T, N))
-
-
-def reference_obs(env: Tag, row: np.ndarray) -> np.ndarray:
-    """``(N, 7 + 5 M)`` float32 observations of one environment."""
-    T, N, W, M = env.num_taggers, env.num_agents, env.world_size, env.observed
-    x, y, speed, heading, active, t = split(env, row)
-    top = [env.tagger_max_speed if i < T else env.runner_max_speed for i in range(N)]
-    out = []
-    for i in range(N):
-        feats = [
-            x[i] / W,
-            y[i] / W,
-            speed[i] / top[i],
-            np.cos(heading[i]),
-            np.sin(heading[i]),
-            active[i],
-            t / env.max_episode_steps,
-        ]
-        others = [j for j in range(N) if j != i]
-        if M < N - 1:
-            keys = {j: ((x[j] - x[i]) ** 2 + (y[j] - y[i]) ** 2 if active[j] > 0 else math.inf, j) for j in others}
-            others = sorted(others, key=keys.__getitem__)[:M]
-        for j in others:
-            feats += [(x[j] - x[i]) / W, (y[j] - y[i]) / W, speed[j] / top[j], float(j < T), active[j]]
-        out.append(feats)
-    return np.array(out, dtype=np.float32)
-
-
-def random_states(env: Tag, rng: np.random.Generator, grid: float = 0.5) -> np.ndarray:
-    """Positions on a grid (so distances tie), some runners inactive, some agents on the edges."""
-    n, N, T, W = env.num_envs, env.num_agents, env.num_taggers, env.world_size
-    out = np.zeros((n, 5 * N + 1))
-    out[:, : 2 * N] = np.round(rng.uniform(0, W, (n, 2 * N)) / grid) * grid
-    out[:, 2 * N : 3 * N] = rng.uniform(0, 1.0, (n, N))
-    out[:, 3 * N : 4 * N] = rng.uniform(0, TWO_PI, (n, N))
-    out[:, 4 * N : 5 * N] = 1.0
-    out[:, 4 * N + T : 5 * N] = rng.random((n, N - T)) < 0.7
-    out[:, 5 * N] = rng.integers(0, env.max_episode_steps, n)  # the last step's bonus included
-    return out
-
-
-def obs_rows(obs: dict, e: int) -> np.ndarray:
-    return np.concatenate([np_(obs["taggers"])[e], np_(obs["runners"])[e]])
-
-
-# -- spaces, registry, constants -------------------------------------------------------
 
 
 def test_spaces_registry_and_kernel_defines():
@@ -413,134 +278,3 @@ def test_nearest_others_break_ties_by_index_and_put_inactive_last(backend):
     np.testing.assert_allclose(r5[:, :2], [[-0.4, -0.4], [-0.3, -0.4], [-0.4, -0.3]], rtol=1e-6)  # tagger, r1, r2
     np.testing.assert_array_equal(r5[:, 4], [1.0, 0.0, 0.0])
     np.testing.assert_allclose(obs_rows(obs, 0), reference_obs(env, row[0]), **close(backend))
-
-
-@pytest.mark.parametrize("num_runners, num_observed", [(7, 3), (47, 5)])  # a full sort, then the partition path
-def test_observations_match_the_reference(backend, num_runners, num_observed):
-    env = make(6, backend, num_taggers=3, num_runners=num_runners, num_observed=num_observed)
-    rng = np.random.default_rng(num_runners)
-    states = random_states(env, rng, grid=1.0)
-    states[0, 4 * env.num_agents + 3 : 5 * env.num_agents] = 0.0  # every runner out: inactive ones fill the places
-    env.set_state(states)
-    obs = env.observe()
-    for e in range(env.num_envs):
-        np.testing.assert_allclose(obs_rows(obs, e), reference_obs(env, states[e]), **close(backend))
-
-
-def test_step_matches_the_reference():
-    env = make(5, num_taggers=2, num_runners=4, tagging_distance=2.5, max_episode_steps=6)
-    rng = np.random.default_rng(1)
-    for _ in range(12):
-        before = random_states(env, rng)
-        env.set_state(before)  # a new episode: the time limit stays far
-        acts = {g: rng.integers(0, 15, (5, grp.num_agents)) for g, grp in env.groups.items()}
-        obs, rewards, terminated, _ = env.step(acts)
-        after = env.get_state()
-        for e in range(5):
-            new, reward, term = reference_step(env, before[e], [*acts["taggers"][e], *acts["runners"][e]])
-            np.testing.assert_array_equal(
-                np.concatenate([rewards["taggers"][e], rewards["runners"][e]]), np.float32(reward)
-            )
-            assert terminated[e] == term
-            if not term:  # else it restarted
-                np.testing.assert_allclose(after[e], new, rtol=1e-15, atol=1e-15)
-                np.testing.assert_allclose(obs_rows(obs, e), reference_obs(env, new), rtol=1e-6, atol=1e-7)
-
-
-# -- backends, resets, checkpoints, chunks -----------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {},
-        {"num_observed": 3, "runner_exits_game_after_tagged": False},
-        {"num_taggers": 4, "num_runners": 36, "num_observed": 6, "tagging_distance": 2.0, "max_episode_steps": 30},
-    ],
-)
-def test_numpy_and_torch_agree_step_for_step(kwargs):
-    ref = make(8, "numpy", seed=1, **kwargs)
-    exact = check_consistency(ref, make(8, "torch-f64", seed=2, **kwargs), 80, seed=3)
-    assert exact.ok, exact
-    # float32: small rounding; a threshold met within rounding (an edge, the tagging distance,
-    # two equal distances) may rarely decide differently, so a few values may differ more.
-    single = check_consistency(
-        ref, make(8, "torch-f32", seed=2, **kwargs), 80, seed=3, atol=1e-5, rtol=1e-5, resync_every=1
-    )
-    compared = 80 * 8 * ref.num_agents * (7 + 5 * ref.observed)
-    assert single.tolerance_violations["obs"] <= 1e-4 * compared, single
-    assert single.tolerance_violations["reward"] <= 2 and single.flag_mismatch_fraction <= 1e-3, single
-
-
-def test_reset_distribution(backend):
-    kwargs = {"num_taggers": 2, "num_runners": 3, "world_size": 6.0}
-    env = make(400, backend, seed=3, **kwargs)
-    x, y, speed, heading, active, t = split(env, np_(env.get_state()).T)
-    for values, high in ((x, 6.0), (y, 6.0), (heading, TWO_PI)):
-        assert values.min() >= 0 and values.max() < high
-        assert abs(values.mean() - high / 2) < 0.03 * high and abs(values.std() - high / math.sqrt(12)) < 0.03 * high
-    assert (speed == 0).all() and (active == 1).all() and (t == 0).all()
-    assert not np.array_equal(np_(make(400, backend, seed=4, **kwargs).get_state()), np_(env.get_state()))
-    np.testing.assert_array_equal(np_(make(400, backend, seed=3, **kwargs).get_state()), np_(env.get_state()))
-
-
-def rollout(env: Tag, steps: int, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(steps):
-        acts = {g: rng.integers(0, 15, (env.num_envs, grp.num_agents)) for g, grp in env.groups.items()}
-        obs, rewards, terminated, truncated = env.step(acts)
-        out += [*np_(obs).values(), *np_(rewards).values(), np_(terminated), np_(truncated)]
-    return out
-
-
-def test_checkpoint_resumes_exactly(backend):
-    kwargs = {"num_runners": 3, "max_episode_steps": 7, "tagging_distance": 3.0}
-    env = make(4, backend, seed=1, **kwargs)
-    rollout(env, 9, seed=1)
-    buffer = io.BytesIO()
-    torch.save(env.state_dict(), buffer)
-    restored = make(4, backend, seed=99, **kwargs)
-    restored.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
-    a, b = rollout(env, 20, seed=2), rollout(restored, 20, seed=2)  # through resets: the generator resumes too
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    metrics = env.metrics()
-    assert metrics == restored.metrics() and metrics["episodes"] >= 4
-
-
-@pytest.mark.parametrize("backend_name", ["numpy", "torch-f64"])
-@pytest.mark.parametrize("num_observed", [0, 4])
-def test_chunks_change_nothing(backend_name, num_observed):
-    kwargs = {"num_taggers": 3, "num_runners": 37, "num_observed": num_observed}
-    whole, chunked = make(9, backend_name, **kwargs), make(9, backend_name, **kwargs)
-    chunked.dynamics.physics.chunk_bytes = 1  # one environment per chunk
-    assert all(np.array_equal(x, y) for x, y in zip(rollout(whole, 5, 0), rollout(chunked, 5, 0)))
-
-
-def test_temporaries_stay_within_the_chunk_budget():
-    env = make(32, num_taggers=60, num_runners=240, num_observed=4)
-    env.dynamics.physics.chunk_bytes = 2**20
-    acts = {g: np.full((32, grp.num_agents), NOOP) for g, grp in env.groups.items()}
-    env.step(acts)
-    tracemalloc.start()
-    try:
-        env.step(acts)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    # Unchunked, the coordinate differences alone would take 32 envs x 300 x 300 pairs x 2 x 8 bytes = 46 MB;
-    # one environment's temporaries plus the outputs (1 MB of observations) stay near 6 MB.
-    assert peak < 8e6, peak
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_torch_step_does_not_sync_on_cuda():
-    env = msrl.envs.make("Tag-v0", num_envs=64, seed=0, backend="torch", device="cuda", num_runners=40, num_observed=5)
-    acts = {g: torch.zeros((64, grp.num_agents), dtype=torch.int64, device="cuda") for g, grp in env.groups.items()}
-    env.step(acts)
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(3):
-            env.step(acts)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
