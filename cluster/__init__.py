@@ -16,7 +16,8 @@ from cluster._placement import (
     resources_in_use,
     wait_until_released,
 )
-from cluster._runtime import RayRuntime, actor_resources, merge_replica_metrics, starts_embedded
+from cluster._reports import merge_replica_metrics, merge_reports
+from cluster._runtime import RayRuntime, actor_resources, starts_embedded
 from cluster._transport import Mailbox
 from cluster._worker import ComputeThread
 
@@ -38,6 +39,7 @@ __all__ = [
     "describe_placement",
     "loopback_only",
     "merge_replica_metrics",
+    "merge_reports",
     "resources_in_use",
     "starts_embedded",
     "wait_until_released",

@@ -18,7 +18,8 @@ from typing import Any
 
 from cluster._connect import connect
 from cluster._placement import create_placement_group, demand_of, describe_placement
-from fragments import BuildRecipe, FragmentedGraph, IterationResult
+from cluster._reports import merge_reports
+from fragments import BuildRecipe, FragmentedGraph, IterationResult, ReplicaReport
 from msrl.core import GLOBAL, ConfigError, InterfaceOp, MsrlError, WorkerLostError
 
 MAX_CONCURRENCY = 8  # queued iterations waiting on the compute thread, deliveries, close
@@ -76,7 +77,7 @@ class RayRuntime:
         self.pending: dict[tuple[str, int], list[Any]] = {}  # per replica, its submitted iterations in order
         self.submitted: dict[tuple[str, int], int] = {}
         self.taken: dict[tuple[str, int], int] = {}  # per replica, how many of its results were collected
-        self.finished: list[dict[str, Any]] = []
+        self.finished: list[ReplicaReport] = []
         self.leader_iterations = 0
         self.last_lag = 0.0
 
@@ -157,7 +158,7 @@ class RayRuntime:
             for key in self._keys():
                 if len(self.pending[key]) < 2:
                     self._submit(key)
-        results: list[dict[str, Any]] = self.finished
+        results: list[ReplicaReport] = self.finished
         self.finished = []
         # Sync: one result from every replica.  Async: the leader's, taking the actors' as they come
         # (each record reports the actors' iterations up to the leader's, so every record counts steps).
@@ -168,8 +169,7 @@ class RayRuntime:
             key = by_ref[self._wait_one(list(by_ref))]
             index = self.taken.get(key, 0)
             self.taken[key] = index + 1
-            result = self._result(key, self.pending[key].pop(0))
-            result["fragment"] = key[0]
+            result: ReplicaReport = self._result(key, self.pending[key].pop(0))
             if not sync and key[0] != self.output_fragment and index > done:
                 self.finished.append(result)  # a rollout for the next update: reported with it
             else:
@@ -210,36 +210,20 @@ class RayRuntime:
         another update."""
         return key[0] == self.output_fragment or self.submitted.get(key, 0) <= done + 1
 
-    def _merge(self, results: list[dict[str, Any]]) -> IterationResult:
-        output = next((r["output"] for r in results if r["output"] is not None), None)
-        timings: dict[str, float] = {}
-        per_fragment: dict[str, dict[str, float]] = {}
-        for result in results:
-            mine = per_fragment.setdefault(result["fragment"], {})
-            for phase, seconds in result["timings"].items():
-                timings[phase] = max(timings.get(phase, 0.0), seconds)
-                mine[phase] = max(mine.get(phase, 0.0), seconds)
-        merged = merge_replica_metrics([r["metrics"] for r in results])
+    def _merge(self, results: list[ReplicaReport]) -> IterationResult:
+        merged = merge_reports(results, per_fragment_timings=len(self.workers) > 1)
         if self.policy.mode == "async":
-            lags = [r["policy_lag"] for r in results if r["output"] is None]
+            lags = [r.policy_lag for r in results if r.output is None and not r.aborted]
             if lags:  # an update may land before the rollout that fed it reports back
                 self.last_lag = sum(lags) / len(lags)
-            merged["policy_lag"] = self.last_lag
-        return IterationResult(
-            output=output,
-            component_metrics=merged,
-            timings=timings,
-            fragment_timings=per_fragment if len(self.workers) > 1 else {},
-            env_steps=sum(r["env_steps"] for r in results),
-        )
+            merged.component_metrics["policy_lag"] = self.last_lag
+        return merged
 
     def _drain(self) -> None:
         """Let in-flight iterations finish so every replica is between iterations."""
         calls = [(key, ref) for key, queued in self.pending.items() for ref in queued]
         if calls:
-            for (key, _), result in zip(calls, self._await(calls)):
-                result["fragment"] = key[0]
-                self.finished.append(result)
+            self.finished.extend(self._await(calls))
         for key, queued in self.pending.items():
             self.taken[key] = self.taken.get(key, 0) + len(queued)
         self.pending.clear()
@@ -354,32 +338,6 @@ def actor_resources(resources: dict[str, float]) -> dict[str, Any]:
     if custom:
         options["resources"] = custom
     return options
-
-
-PER_EPISODE = ("episode_return", "episode_length")
-
-
-def merge_replica_metrics(per_replica: list[dict[str, Any]]) -> dict[str, float]:
-    """One value per metric from the replicas' component metrics.
-
-    Per-episode means are weighted by the number of episodes each replica finished
-    and ``episodes`` is their total, so the result equals what one process stepping
-    all the environments would report.  Other metrics (losses) are plain means.
-    Non-finite and non-numeric values are dropped."""
-    sums: dict[str, float] = {}
-    weights: dict[str, float] = {}
-    for metrics in per_replica:
-        count = metrics.get("episodes")
-        for key, value in metrics.items():
-            if not isinstance(value, (int, float)) or not math.isfinite(value):
-                continue
-            weight = float(count) if key in PER_EPISODE and isinstance(count, (int, float)) else 1.0
-            sums[key] = sums.get(key, 0.0) + weight * float(value)
-            weights[key] = weights.get(key, 0.0) + weight
-    merged = {key: sums[key] / weights[key] for key in sums if weights[key] > 0}
-    if "episodes" in sums:
-        merged["episodes"] = sums["episodes"]
-    return merged
 
 
 def starts_embedded(address: str | None) -> bool:

@@ -17,7 +17,7 @@ import torch
 
 from cluster._direct import DirectListener, DirectSender
 from cluster._transport import Mailbox, MailboxClosed, RayTransport
-from fragments import BuildRecipe, FragmentedGraph, build_replica
+from fragments import BuildRecipe, FragmentedGraph, ReplicaReport, build_replica
 from fragments.executors import get_executor
 from msrl.core import MsrlError, Role
 
@@ -179,8 +179,7 @@ class FragmentWorker:
         self.transport = RayTransport(
             self.fdg, self.program, self.replica, self.mailbox, peers, stale_ok=stale_ok, direct=self.senders
         )
-        self.executor = self.built.executor(self.fdg, self.transport)
-        self.executor.setup()
+        self.executor = self.built.start(self.fdg, self.transport)
         if store is not None:
             from cluster._collective import GradientAllReduce, learner_group
 
@@ -194,26 +193,20 @@ class FragmentWorker:
     def deliver(self, node: str, src: int, seq: int, payload: Any) -> None:
         self.mailbox.put(node, src, seq, payload)
 
-    def run_iteration(self, number: int) -> dict[str, Any]:
+    def run_iteration(self, number: int) -> ReplicaReport:
         """This worker's iteration ``number`` (from 0); see ``ComputeThread.run_numbered`` for
         why the number is needed."""
         try:
             return self.compute.run_numbered(number, self._iterate)
         except MailboxClosed:  # closed while it waited on a peer (the run is being torn down): nothing to report
-            return {"aborted": True}
+            return ReplicaReport(self.fragment, self.replica, aborted=True)
 
-    def _iterate(self) -> dict[str, Any]:
-        lag = self.transport.policy_lag
-        output = self.executor.run()
-        timings, env_steps = self.executor.take_stats()
+    def _iterate(self) -> ReplicaReport:
+        report = self.built.iterate(policy_lag=self.transport.policy_lag)  # the lag of the weights it acts with
         if self.grad_sync is not None:  # the all-reduce ran inside learn(): move its time to communication
             spent, self.grad_sync.seconds = self.grad_sync.seconds, 0.0
-            timings["learn"] = timings.get("learn", 0.0) - spent
-            timings["communication"] = timings.get("communication", 0.0) + spent
-        metrics: dict[str, float] = {}
-        for component in self.executor.components.values():
-            metrics.update(component.metrics())
-        return {"output": output, "metrics": metrics, "timings": timings, "env_steps": env_steps, "policy_lag": lag}
+            report = report.with_time_moved("learn", "communication", spent)
+        return report
 
     def state_dict(self) -> dict[str, Any]:
         """Each of this fragment's components' state, tensors on the CPU: the driver (checkpoints,

@@ -24,11 +24,12 @@ from fragments._build import (
     run_info,
 )
 from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface
+from fragments._flat import FLAT_RULE, CutEdgeError, check_flat, flat_violation
 from fragments._interfaces import combine, concat_batched, route, sources, split_batched
 from fragments._local import LocalRuntime
 from fragments._partition import partition
 from fragments._program import FragmentProgram, LoopBlock, Recv, build_program
-from fragments._runtime import IterationResult, Runtime
+from fragments._runtime import IterationResult, ReplicaReport, Runtime
 
 
 def register_env_backends(register) -> None:
@@ -45,7 +46,11 @@ def register_env_backends(register) -> None:
 
 
 __all__ = [
+    "FLAT_RULE",
     "BuildRecipe",
+    "CutEdgeError",
+    "check_flat",
+    "flat_violation",
     "Replica",
     "build_replica",
     "check_builds",
@@ -63,6 +68,7 @@ __all__ = [
     "LocalRuntime",
     "LoopBlock",
     "Recv",
+    "ReplicaReport",
     "Runtime",
     "build_program",
     "combine",

@@ -28,6 +28,7 @@ from typing import Any
 from fragments._fdg import FragmentedGraph
 from fragments._partition import partition
 from fragments._program import FragmentProgram, build_program
+from fragments._runtime import ReplicaReport
 from fragments.executors import Executor, get_executor
 from msrl.core import (
     Algorithm,
@@ -65,7 +66,10 @@ class BuildRecipe:
 @dataclass
 class Replica:
     """One built replica: the algorithm (its fragment's components constructed), the
-    components it runs, the program cut from its own trace, and its executor class."""
+    components it runs, the program cut from its own trace, and its executor class.
+
+    ``start`` makes and sets up its executor, and ``iterate`` runs one iteration and reports
+    it: the one place both runtimes (``LocalRuntime`` and the Ray worker) run a replica."""
 
     algorithm: Algorithm
     components: dict[str, Any]
@@ -73,12 +77,31 @@ class Replica:
     executor_cls: type[Executor]
     fragment: str
     replica: int
+    running: Executor | None = None
+    """The executor ``start`` set up, which ``iterate`` runs."""
 
     def executor(self, fdg: FragmentedGraph, transport: Any = None) -> Executor:
         spec = fdg.fragments[self.fragment].spec
         return self.executor_cls(
             self.program, self.components, fdg.graph.components, spec, replica=self.replica, transport=transport
         )
+
+    def start(self, fdg: FragmentedGraph, transport: Any = None) -> Executor:
+        """Make this replica's executor (with ``transport`` to the other fragments) and set it up."""
+        self.running = self.executor(fdg, transport)
+        self.running.setup()
+        return self.running
+
+    def iterate(self, policy_lag: float = 0.0) -> ReplicaReport:
+        """Run one iteration of the fragment program; what it returned, measured and reported."""
+        if self.running is None:
+            raise RuntimeError(f"replica {self.replica} of fragment {self.fragment!r} was not started")
+        output = self.running.run()
+        timings, env_steps = self.running.take_stats()
+        metrics: dict[str, float] = {}
+        for component in self.components.values():
+            metrics.update(component.metrics())
+        return ReplicaReport(self.fragment, self.replica, output, metrics, timings, env_steps, policy_lag)
 
 
 def _where(fdg: FragmentedGraph, fragment: str) -> str:

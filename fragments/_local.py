@@ -20,19 +20,16 @@ class LocalRuntime:
     def __init__(self, recipe: BuildRecipe, fdg: FragmentedGraph) -> None:
         (fragment,) = fdg.fragments.values()
         get_executor(fragment.spec.executor).check_available(fragment.spec)
-        replica = build_replica(recipe, fdg, fragment.name, 0)
-        self.algorithm = replica.algorithm
-        self.components = replica.components
-        self.executor = replica.executor(fdg)
-        self.executor.setup()
+        self.replica = build_replica(recipe, fdg, fragment.name, 0)
+        self.algorithm = self.replica.algorithm
+        self.components = self.replica.components
+        self.executor = self.replica.start(fdg)
 
     def run_iteration(self, more: bool = False) -> IterationResult:
-        output = self.executor.run()
-        timings, env_steps = self.executor.take_stats()
-        metrics: dict[str, float] = {}
-        for component in self.components.values():
-            metrics.update(component.metrics())
-        return IterationResult(output=output, component_metrics=metrics, timings=timings, env_steps=env_steps)
+        report = self.replica.iterate()
+        return IterationResult(
+            output=report.output, component_metrics=report.metrics, timings=report.timings, env_steps=report.env_steps
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {name: component.state_dict() for name, component in self.components.items()}

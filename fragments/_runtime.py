@@ -5,8 +5,45 @@ process layout backs a run."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ReplicaReport:
+    """What one fragment replica hands back for one iteration (``Replica.iterate``), the same from
+    the in-process runtime and from a Ray worker: the typed message the driver merges into an
+    ``IterationResult``, instead of a dict whose keys every reader must know.
+
+    ``output`` is what ``train_step`` returned where this replica holds the output node (else
+    ``None``); ``metrics`` what its components' ``metrics()`` reported; ``timings`` seconds per
+    phase; ``env_steps`` the environment steps it took; ``policy_lag`` how many updates old the
+    weights it acted with were (async policies).  An ``aborted`` report is of an iteration the
+    replica gave up because the run was being torn down while it waited on a peer: it carries
+    nothing, and merging it adds nothing."""
+
+    fragment: str
+    replica: int
+    output: Any = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    env_steps: int = 0
+    policy_lag: float = 0.0
+    aborted: bool = False
+
+    @property
+    def episodes(self) -> float:
+        """Episodes this replica's environments finished in the iteration (``metrics['episodes']``)."""
+        return float(self.metrics.get("episodes", 0.0))
+
+    def with_time_moved(self, source: str, target: str, seconds: float) -> ReplicaReport:
+        """The report with ``seconds`` of phase ``source`` counted as ``target`` instead (a gradient
+        all-reduce that ran inside ``learn()`` is communication, not learning)."""
+        timings = dict(self.timings)
+        timings[source] = timings.get(source, 0.0) - seconds
+        timings[target] = timings.get(target, 0.0) + seconds
+        return dataclasses.replace(self, timings=timings)
 
 
 @dataclass
