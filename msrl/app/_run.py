@@ -313,7 +313,7 @@ class _ProgressBar:
     when the config turns progress off."""
 
     def __init__(self, run: RunConfig, initial: int, stream: TextIO) -> None:
-        self.bar = None
+        self.bar: Any = None  # a tqdm bar (tqdm has no type hints)
         if run.progress:
             from tqdm import tqdm
 
