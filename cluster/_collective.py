@@ -165,7 +165,7 @@ def nccl_group(store_handle: Any, prefix: str, rank: int, world_size: int) -> An
 def gloo_group(store_handle: Any, prefix: str, rank: int, world_size: int, host: str) -> Any:
     """A gloo process group of ``world_size`` ranks, bound to ``host`` (this node's address)."""
     store = RayStore(store_handle, prefix)
-    options = dist.ProcessGroupGloo._Options()
+    options = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]  # private in torch, not in its stubs
     options._devices = [dist.ProcessGroupGloo.create_device(hostname=host)]
     options._timeout = datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S)
     return dist.ProcessGroupGloo(store, rank, world_size, options)

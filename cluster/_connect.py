@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -35,12 +36,12 @@ def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: A
                     include_dashboard=False,
                     dashboard_host="127.0.0.1",
                     configure_logging=True,
-                    logging_level="WARNING",
+                    logging_level=logging.WARNING,
                     log_to_driver=True,
                     **kwargs,
                 )
         else:
-            ray.init(address=address, logging_level="WARNING", **kwargs)
+            ray.init(address=address, logging_level=logging.WARNING, **kwargs)
     return dict(ray.cluster_resources())
 
 

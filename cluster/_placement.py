@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from msrl.core import ConfigError
@@ -139,12 +140,12 @@ def _fits(resources: dict[str, float], node: dict[str, float]) -> bool:
     return all(node.get(key, 0.0) + 1e-9 >= value for key, value in resources.items())
 
 
-def _describe_cluster(nodes: list[dict[str, float]], asked: set[str] = frozenset()) -> str:
+def _describe_cluster(nodes: list[dict[str, float]], asked: AbstractSet[str] = frozenset()) -> str:
     per_node = "; ".join(_fmt_resources(_offered(node, asked)) for node in nodes)
     return f"{len(nodes)} node(s): {per_node}"
 
 
-def _offered(resources: dict[str, float], asked: set[str]) -> dict[str, float]:
+def _offered(resources: dict[str, float], asked: AbstractSet[str]) -> dict[str, float]:
     """What a node (or the cluster) offers, as the user would name it: CPU, GPU and custom
     resources, without Ray's bookkeeping (node addresses, memory, accelerator types,
     placement-group shares) unless the policy asks for that kind of resource (asking

@@ -12,6 +12,7 @@ because deliveries on different threads may land out of order.
 from __future__ import annotations
 
 import threading
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from fragments import FragmentedGraph, FragmentProgram, Recv, combine, route, sources
@@ -74,7 +75,7 @@ class RayTransport:
         replica: int,
         mailbox: Mailbox,
         peers: dict[str, list[Any]],
-        stale_ok: set[str] = frozenset(),
+        stale_ok: AbstractSet[str] = frozenset(),
         max_lag: int = 1,
         direct: dict[tuple[str, int], Any] | None = None,
     ) -> None:

@@ -11,7 +11,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -20,6 +20,10 @@ from cluster._transport import Mailbox, MailboxClosed, RayTransport
 from fragments import BuildRecipe, FragmentedGraph, ReplicaReport, build_replica
 from fragments.executors import get_executor
 from msrl.core import MsrlError, Role
+
+if TYPE_CHECKING:
+    from cluster._collective import GradientAllReduce
+    from fragments.executors import Executor
 
 
 class ComputeThread:
@@ -33,7 +37,7 @@ class ComputeThread:
     """
 
     def __init__(self, name: str) -> None:
-        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.numbered_run = 0  # numbered jobs started so far
         self.finished: dict[int, tuple[bool, Any]] = {}  # job number -> (ok, result or error)
         self.finished_cond = threading.Condition()
@@ -42,7 +46,7 @@ class ComputeThread:
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the compute thread after the jobs before it; return or raise its result."""
-        done, box = threading.Event(), {}
+        done, box = threading.Event(), dict[str, Any]()
         self.jobs.put((fn, args, done, box))
         done.wait()
         if "error" in box:
@@ -97,7 +101,7 @@ class FragmentWorker:
     def __init__(self, recipe: BuildRecipe, fdg: FragmentedGraph, fragment: str, replica: int) -> None:
         spec = fdg.fragments[fragment].spec
         self.fdg, self.fragment, self.replica = fdg, fragment, replica
-        self.listener = None
+        self.listener: DirectListener | None = None
         try:
             get_executor(spec.executor).check_available(spec)
             self.built = build_replica(recipe, fdg, fragment, replica)  # this fragment's components, and nothing else
@@ -115,9 +119,9 @@ class FragmentWorker:
             atexit.register(self.listener.close)
         self.senders: dict[tuple[str, int], DirectSender] = {}
         self.spec = spec
-        self.executor = None
-        self.transport = None
-        self.grad_sync = None
+        self.executor: Executor | None = None  # made, with its transport, when the driver connects the workers
+        self.transport: RayTransport | None = None
+        self.grad_sync: GradientAllReduce | None = None
         self.compute = ComputeThread(f"{fragment}-{replica}-compute")
 
     def ping(self) -> bool:
@@ -180,13 +184,14 @@ class FragmentWorker:
             self.fdg, self.program, self.replica, self.mailbox, peers, stale_ok=stale_ok, direct=self.senders
         )
         self.executor = self.built.start(self.fdg, self.transport)
+        components = self.built.components
         if store is not None:
             from cluster._collective import GradientAllReduce, learner_group
 
             group = learner_group(
                 store, f"{self.fragment}/grads/", self.replica, self.spec.replicas, address, self.spec.device
             )
-            for name, component in self.executor.components.items():
+            for name, component in components.items():
                 if self.fdg.graph.components[name] is Role.LEARNER:
                     component.grad_sync = self.grad_sync = GradientAllReduce(group, self.spec.replicas)
 
@@ -202,6 +207,7 @@ class FragmentWorker:
             return ReplicaReport(self.fragment, self.replica, aborted=True)
 
     def _iterate(self) -> ReplicaReport:
+        assert self.transport is not None, "run_iteration before connect"
         report = self.built.iterate(policy_lag=self.transport.policy_lag)  # the lag of the weights it acts with
         if self.grad_sync is not None:  # the all-reduce ran inside learn(): move its time to communication
             spent, self.grad_sync.seconds = self.grad_sync.seconds, 0.0
@@ -214,7 +220,7 @@ class FragmentWorker:
         return self.compute.run(
             lambda: _to_cpu(
                 {
-                    name: self.executor.components[name].state_dict()
+                    name: self.built.components[name].state_dict()
                     for name in self.fdg.fragments[self.fragment].components
                 }
             )
@@ -223,7 +229,7 @@ class FragmentWorker:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         def load() -> None:
             for name in self.fdg.fragments[self.fragment].components:
-                self.executor.components[name].load_state_dict(state.get(name, {}))
+                self.built.components[name].load_state_dict(state.get(name, {}))
 
         self.compute.run(load)
 

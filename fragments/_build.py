@@ -23,7 +23,7 @@ share are one-line errors there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from fragments._fdg import FragmentedGraph
 from fragments._partition import partition
@@ -131,7 +131,7 @@ def declare(
 ) -> Algorithm:
     """The algorithm as one copy of ``fragment`` would build it (the whole run when
     ``fragment`` is None), with no component constructed: enough to trace it."""
-    if fragment is None:
+    if fragment is None or fdg is None:
         config, env = recipe.config, EnvDefaults()
     else:
         spec = fdg.fragments[fragment].spec
@@ -184,11 +184,11 @@ def check_builds(recipe: BuildRecipe, fdg: FragmentedGraph, whole: Algorithm) ->
 
 
 def _env_counts(algorithm: Algorithm, only: list[str] | None) -> dict[str, int | None]:
-    counts = {}
+    counts: dict[str, int | None] = {}
     for name, component in algorithm.components().items():
         if role_of(component) is Role.ENV and (only is None or name in only):
             try:
-                counts[name] = int(component.num_envs)
+                counts[name] = int(cast(Any, component).num_envs)  # a Declared one raises BuildError
             except (AttributeError, BuildError, TypeError, ValueError):
                 counts[name] = None
     return counts

@@ -81,8 +81,8 @@ def split_batched(value: Any, parts: int) -> list[Any]:
         columns = [split_batched(item, parts) for item in value]
         return [_same_tuple(value, [column[p] for column in columns]) for p in range(parts)]
     if isinstance(value, dict):
-        columns = {key: split_batched(item, parts) for key, item in value.items()}
-        return [{key: column[p] for key, column in columns.items()} for p in range(parts)]
+        by_key = {key: split_batched(item, parts) for key, item in value.items()}
+        return [{key: column[p] for key, column in by_key.items()} for p in range(parts)]
     raise TypeError(
         f"cannot split a batched {type(value).__name__} across replicas; use tensors, arrays, tuples or dicts"
     )

@@ -193,8 +193,10 @@ class Executor:
                     self.run_loop(step)
                 elif isinstance(step, Recv):
                     self._receive(step)
+                elif step.op is Op.OUTPUT:
+                    result = self.run_node(step, first=True)
                 else:
-                    result = self.run_node(step, first=True) if step.op is Op.OUTPUT else self._run_and_keep(step, True)
+                    self._run_and_keep(step, True)
         return self._finish_deferred(result)
 
     def _finish_deferred(self, result: Any) -> Any:
@@ -225,12 +227,17 @@ class Executor:
         value = self.values[node.name] = self.run_node(node, first)
         if node.name in self.program.sends:
             with self.instrument.timed("communication"):
-                self.transport.send(node.name, value)
+                self._linked().send(node.name, value)
 
     def _receive(self, step: Recv) -> None:
         """Wait for a value another fragment produces."""
         with self.instrument.timed("communication"):
-            self.values[step.name] = self.transport.recv(step)
+            self.values[step.name] = self._linked().recv(step)
+
+    def _linked(self) -> Transport:
+        """The transport, which a fragment that sends or receives always has (``__init__`` checks)."""
+        assert self.transport is not None
+        return self.transport
 
     def run_node(self, node: Node, first: bool) -> Any:
         args, kwargs = self._arg_fns[node.name](self.values, self.carried, first)
@@ -247,7 +254,8 @@ class Executor:
 
     # -- one method per op ---------------------------------------------------
     def call_component(self, node: Node, args: tuple, kwargs: dict) -> tuple:
-        result = getattr(self.components[node.component], node.method)(*args, **kwargs)
+        component, method = node.target
+        result = getattr(self.components[component], method)(*args, **kwargs)
         if node.name in self._read_early and has_deferred(result):
             result = resolve_deferred(result)  # needed before the iteration ends: computed now
         return result if node.meta.get("tuple") else (result,)

@@ -60,6 +60,7 @@ class Instrumentation:
         phase = self._phase.get(node.name)
         if phase is None:  # call_function and output nodes: too small to time
             return run(node, args, kwargs)
+        component, method = node.target  # a call_component node's
         start = time.perf_counter()
         result = run(node, args, kwargs)
         self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - start
@@ -67,14 +68,14 @@ class Instrumentation:
             if type(value) is Deferred:
                 value.phase = phase  # computed later, but counted as this component's time
         if self._finite and node.name in self._weights:
-            check_weights(result, node.component)
+            check_weights(result, component)
         steps = self._steps.get(node.name)
         if steps is not None:
             self.env_steps += steps
             if self._finite:
-                check_finite(result, node.component)
+                check_finite(result, component)
         elif self._finite and node.name in self._observations:
-            check_finite(result[:1], node.component, node.method)  # the observations (reset's info is not checked)
+            check_finite(result[:1], component, method)  # the observations (reset's info is not checked)
         return result
 
     @contextlib.contextmanager

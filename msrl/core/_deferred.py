@@ -52,7 +52,10 @@ class Deferred:
     def __init__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         if not callable(fn):
             raise TypeError(f"deferred needs a callable, got {type(fn).__name__}")
-        self._fn, self._args, self._kwargs, self._value = fn, args, kwargs, _PENDING
+        self._fn: Callable[..., Any] | None = fn
+        self._args: tuple[Any, ...] | None = args
+        self._kwargs: dict[str, Any] | None = kwargs
+        self._value: Any = _PENDING
         self.phase = "other"  # the executor sets the phase of the component that returned it, for timings
 
     @property
@@ -61,8 +64,9 @@ class Deferred:
 
     def resolve(self) -> Any:
         if self._value is _PENDING:
-            fn, args, kwargs = self._fn, self._args, self._kwargs
+            fn, args, kwargs = self._fn, self._args or (), self._kwargs or {}
             self._fn = self._args = self._kwargs = None  # drop the batch it held as soon as it is used
+            assert fn is not None  # set until the value is computed, and computed once
             self._value = fn(*args, **kwargs)
         return self._value
 
@@ -95,12 +99,12 @@ def resolve_deferred(value: Any) -> Any:
         items = {key: resolve_deferred(item) for key, item in value.items()}
         return items if any(items[k] is not value[k] for k in value) else value
     if isinstance(value, (tuple, list)):
-        items = [resolve_deferred(item) for item in value]
-        if all(new is old for new, old in zip(items, value)):
+        resolved = [resolve_deferred(item) for item in value]
+        if all(new is old for new, old in zip(resolved, value)):
             return value
         if isinstance(value, list):
-            return items
-        return type(value)._make(items) if hasattr(value, "_fields") else tuple(items)
+            return resolved
+        return type(value)._make(resolved) if hasattr(value, "_fields") else tuple(resolved)  # type: ignore[attr-defined]
     return value
 
 

@@ -37,7 +37,7 @@ import sys
 import sysconfig
 import types
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from msrl.core._build import Declared
 from msrl.core._components import Component
@@ -93,7 +93,7 @@ def _hidden_state(what: str, fix: str, frame: types.FrameType | None = None) -> 
     """The error for ``what`` (which names the attribute or function) at ``frame``'s line,
     by default the user's line that called into the tracer."""
     if frame is None:
-        caller = sys._getframe(1)
+        caller: types.FrameType | None = sys._getframe(1)
         while caller is not None and _code_kind(caller.f_code.co_filename) == "tracer":
             caller = caller.f_back
         found = _user_frame(caller)
@@ -215,7 +215,7 @@ def _frozen_container(base: type, methods: str, operators: str) -> type:
     """A class of copies of ``base`` attributes whose reads work and whose changes raise."""
 
     def init(self: Any, path: str, items: Any) -> None:
-        base.__init__(self, items)
+        cast(Any, base).__init__(self, items)  # the container's own constructor, on the copy
         self._msrl_path = path
 
     namespace: dict[str, Any] = {
@@ -260,7 +260,8 @@ def freeze(value: Any, path: str, keep: tuple[type, ...] = ()) -> Any:
         return _FrozenDict(path, {key: freeze(item, f"{path}[{key!r}]", keep) for key, item in value.items()})
     elif isinstance(value, set):
         return _FrozenSet(path, [freeze(item, path, keep) for item in value])
-    return _frozen_class(type(value))(value, path)
+    kind: Any = type(value)  # a class is hashable: the cache of frozen subclasses is keyed by it
+    return _frozen_class(kind)(value, path)
 
 
 _RANDOM_DRAWS = frozenset({"random", "getrandbits"})  # every draw of random.Random goes through one of them
@@ -311,9 +312,11 @@ def _iterator_in_next(frame: types.FrameType) -> str | None:
     if not hasattr(code, "co_positions"):  # Python 3.10: no column positions, so no check
         return None
     positions = next(itertools.islice(code.co_positions(), frame.f_lasti // 2, None), None)
-    if positions is None or None in positions:
+    if positions is None:
         return None
     line, end_line, col, end_col = positions
+    if line is None or end_line is None or col is None or end_col is None:
+        return None
     lines = [text.encode() for text in linecache.getlines(code.co_filename)[line - 1 : end_line]]
     if not lines:
         return None
@@ -343,7 +346,7 @@ def watching_draws(train_step: Any) -> Iterator[None]:
     not its arguments.  The profiler installed before is called first and restored after,
     even when tracing fails; a C-level one (cProfile) cannot be chained to from Python, so
     under it nothing is checked rather than disturbing it."""
-    previous = sys.getprofile()
+    previous: Callable[..., Any] | None = sys.getprofile()
     if previous is not None and not callable(previous):
         yield
         return

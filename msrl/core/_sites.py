@@ -13,7 +13,7 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def user_site() -> str:
     """``file:line`` of the innermost frame outside msrl's own package: the user's code."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == PACKAGE_DIR:
         frame = frame.f_back
     return format_site(frame)

@@ -83,8 +83,9 @@ def _kinds_from_annotation(annotation: Any) -> tuple[str, ...] | None:
         return (GLOBAL,)
     if typing.get_origin(annotation) is tuple:
         inner = [_kinds_from_annotation(arg) for arg in typing.get_args(annotation)]
-        if inner and all(kind is not None and len(kind) == 1 for kind in inner):
-            return tuple(kind[0] for kind in inner)
+        single = [kind[0] for kind in inner if kind is not None and len(kind) == 1]
+        if inner and len(single) == len(inner):
+            return tuple(single)
     return None
 
 
