@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from msrl.core import ConfigError
+from msrl.core import ConfigError, build_dataclass
 from policies._spec import DistributionPolicy, FragmentSpec
 
 
@@ -221,21 +221,13 @@ def preset_names() -> list[str]:
 
 
 def _build_params(preset: str, params_type: type, values: dict[str, Any]) -> Any:
-    fields = {f.name: f for f in dataclasses.fields(params_type)}
-    unknown = sorted(set(values) - set(fields))
+    """The preset's parameters from the config's ``policy`` mapping, built and type-checked as
+    every other config section is (``msrl.core.build_dataclass``); an unknown key names the preset."""
+    names = [f.name for f in dataclasses.fields(params_type)]
+    unknown = sorted(set(values) - set(names))
     if unknown:
-        raise ConfigError(f"unknown parameter {unknown[0]!r} for policy {preset!r}; valid choices: {', '.join(fields)}")
-    checked = {}
-    for key, value in values.items():
-        expected = type(fields[key].default)
-        if expected is int and isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise ConfigError(f"policy.{key} must be {expected.__name__}, got {value!r}")
-        checked[key] = value
-    return params_type(**checked)
+        raise ConfigError(f"unknown parameter {unknown[0]!r} for policy {preset!r}; valid choices: {', '.join(names)}")
+    return build_dataclass(params_type, values, "policy.")
 
 
 def load_policy(spec: Any) -> DistributionPolicy:
