@@ -123,10 +123,9 @@ class A2CLearner(Learner):
         self.sync_grads(self.params)
         nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
         self.optimizer.step()
+        values = torch.stack([policy_loss, value_loss, entropy]).tolist()  # one host sync per learn
         return {
-            "policy_loss": policy_loss.item(),
-            "value_loss": value_loss.item(),
-            "entropy": entropy.item(),
+            **dict(zip(("policy_loss", "value_loss", "entropy"), values)),
             "learning_rate": float(self.optimizer.param_groups[0]["lr"]),
         }
 

@@ -194,7 +194,8 @@ class DQNLearner(Learner):
             self.gradient_steps_taken += 1
             losses.append(loss.detach())
             q_values.append(q.detach().mean())
-        return {"td_loss": float(torch.stack(losses).mean()), "q_value": float(torch.stack(q_values).mean())}
+        td_loss, q_value = torch.stack([torch.stack(losses).mean(), torch.stack(q_values).mean()]).tolist()
+        return {"td_loss": td_loss, "q_value": q_value}  # one host sync per learn
 
     def get_weights(self) -> Global:
         return copy_weights(self.q)

@@ -92,6 +92,10 @@ class IMPALAConfig:
 
 
 # -- learner -----------------------------------------------------------------------------------------
+METRICS = ("policy_loss", "value_loss", "entropy", "rho_mean", "rho_clipped")
+"""The terms of ``IMPALALearner.losses`` that ``learn`` reports, averaged over its minibatches."""
+
+
 class IMPALALearner(Learner):
     """V-trace actor-critic update on whole trajectories."""
 
@@ -116,7 +120,8 @@ class IMPALALearner(Learner):
         if cfg.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = linear_lr(cfg.learning_rate, self.updates, self.num_updates)
         self.updates += 1
-        sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "rho_mean": 0.0, "rho_clipped": 0.0}
+        # The minibatches' terms add up on the device, in float64 (as Python floats did), and reach the host once.
+        sums = torch.zeros(len(METRICS), dtype=torch.float64, device=self.device)
         for part in ppo_epochs(batch, cfg.update_epochs, cfg.num_minibatches, self.generator):
             losses = self.losses(part)
             loss = losses["policy_loss"] + cfg.vf_coef * losses["value_loss"] - cfg.ent_coef * losses["entropy"]
@@ -125,10 +130,9 @@ class IMPALALearner(Learner):
             self.sync_grads(self.params)
             clip_grad_norm_(self.params, cfg.max_grad_norm)
             self.optimizer.step()
-            for key in sums:
-                sums[key] += losses[key].item()
+            sums = sums + torch.stack([losses[key].detach() for key in METRICS]).double()
         passes = cfg.update_epochs * cfg.num_minibatches
-        metrics = {key: value / passes for key, value in sums.items()}
+        metrics = {key: value / passes for key, value in zip(METRICS, sums.tolist())}
         metrics["learning_rate"] = self.optimizer.param_groups[0]["lr"]
         return metrics
 

@@ -306,11 +306,9 @@ class MAPPOLearner(Learner):
         batches = group_batches(data)
         pg_loss, v_loss, entropy, logprobs = self.losses(batches)
         log_ratio = torch.cat([(logprobs[g] - b.logprobs).reshape(-1) for g, b in batches.items()])
+        values = torch.stack([pg_loss, v_loss, entropy, ((log_ratio.exp() - 1) - log_ratio).mean()]).tolist()
         return {
-            "policy_loss": float(pg_loss),
-            "value_loss": float(v_loss),
-            "entropy": float(entropy),
-            "approx_kl": float(((log_ratio.exp() - 1) - log_ratio).mean()),
+            **dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl"), values)),
             "learning_rate": float(self.optimizer.param_groups[0]["lr"]),
         }
 

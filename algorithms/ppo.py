@@ -221,12 +221,10 @@ class PPOLearner(Learner):
         pg_loss, v_loss, entropy, logprobs = self.losses(*data)
         log_ratio = logprobs - data[2]
         ratio = log_ratio.exp()
+        clipfrac = ((ratio - 1.0).abs() > self.config.clip_coef).float().mean()
+        values = torch.stack([pg_loss, v_loss, entropy.mean(), ((ratio - 1) - log_ratio).mean(), clipfrac]).tolist()
         return {
-            "policy_loss": float(pg_loss),
-            "value_loss": float(v_loss),
-            "entropy": float(entropy.mean()),
-            "approx_kl": float(((ratio - 1) - log_ratio).mean()),
-            "clipfrac": float(((ratio - 1.0).abs() > self.config.clip_coef).float().mean()),
+            **dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"), values)),
             "learning_rate": float(self.optimizer.param_groups[0]["lr"]),
         }
 

@@ -213,7 +213,8 @@ class SACLearner(Learner):
         if batch.rewards.shape[0] == 0:
             return {}  # warm-up: the buffer holds too few transitions yet
         batch = ReplayBatch(*(field.to(self.device) for field in batch))
-        totals = {"q_loss": 0.0, "policy_loss": 0.0, "alpha": 0.0}
+        # Losses add up on the device, in float64 (as Python floats did), and reach the host once, at the end.
+        q_total = policy_total = torch.zeros((), dtype=torch.float64, device=self.device)
         policy_steps = 0
         for k in range(batch.num_batches):
             obs, actions, rewards, next_obs, terminated = batch.minibatch(k)
@@ -226,7 +227,7 @@ class SACLearner(Learner):
             q1, q2 = self.critic(obs, actions)
             q_loss = nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
             self._step(self.critic_optimizer, self.critic_params, q_loss)
-            totals["q_loss"] += q_loss.item()
+            q_total = q_total + q_loss.detach().double()
             # Policy and temperature, every policy_frequency critic steps.
             if self.gradient_steps_taken % cfg.policy_frequency == 0:
                 sampled, logprobs = self.policy.sample(obs, self.generator)
@@ -235,15 +236,18 @@ class SACLearner(Learner):
                 if cfg.autotune:
                     alpha_loss = -(self.log_alpha * (logprobs.detach() + self.target_entropy)).mean()
                     self._step(self.alpha_optimizer, [self.log_alpha], alpha_loss)
-                totals["policy_loss"] += policy_loss.item()
+                policy_total = policy_total + policy_loss.detach().double()
                 policy_steps += 1
             # Targets: Polyak averaging towards the critics.
             polyak_update_(self.critic_target, self.critic, cfg.tau)
             self.gradient_steps_taken += 1
+        q_sum, policy_sum, alpha_now = torch.stack(
+            [q_total, policy_total, self.log_alpha.detach().exp().double()]
+        ).tolist()
         return {
-            "q_loss": totals["q_loss"] / batch.num_batches,
-            "policy_loss": totals["policy_loss"] / max(1, policy_steps),
-            "alpha": self.log_alpha.exp().item(),
+            "q_loss": q_sum / batch.num_batches,
+            "policy_loss": policy_sum / max(1, policy_steps),
+            "alpha": alpha_now,
         }
 
     def get_weights(self) -> Global:
