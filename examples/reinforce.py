@@ -1,11 +1,9 @@
 """REINFORCE with a learned baseline (Williams, 1992) on msrl's public API: docs/guide.md's example."""
-
 from dataclasses import dataclass
 
 import torch
 
-import msrl
-import msrl.envs
+import msrl.envs  # binds msrl too
 from msrl.rl import ActorCritic, ActorCriticActor, RolloutBuffer, action_layout, copy_weights, load_state, save_state
 
 
@@ -19,17 +17,10 @@ class ReinforceConfig:
 
 
 class ReinforceLearner(msrl.Learner):
-    def __init__(self, net, lr):
-        self.net, self.optimizer = net, torch.optim.Adam(net.parameters(), lr=lr)
-
-    def get_weights(self):
-        return copy_weights(self.net)  # what the actors receive
-
-    def state_dict(self):
-        return save_state(self, "net", "optimizer")  # what checkpoints hold (exact resume)
-
-    def load_state_dict(self, state):
-        load_state(self, state, "net", "optimizer")
+    def __init__(self, net, lr): self.net, self.optimizer = net, torch.optim.Adam(net.parameters(), lr=lr)
+    def get_weights(self): return copy_weights(self.net)  # what the actors receive
+    def state_dict(self): return save_state(self, "net", "optimizer")  # what checkpoints hold (exact resume)
+    def load_state_dict(self, state): load_state(self, state, "net", "optimizer")
 
     def learn(self, batch):
         dist, values = self.net(batch.obs)
@@ -50,16 +41,10 @@ class Reinforce(msrl.Algorithm):
         super().__init__(config, run)
         spec = msrl.envs.spec(config.env_id)
         obs_dim, net = spec.observation_space.shape[0], lambda: ActorCritic(obs_dim, spec.action_space, 64, run.seed)
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.data_seed)
-        self.actor = ActorCriticActor(net(), seed=run.data_seed + 1)  # sampling: this copy's own stream
-        self.buffer = RolloutBuffer(
-            config.num_steps,
-            config.num_envs,
-            (obs_dim,),
-            *action_layout(spec.action_space),
-            gamma=config.gamma,
-            gae_lambda=1.0,
-        )  # lambda 1: Monte-Carlo returns
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
+        self.actor = ActorCriticActor(net(), seed=run.seed_for("actor"))  # sampling: this copy's own stream
+        self.buffer = RolloutBuffer(config.num_steps, config.num_envs, (obs_dim,), *action_layout(spec.action_space),
+                                    gamma=config.gamma, gae_lambda=1.0)  # lambda 1: Monte-Carlo returns
         self.learner = ReinforceLearner(net(), config.learning_rate)
 
     def train_step(self):
