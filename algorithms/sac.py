@@ -10,6 +10,7 @@ replay buffer, and the learner takes ``gradient_steps`` steps on sampled batches
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +102,9 @@ class SACConfig:
 class SquashedGaussianPolicy(nn.Module):
     """Observation -> tanh-squashed Gaussian over actions, rescaled to the action bounds."""
 
+    scale: torch.Tensor  # buffers (registered in __init__): half the action range, and its centre
+    bias: torch.Tensor
+
     def __init__(self, obs_dim: int, action_space: Box, hidden: tuple, generator: torch.Generator) -> None:
         super().__init__()
         dim = int(np.prod(action_space.shape))
@@ -120,7 +124,8 @@ class SquashedGaussianPolicy(nn.Module):
 
     def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised action in the env's bounds and its log density."""
-        squashed, logprob = sample_tanh_gaussian(*self(obs), generator)
+        mean, log_std = self(obs)
+        squashed, logprob = sample_tanh_gaussian(mean, log_std, generator)
         return squashed * self.scale + self.bias, logprob - torch.log(self.scale).sum()
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
@@ -200,7 +205,7 @@ class SACLearner(Learner):
         self.generator = run.rng("learner")  # the actions sampled for the targets and the policy loss
         self.gradient_steps_taken = 0
 
-    def _step(self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor], loss: torch.Tensor) -> None:
+    def _step(self, optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor], loss: torch.Tensor) -> None:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.sync_grads(params)

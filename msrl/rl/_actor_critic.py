@@ -12,6 +12,7 @@ from msrl.core import Actor, Batched, Box, ConfigError, Discrete, NoValue, Space
 from msrl.rl._heads import CategoricalHead, GaussianHead, orthogonal_
 from msrl.rl._normalize import RunningMeanStd
 from msrl.rl._state import load_generator_state
+from msrl.rl._twin_mlp import TwinMLP
 
 
 def action_head(
@@ -105,7 +106,7 @@ class ActorCriticActor(Actor):
 
     def __init__(
         self,
-        net: nn.Module,
+        net: ActorCritic | TwinMLP,
         seed: int,
         device: str = "cpu",
         normalize_obs: bool = False,

@@ -17,8 +17,11 @@ def clip_grad_norm_(params: torch.Tensor | Iterable[torch.Tensor], max_norm: flo
     slower here for a 64-64 MLP).
     """
     if isinstance(params, torch.Tensor):
-        norm = torch.linalg.vector_norm(params.grad)
-        params.grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        grad = params.grad
+        if grad is None:
+            raise ValueError("clip_grad_norm_: the tensor has no gradient (call backward first)")
+        norm = torch.linalg.vector_norm(grad)
+        grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
         return norm
     grads = [p.grad for p in params if p.grad is not None]
     norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))

@@ -25,7 +25,7 @@ class RunningMeanStd:
     ) -> None:
         self.mean = torch.zeros(shape, dtype=torch.float64, device=device)
         self.var = torch.ones(shape, dtype=torch.float64, device=device)
-        self.count = 0
+        self.count: int | float = 0  # a float once copies have averaged unequal shares (update_from_sums)
         self.epsilon, self.clip = epsilon, clip
 
     def update(self, x: torch.Tensor) -> None:

@@ -12,7 +12,8 @@ def polyak_update_(target: nn.Module, source: nn.Module, tau: float) -> None:
     Buffers (batch-norm statistics) are copied, as SB3 does."""
     if not 0.0 <= tau <= 1.0:
         raise ValueError(f"tau must be in [0, 1], got {tau}")
-    targets, sources = list(target.parameters()), list(source.parameters())
+    targets: list[torch.Tensor] = list(target.parameters())
+    sources: list[torch.Tensor] = list(source.parameters())
     if len(targets) != len(sources) or any(t.shape != s.shape for t, s in zip(targets, sources)):
         raise ValueError("target and source networks differ in their parameters")
     if tau == 1.0:
@@ -20,5 +21,5 @@ def polyak_update_(target: nn.Module, source: nn.Module, tau: float) -> None:
             t.copy_(s)
     else:
         torch._foreach_lerp_(targets, sources, tau)
-    for t, s in zip(target.buffers(), source.buffers()):
-        t.copy_(s)
+    for target_buffer, source_buffer in zip(target.buffers(), source.buffers()):
+        target_buffer.copy_(source_buffer)

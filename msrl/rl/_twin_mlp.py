@@ -46,7 +46,7 @@ class _Layout:
     def split(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Views of ``flat`` (parameters or their gradient) shaped for the matmuls."""
         d, h, a = self.inputs, self.hidden, self.outputs
-        w1, b1, w2, b2, wp, bp, wv, bv = torch.split(flat, self.sizes)
+        w1, b1, w2, b2, wp, bp, wv, bv = torch.split(flat, list(self.sizes))
         return (w1.view(d, 2 * h), b1, w2.view(2, h, h), b2.view(2, 1, h), wp.view(h, a), bp, wv.view(h, 1), bv)
 
 
