@@ -19,6 +19,29 @@ How a batch advances is the environment's *dynamics*:
 Either way the per-environment elapsed-step counter is the episode tracker's
 running length, so one checkpoint layout (``state``, ``rng``, ``episodes``)
 serves every backend.
+
+Example, an environment written for NumPy::
+
+    class Walk(BatchedEnv):
+        '''Walk left or right from 0; reaching +-3 ends the episode with reward 1.'''
+        env_id, max_episode_steps, state_dim = "Walk-v0", 20, 1
+        observation_space = msrl.Box(-3.0, 3.0, (1,))
+        action_space = msrl.Discrete(2)
+
+        class NumpyPhysics(Physics):
+            def draw_reset(self, n):
+                return np.zeros((n, 1))
+            def write_obs(self, state, out):
+                out[:] = state
+            def step(self, state, action, reward, terminated):
+                new = state + np.where(action, 1.0, -1.0)[:, None]
+                np.greater_equal(np.abs(new[:, 0]), 3.0, out=terminated)
+                reward[:] = terminated
+                return new
+
+        physics = {"numpy": NumpyPhysics}
+
+    env = Walk(num_envs=8, seed=0)
 """
 
 from __future__ import annotations
@@ -149,6 +172,22 @@ class HostDynamics:
         return new, rows
 
 
+def host_dynamics(env: BatchedEnv, seed: int) -> HostDynamics:
+    """``env``'s physics for its array backend as ``HostDynamics``, or a ``ConfigError`` naming
+    the backends it has."""
+    name = env.arrays.name
+    if name not in env.physics:
+        kinds = [*env.physics, *(["kernels (cuda, cuda-emulated)"] if env.kernel else [])]
+        raise ConfigError(f"{env.env_id} has no {name} physics; it runs on: {', '.join(kinds) or 'nothing'}")
+    return HostDynamics(env, env.physics[name], seed)
+
+
+def check_shape(what: str, shape: tuple[int, ...], expected: tuple[int, ...], error: type[Exception]) -> None:
+    """An ``error`` naming ``what`` unless ``shape == expected`` (state, masks, checkpoints)."""
+    if shape != expected:
+        raise error(f"{what} must have shape {expected}, got {shape}")
+
+
 class BatchedEnv(Environment):
     """A batch of ``num_envs`` copies of one environment on one array backend.
 
@@ -168,29 +207,7 @@ class BatchedEnv(Environment):
     ``obs`` is the first of its next episode.  ``metrics()`` gives
     ``episode_return``, ``episode_length`` and ``episodes`` of the episodes
     finished since the last call.
-
-    Example (an environment written for NumPy)::
-
-        class Walk(BatchedEnv):
-            '''Walk left or right from 0; reaching +-3 ends the episode with reward 1.'''
-            env_id, max_episode_steps, state_dim = "Walk-v0", 20, 1
-            observation_space = msrl.Box(-3.0, 3.0, (1,))
-            action_space = msrl.Discrete(2)
-
-            class NumpyPhysics(Physics):
-                def draw_reset(self, n):
-                    return np.zeros((n, 1))
-                def write_obs(self, state, out):
-                    out[:] = state
-                def step(self, state, action, reward, terminated):
-                    new = state + np.where(action, 1.0, -1.0)[:, None]
-                    np.greater_equal(np.abs(new[:, 0]), 3.0, out=terminated)
-                    reward[:] = terminated
-                    return new
-
-            physics = {"numpy": NumpyPhysics}
-
-        env = Walk(num_envs=8, seed=0)
+    The module docstring has an example.
     """
 
     env_id: ClassVar[str]
@@ -219,19 +236,12 @@ class BatchedEnv(Environment):
         self.num_envs = check_num_envs(num_envs)
         self.arrays = array_backend(backend, device, dtype, validate)
         self.observation_space, self.action_space = self.spaces()
-        self.dynamics = self._kernel_dynamics(kernels, seed) if kernels is not None else self._host_dynamics(seed)
+        self.dynamics = self._kernel_dynamics(kernels, seed) if kernels is not None else host_dynamics(self, seed)
         self._check_action = self._action_check()
         self._episodes = EpisodeTracker(self.arrays, self.num_envs)
         self._obs_shape = tuple(getattr(self.observation_space, "shape", ()))
         self._stepping = self.arrays.stepping
         self._state = self.dynamics.reset(self.arrays.zeros((self.num_envs, self.state_dim), "real"))
-
-    def _host_dynamics(self, seed: int) -> HostDynamics:
-        name = self.arrays.name
-        if name not in self.physics:
-            kinds = [*self.physics, *(["kernels (cuda, cuda-emulated)"] if self.kernel else [])]
-            raise ConfigError(f"{self.env_id} has no {name} physics; it runs on: {', '.join(kinds) or 'nothing'}")
-        return HostDynamics(self, self.physics[name], seed)
 
     def _kernel_dynamics(self, kernels: Kernels, seed: int) -> KernelDynamics:
         """Stepping by ``kernels`` (``MultiAgentEnv`` launches one block per environment)."""
@@ -310,14 +320,10 @@ class BatchedEnv(Environment):
         their time limits.  Accepts NumPy arrays and tensors on any device.
         """
         state = self.arrays.asarray(state)
-        if tuple(state.shape) != (self.num_envs, self.state_dim):
-            raise EnvError(
-                f"{self.env_id} state must have shape ({self.num_envs}, {self.state_dim}), got {tuple(state.shape)}"
-            )
+        check_shape(f"{self.env_id} state", tuple(state.shape), (self.num_envs, self.state_dim), EnvError)
         if mask is not None:
             mask = self.arrays.convert(mask, "bool")
-            if tuple(mask.shape) != (self.num_envs,):
-                raise EnvError(f"{self.env_id} state mask must have shape ({self.num_envs},), got {tuple(mask.shape)}")
+            check_shape(f"{self.env_id} state mask", tuple(mask.shape), (self.num_envs,), EnvError)
             state = self.arrays.where(mask[:, None], state, self._state)
         self._state = self.arrays.own_state(state)
         if new_episode:
@@ -345,11 +351,9 @@ class BatchedEnv(Environment):
         missing = [k for k in _STATE_KEYS if k not in state]
         if missing:
             raise CheckpointError(f"{name} checkpoint lacks {missing}; expected keys {list(_STATE_KEYS)}")
-        shape = tuple(state["state"].shape)
-        if shape != (self.num_envs, self.state_dim):
-            raise CheckpointError(
-                f"{name} checkpoint holds state of shape {shape}, expected ({self.num_envs}, {self.state_dim})"
-            )
+        check_shape(
+            f"{name} checkpoint state", tuple(state["state"].shape), (self.num_envs, self.state_dim), CheckpointError
+        )
         self._episodes.load_state_dict(state["episodes"])
         self.dynamics.rng.load_state_dict(state["rng"])
         self._state = self.arrays.own_state(self.arrays.asarray(state["state"]))
@@ -358,4 +362,4 @@ class BatchedEnv(Environment):
         return f"{type(self).__name__}(num_envs={self.num_envs}, {self.dynamics.name} on {self.device})"
 
 
-__all__ = ["BatchedEnv", "HostDynamics", "Physics", "check_num_envs"]
+__all__ = ["BatchedEnv", "HostDynamics", "Physics", "check_num_envs", "check_shape", "host_dynamics"]

@@ -78,6 +78,87 @@ def parallel_env_factory(module: str) -> Callable[..., Any]:
     return factory
 
 
+class AgentLayout:
+    """Where each PettingZoo agent sits in msrl's per-group arrays, and the conversions both
+    ways: groups from the agent names of ``first`` (a parallel env), renamed by ``rename``,
+    each checked to share ``Box``/``Discrete`` spaces (else a ``ConfigError`` naming them)."""
+
+    def __init__(self, env_id: str, first: Any, rename: Mapping[str, str]) -> None:
+        members: dict[str, list[Any]] = {}
+        for agent in first.possible_agents:
+            name = group_of(agent)
+            members.setdefault(rename.get(name, name), []).append(agent)
+        self.members = members
+        self.groups: dict[str, AgentGroup] = {}
+        self._obs_offset: dict[str, int] = {}
+        self._action_offset: dict[str, int] = {}
+        self._action_dtype: dict[str, Any] = {}
+        for name, agents in members.items():
+            lead = agents[0]
+            obs_space, act_space = first.observation_space(lead), first.action_space(lead)
+            for agent in agents[1:]:
+                for what, space, other in (
+                    ("observation", obs_space, first.observation_space(agent)),
+                    ("action", act_space, first.action_space(agent)),
+                ):
+                    if other != space:
+                        raise ConfigError(
+                            f"{env_id}: agents {lead!r} and {agent!r} of group {name!r} have "
+                            f"different {what} spaces ({space} and {other}); agents of one group "
+                            f"must share spaces"
+                        )
+            self.groups[name] = AgentGroup(
+                name,
+                len(agents),
+                _msrl_space(f"{env_id} agent {lead!r}", "observation", obs_space),
+                _msrl_space(f"{env_id} agent {lead!r}", "action", act_space),
+            )
+            self._obs_offset[name] = int(getattr(obs_space, "start", 0))
+            self._action_offset[name] = int(getattr(act_space, "start", 0))
+            self._action_dtype[name] = np.dtype(act_space.dtype)
+        self.num_agents = sum(len(agents) for agents in members.values())
+
+    def new_obs(self, num_envs: int) -> dict[str, np.ndarray]:
+        """Zeroed observations of ``num_envs`` copies, per group."""
+        out: dict[str, np.ndarray] = {}
+        for name, group in self.groups.items():
+            space = group.observation_space
+            if isinstance(space, Discrete):
+                out[name] = np.zeros((num_envs, group.num_agents), np.int64)
+            elif isinstance(space, Box):
+                out[name] = np.zeros((num_envs, group.num_agents, *space.shape), np.float32)
+        return out
+
+    def write_obs(self, obs: dict[str, np.ndarray], i: int, observations: Mapping[Any, Any]) -> None:
+        """Copy copy ``i``'s observations into its row of ``obs``; agents without one get zeros."""
+        for name, agents in self.members.items():
+            row = obs[name][i]
+            discrete = isinstance(self.groups[name].observation_space, Discrete)
+            for k, agent in enumerate(agents):
+                if agent not in observations:
+                    row[k] = 0
+                elif discrete:
+                    row[k] = int(observations[agent]) - self._obs_offset[name]
+                else:
+                    row[k] = np.asarray(observations[agent], dtype=np.float32).reshape(row[k].shape)
+
+    def to_pettingzoo(self, i: int, actions: dict[str, np.ndarray], live: Iterable[Any]) -> dict[Any, Any]:
+        """Copy ``i``'s actions for the agents still playing, in PettingZoo's types."""
+        out: dict[Any, Any] = {}
+        playing = set(live)
+        for name, agents in self.members.items():
+            space = self.groups[name].action_space
+            for k, agent in enumerate(agents):
+                if agent not in playing:
+                    continue
+                value = actions[name][i, k]
+                if isinstance(space, Discrete):
+                    out[agent] = int(value) + self._action_offset[name]
+                elif isinstance(space, Box):
+                    out[agent] = np.asarray(value, dtype=self._action_dtype[name]).reshape(space.shape)
+        return out
+
+
 class PettingZooEnv(Environment):
     """``num_envs`` copies of a PettingZoo parallel environment, stepped in Python, with
     same-step autoreset (see the module docstring for the rules).
@@ -121,98 +202,23 @@ class PettingZooEnv(Environment):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ConfigError(f"{self.env_id} cannot be made with {kwargs}: {first}") from None
         try:
-            self._declare_groups(dict(group_names))
+            self._layout = AgentLayout(self.env_id, self._copies[0], dict(group_names))
         except ConfigError:
             self.close()
             raise
+        self.groups = self._layout.groups
+        self.num_agents = self._layout.num_agents
+        self.observation_space = {name: g.observation_space for name, g in self.groups.items()}
+        self.action_space = {name: g.action_space for name, g in self.groups.items()}
         self._arrays = NumpyArrays()
         self._check_action = GroupActionCheck(self.env_id, self.groups, self.num_envs, self._arrays, exact=False)
         sizes = {name: g.num_agents for name, g in self.groups.items()}
         self._episodes = GroupEpisodes(self._arrays, self.num_envs, sizes)
         self._seed, self._steps = int(seed), 0
-        self._obs = self._new_obs()
+        self._obs = self._layout.new_obs(self.num_envs)
         self._ended: list[dict[Any, bool]] = [{} for _ in range(self.num_envs)]
         for i, copy in enumerate(self._copies):
-            self._write_obs(i, copy.reset(seed=self._seed + i)[0])
-
-    def _declare_groups(self, rename: dict[str, str]) -> None:
-        """Groups from the agent names, each checked to share Box/Discrete spaces."""
-        first = self._copies[0]
-        members: dict[str, list[Any]] = {}
-        for agent in first.possible_agents:
-            name = group_of(agent)
-            members.setdefault(rename.get(name, name), []).append(agent)
-        self.groups: dict[str, AgentGroup] = {}
-        self._members = members
-        self._obs_offset: dict[str, int] = {}
-        self._action_offset: dict[str, int] = {}
-        self._action_dtype: dict[str, Any] = {}
-        for name, agents in members.items():
-            lead = agents[0]
-            obs_space, act_space = first.observation_space(lead), first.action_space(lead)
-            for agent in agents[1:]:
-                for what, space, other in (
-                    ("observation", obs_space, first.observation_space(agent)),
-                    ("action", act_space, first.action_space(agent)),
-                ):
-                    if other != space:
-                        raise ConfigError(
-                            f"{self.env_id}: agents {lead!r} and {agent!r} of group {name!r} have "
-                            f"different {what} spaces ({space} and {other}); agents of one group "
-                            f"must share spaces"
-                        )
-            self.groups[name] = AgentGroup(
-                name,
-                len(agents),
-                _msrl_space(f"{self.env_id} agent {lead!r}", "observation", obs_space),
-                _msrl_space(f"{self.env_id} agent {lead!r}", "action", act_space),
-            )
-            self._obs_offset[name] = int(getattr(obs_space, "start", 0))
-            self._action_offset[name] = int(getattr(act_space, "start", 0))
-            self._action_dtype[name] = np.dtype(act_space.dtype)
-        self.num_agents = sum(len(agents) for agents in members.values())
-        self.observation_space = {name: g.observation_space for name, g in self.groups.items()}
-        self.action_space = {name: g.action_space for name, g in self.groups.items()}
-
-    # -- conversions ---------------------------------------------------------------
-    def _new_obs(self) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for name, group in self.groups.items():
-            space = group.observation_space
-            if isinstance(space, Discrete):
-                out[name] = np.zeros((self.num_envs, group.num_agents), np.int64)
-            elif isinstance(space, Box):
-                out[name] = np.zeros((self.num_envs, group.num_agents, *space.shape), np.float32)
-        return out
-
-    def _write_obs(self, i: int, observations: Mapping[Any, Any]) -> None:
-        """Copy ``i``'s observations into its row; agents without one get zeros."""
-        for name, agents in self._members.items():
-            row = self._obs[name][i]
-            discrete = isinstance(self.groups[name].observation_space, Discrete)
-            for k, agent in enumerate(agents):
-                if agent not in observations:
-                    row[k] = 0
-                elif discrete:
-                    row[k] = int(observations[agent]) - self._obs_offset[name]
-                else:
-                    row[k] = np.asarray(observations[agent], dtype=np.float32).reshape(row[k].shape)
-
-    def _to_pettingzoo(self, i: int, actions: dict[str, np.ndarray], live: Iterable[Any]) -> dict[Any, Any]:
-        """Copy ``i``'s actions for the agents still playing, in PettingZoo's types."""
-        out: dict[Any, Any] = {}
-        playing = set(live)
-        for name, agents in self._members.items():
-            space = self.groups[name].action_space
-            for k, agent in enumerate(agents):
-                if agent not in playing:
-                    continue
-                value = actions[name][i, k]
-                if isinstance(space, Discrete):
-                    out[agent] = int(value) + self._action_offset[name]
-                elif isinstance(space, Box):
-                    out[agent] = np.asarray(value, dtype=self._action_dtype[name]).reshape(space.shape)
-        return out
+            self._layout.write_obs(self._obs, i, copy.reset(seed=self._seed + i)[0])
 
     # -- Environment API ---------------------------------------------------------
     def reset(self, seed: int | None = None) -> Batched:
@@ -225,7 +231,7 @@ class PettingZooEnv(Environment):
     def _restart(self, seed: int | None) -> None:
         """Reset every copy (copy ``i`` seeded ``seed + i``) and forget the running episodes."""
         for i, copy in enumerate(self._copies):
-            self._write_obs(i, copy.reset(seed=None if seed is None else seed + i)[0])
+            self._layout.write_obs(self._obs, i, copy.reset(seed=None if seed is None else seed + i)[0])
             self._ended[i].clear()
         self._episodes.discard()
 
@@ -239,10 +245,10 @@ class PettingZooEnv(Environment):
         terminated = np.zeros(self.num_envs, np.float32)
         truncated = np.zeros(self.num_envs, np.float32)
         for i, copy in enumerate(self._copies):
-            obs, reward, term, trunc, _ = copy.step(self._to_pettingzoo(i, checked, copy.agents))
-            self._write_obs(i, obs)
+            obs, reward, term, trunc, _ = copy.step(self._layout.to_pettingzoo(i, checked, copy.agents))
+            self._layout.write_obs(self._obs, i, obs)
             ended = self._ended[i]
-            for name, agents in self._members.items():
+            for name, agents in self._layout.members.items():
                 for k, agent in enumerate(agents):
                     rewards[name][i, k] = reward.get(agent, 0.0)
                     if term.get(agent) or trunc.get(agent):
@@ -254,7 +260,7 @@ class PettingZooEnv(Environment):
                 terminated[i] = 1.0
             else:
                 truncated[i] = 1.0
-            self._write_obs(i, copy.reset()[0])
+            self._layout.write_obs(self._obs, i, copy.reset()[0])
             ended.clear()
         self._episodes.record(rewards, self._arrays.finished_rows(terminated, truncated))
         self._steps += 1
@@ -296,4 +302,4 @@ class PettingZooEnv(Environment):
         return f"PettingZooEnv({self.env_id!r}, num_envs={self.num_envs}, {groups})"
 
 
-__all__ = ["PettingZooEnv", "group_of", "parallel_env_factory"]
+__all__ = ["AgentLayout", "PettingZooEnv", "group_of", "parallel_env_factory"]

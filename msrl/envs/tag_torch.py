@@ -11,7 +11,7 @@ differently (``msrl.envs.consistency``'s float32 tolerances allow for it).
 
 Nothing in a step reads a device value on the host: every choice is a
 ``torch.where``, the chunk loops run over static sizes, and the nearest others
-are picked without ``nonzero`` (see ``TorchTag._nearest``).  Constants are 0-d
+are picked without ``nonzero`` (see ``NearestOthers``).  Constants are 0-d
 tensors on the device (CUDA divides by a host scalar as a multiplication by its
 reciprocal, which is not the IEEE division NumPy does).
 """
@@ -33,7 +33,7 @@ class TorchTag(Physics[TagBase]):
 
     def __init__(self, env: TagBase, rng: Any) -> None:
         super().__init__(env, rng)
-        self.env_chunks, self.sort_max_agents = env_chunks, SORT_MAX_AGENTS
+        self.env_chunks = env_chunks
         # an accelerator pays a launch per op and chunk, and has the memory for larger ones
         self.chunk_bytes = CHUNK_BYTES if env.arrays.device.type == "cpu" else 8 * CHUNK_BYTES
         device, dtype = env.arrays.device, env.arrays.dtype
@@ -58,11 +58,9 @@ class TorchTag(Physics[TagBase]):
         self._tag_distance2 = const(env.tagging_distance * env.tagging_distance)
         self._max_steps = const(float(env.max_episode_steps))
         self._edge = const(env.edge_hit_penalty)
-        self._tag_reward = const(env.tag_reward_for_tagger)
-        self._tag_penalty = const(env.tag_penalty_for_runner)
+        self._tag_reward, self._tag_penalty = const(env.tag_reward_for_tagger), const(env.tag_penalty_for_runner)
         self._end_reward = const(env.end_of_game_reward_for_runner)
-        self._minus_one = torch.tensor(-1, device=device)
-        self._past_last = torch.tensor(self.N, device=device)
+        self._nearest = NearestOthers(self.N, self.M, device)
 
     def draw_reset(self, n: int) -> torch.Tensor:
         N, W = self.N, self.env.world_size
@@ -162,7 +160,7 @@ class TorchTag(Physics[TagBase]):
                 square = delta * delta
                 d = (square[:, 0] + square[:, 1]).add_(far[rows, None, :])
                 d[:, self._agents, self._agents] = math.nan  # self: after every other, inactive ones too
-                j = self._nearest(d)
+                j = self._nearest.select(d)
                 relative = (delta.gather(-1, j[:, None].expand(-1, 2, -1, -1)) / W).permute(0, 2, 3, 1)
                 others = seen[torch.arange(j.shape[0], device=self.device)[:, None, None] + rows.start, j]
                 for obs, lo, hi in groups:
@@ -180,26 +178,35 @@ class TorchTag(Physics[TagBase]):
                     view = obs[rows, :, 7:].view(-1, hi - lo, M, 5)
                     view.copy_(pairs.index_select(1, self._other_pairs[lo:hi].reshape(-1)).view_as(view))
 
-    def _nearest(self, d: torch.Tensor) -> torch.Tensor:
-        """Column indices of the ``M`` smallest of each row of ``d``, ordered by ``(d, column)``; NaN (an
-        agent's own column) counts as larger than everything, as torch's sort and topk order it.
 
-        Few columns: one stable sort.  Many: ``topk`` gives each row's ``M``-th
-        smallest value ``v`` (its values are exact; only which of equal values it
-        picks is unspecified), then a second ``topk`` over unique integer keys picks
-        the columns: ``-1`` below ``v`` (fewer than ``M`` of them, so all taken), the
-        column number at ``v`` (lowest columns first), past the end above.  No count
-        of ties, so no sync; then a stable sort of the ``M`` chosen, in column order,
-        orders them by distance.
-        """
-        M = self.M
+class NearestOthers:
+    """``select(d)``: the column indices of the ``k`` smallest of each row of ``d``, ordered by
+    ``(d, column)``; NaN (an agent's own column) counts as larger than everything, as torch's
+    sort and topk order it.  Its own class so its constants are built once, on the device.
+
+    Few columns (up to ``SORT_MAX_AGENTS``): one stable sort.  Many: ``topk`` gives each row's
+    ``k``-th smallest value ``v`` (its values are exact; only which of equal values it picks
+    is unspecified), then a second ``topk`` over unique integer keys picks the columns: ``-1``
+    below ``v`` (fewer than ``k`` of them, so all taken), the column number at ``v`` (lowest
+    columns first), past the end above.  No count of ties, so no sync; then a stable sort of
+    the ``k`` chosen, in column order, orders them by distance.
+    """
+
+    def __init__(self, columns: int, k: int, device: torch.device) -> None:
+        self.k, self.sort_max_agents = k, SORT_MAX_AGENTS
+        self._columns = torch.arange(columns, device=device)
+        self._minus_one = torch.tensor(-1, device=device)
+        self._past_last = torch.tensor(columns, device=device)
+
+    def select(self, d: torch.Tensor) -> torch.Tensor:
+        k = self.k
         if d.shape[-1] <= self.sort_max_agents:
-            return torch.sort(d, dim=-1, stable=True).indices[..., :M]
-        kth = torch.topk(d, M, dim=-1, largest=False, sorted=False).values.amax(-1, keepdim=True)
-        key = torch.where(d < kth, self._minus_one, torch.where(d == kth, self._agents, self._past_last))
-        cols = torch.topk(key, M, dim=-1, largest=False, sorted=False).indices.sort(-1).values
+            return torch.sort(d, dim=-1, stable=True).indices[..., :k]
+        kth = torch.topk(d, k, dim=-1, largest=False, sorted=False).values.amax(-1, keepdim=True)
+        key = torch.where(d < kth, self._minus_one, torch.where(d == kth, self._columns, self._past_last))
+        cols = torch.topk(key, k, dim=-1, largest=False, sorted=False).indices.sort(-1).values
         order = torch.sort(d.gather(-1, cols), dim=-1, stable=True).indices
         return cols.gather(-1, order)
 
 
-__all__ = ["TorchTag"]
+__all__ = ["NearestOthers", "TorchTag"]
