@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from msrl.rl import RolloutBuffer, gae
+from msrl.rl import RolloutBuffer, gae, normalize_advantages
 
 GAMMA, LAMBDA = 0.9, 0.8
 
@@ -82,3 +82,11 @@ def test_rollout_buffer_passes_termination_and_truncation_apart() -> None:
     batch = buffer.drain(last_value)
     expected = _by_definition(rewards.double(), values.double(), terminated, truncated, last_value.double())
     torch.testing.assert_close(batch.advantages, expected.reshape(-1).float())
+
+
+def test_normalize_advantages_matches_the_formula_and_keeps_a_single_sample() -> None:
+    adv = torch.tensor([1.0, 2.0, 4.0, 9.0])
+    expected = (adv - adv.mean()) / (adv.std() + 1e-8)
+    assert torch.allclose(normalize_advantages(adv), expected)
+    one = torch.tensor([3.5])
+    assert torch.equal(normalize_advantages(one), one)  # the std of one value is NaN

@@ -1,0 +1,113 @@
+"""The on-policy actor-critic network and actor: shapes and seeding, equality with TwinMLP for a seed,
+observation normalisation by the statistics the learner sends (as flat entries of its weights),
+and checkpoints that resume the actor's draws."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from msrl.core import Box, Discrete
+from msrl.rl import (
+    ActorCritic,
+    ActorCriticActor,
+    RunningMeanStd,
+    TwinMLP,
+    obs_stats_weights,
+)
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+BOX = Box(low=-2.0, high=2.0, shape=(1,))
+
+
+@pytest.mark.parametrize("space", [Discrete(2), BOX])
+def test_actor_critic_shapes_and_seeding(space) -> None:
+    """ActorCritic's forward has the head's shapes; the seed alone determines the parameters."""
+    net = ActorCritic(4, space, hidden=16, seed=3)
+    params, value = net(torch.randn(5, 4, generator=_gen(0)))
+    assert value.shape == (5,)
+    if isinstance(space, Discrete):
+        assert params.shape == (5, 2)
+    else:
+        assert params[0].shape == params[1].shape == (5, 1)
+    same, other = ActorCritic(4, space, hidden=16, seed=3), ActorCritic(4, space, hidden=16, seed=4)
+    pairs = list(zip(net.parameters(), same.parameters(), other.parameters()))
+    assert all(torch.equal(p, q) for p, q, _ in pairs)
+    assert not all(torch.equal(p, r) for p, _, r in pairs)
+
+
+def test_actor_critic_matches_twin_mlp_with_the_same_seed() -> None:
+    """ActorCritic(Discrete) and TwinMLP built from the same seed compute the same logits and values."""
+    net = ActorCritic(4, Discrete(2), hidden=16, seed=7)
+    twin = TwinMLP(4, 2, 16, _gen(7))
+    x = torch.randn(32, 4, generator=_gen(1)) * 2
+    with torch.no_grad():
+        logits, value = net(x)
+        twin_logits, twin_value = twin(x)
+    torch.testing.assert_close(logits, twin_logits, atol=1e-5, rtol=0)
+    torch.testing.assert_close(value, twin_value, atol=1e-5, rtol=0)
+
+
+def test_actor_critic_actor_normalizes_with_the_statistics_it_is_sent() -> None:
+    """act, value and greedy take raw observations and standardise them by the statistics that came
+    with the weights (numpy's mean/var of the data behind them); the actor never updates them."""
+    actor = ActorCriticActor(ActorCritic(3, BOX, hidden=16, seed=0), seed=1, normalize_obs=True, obs_shape=(3,))
+    rng = np.random.default_rng(0)
+    data = rng.normal([1.0, -5.0, 20.0], [0.5, 2.0, 10.0], size=(40, 3))
+    stats = RunningMeanStd((3,))
+    stats.update(torch.as_tensor(data))
+    actor.set_weights({**actor.net.state_dict(), **obs_stats_weights(stats)})
+    raw = rng.normal([1.0, -5.0, 20.0], [0.5, 2.0, 10.0], size=(6, 3))
+    normalised = torch.as_tensor(
+        np.clip((raw - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), -10, 10), dtype=torch.float32
+    )
+    with torch.no_grad():
+        params, value = actor.net(normalised)
+    raw_t = torch.as_tensor(raw, dtype=torch.float32)
+    torch.testing.assert_close(actor.greedy(raw_t), actor.net.head.mode(params), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(actor.value(raw_t), value, atol=1e-5, rtol=1e-5)
+    actor.act(raw_t)
+    assert actor.obs_stats.count == len(data)  # acting does not move the statistics
+
+
+def test_actor_critic_actor_state_dict_round_trip() -> None:
+    """An actor reloaded from a state_dict has the same statistics and draws the same next actions."""
+    space = Discrete(3)
+    a = ActorCriticActor(ActorCritic(3, space, hidden=16, seed=0), seed=1, normalize_obs=True, obs_shape=(3,))
+    g = _gen(5)
+    stats = RunningMeanStd((3,))
+    stats.update(torch.randn(8, 3, generator=g) * 3 + 1)
+    a.set_weights({**a.net.state_dict(), **obs_stats_weights(stats)})
+    a.act(torch.randn(8, 3, generator=g) * 3 + 1)
+    b = ActorCriticActor(ActorCritic(3, space, hidden=16, seed=9), seed=2, normalize_obs=True, obs_shape=(3,))
+    b.load_state_dict(copy.deepcopy(a.state_dict()))
+    assert torch.equal(a.obs_stats.mean, b.obs_stats.mean) and torch.equal(a.obs_stats.var, b.obs_stats.var)
+    for _ in range(3):
+        obs = torch.randn(64, 3, generator=g) * 3 + 1
+        assert all(torch.equal(x, y) for x, y in zip(a.act(obs), b.act(obs)))
+    assert torch.equal(a.greedy(obs), b.greedy(obs))
+
+
+def test_weights_carry_the_statistics_as_flat_entries() -> None:
+    """The learner's weights with its observation statistics are one flat mapping (what may cross
+    a fragment cut), and the actor reads network and statistics back from it."""
+    learner_net = ActorCritic(3, BOX, hidden=16, seed=4)
+    stats = RunningMeanStd((3,))
+    stats.update(torch.randn(10, 3, generator=_gen(0)) * 4 + 2)
+    weights = {**learner_net.state_dict(), **obs_stats_weights(stats)}
+    assert all(isinstance(value, (torch.Tensor, int, float)) for value in weights.values())
+    assert {"obs_stats.mean", "obs_stats.var", "obs_stats.count"} <= set(weights)
+    actor = ActorCriticActor(ActorCritic(3, BOX, hidden=16, seed=0), seed=1, normalize_obs=True, obs_shape=(3,))
+    actor.set_weights(weights)
+    assert all(torch.equal(a, b) for a, b in zip(actor.net.state_dict().values(), learner_net.state_dict().values()))
+    assert torch.equal(actor.obs_stats.mean, stats.mean) and actor.obs_stats.count == 10
+    plain = ActorCriticActor(ActorCritic(3, BOX, hidden=16, seed=0), seed=1)
+    plain.set_weights(weights)  # an actor without normalisation takes the network and ignores the statistics
+    assert plain.obs_stats is None
