@@ -24,10 +24,8 @@ from msrl.app._load import load_components
 from msrl.app._plan import Plan, make_runtime, plan
 from msrl.app._records import check_losses, iteration_record
 from msrl.app._run_directory import CHECKPOINT_NAME, Position, RunDirectory
-from msrl.core import CheckpointError, ConfigError, DivergenceError, EnvError, WorkerLostError
+from msrl.core import CheckpointError, ConfigError, DivergenceError, EnvError, RunInfo, WorkerLostError
 
-EVAL_SEED_OFFSET = 7919
-"""The final evaluation's environments are seeded ``seed + EVAL_SEED_OFFSET``, apart from training's."""
 COUNTERS = ("iteration", "env_steps", "restarts", "lost_env_steps")
 """Where a run stands, in its checkpoint and in every metrics record: ``restarts`` counts recoveries
 from lost workers over the whole run, ``lost_env_steps`` the steps trained and lost with them."""
@@ -209,7 +207,7 @@ class Trainer:
 
     def evaluate(self, episodes: int, seed: int | None = None) -> Evaluation:
         """Greedy evaluation of the current weights on ``episodes`` fresh environments."""
-        seed = self.config.run.seed + EVAL_SEED_OFFSET if seed is None else seed
+        seed = RunInfo(seed=self.config.run.seed).seed_for("eval") if seed is None else seed
         algorithm = getattr(self.runtime, "algorithm", None)  # the live one, when it runs in this process
         if algorithm is None:  # the trained weights live in the workers
             algorithm = load_components(self.plan.recipe, self._recovering(self.runtime.state_dict))

@@ -37,6 +37,7 @@ SEED_STREAMS: Mapping[str, SeedStream] = MappingProxyType(
         # shared by every copy: what copies must agree on
         "weights": SeedStream(per_copy=False, offset=0),  # initial network weights: replicated learners start equal
         "learner": SeedStream(per_copy=False, offset=2),  # a learner's draws: minibatch order, SAC's sampled actions
+        "eval": SeedStream(per_copy=False, offset=7919),  # the final evaluation's environments, apart from training's
         # one per copy: what copies must not share
         "env": SeedStream(per_copy=True, offset=0),  # environment resets
         "actor": SeedStream(per_copy=True, offset=1),  # action sampling and exploration
@@ -46,7 +47,9 @@ SEED_STREAMS: Mapping[str, SeedStream] = MappingProxyType(
 """Every random stream of a run, by name: the one table of seed offsets (``RunInfo.seed_for``).
 The offsets are those the algorithms used before the streams had names, so runs reproduce their
 earlier numbers; streams of one kind (shared or per copy) differ in their offsets, and a stream
-that must be new gets a new name here rather than an offset at its call site."""
+that must be new gets a new name here rather than an offset at its call site.  ("eval" keeps the
+evaluation's old offset, 7919, which sub-stream 1 of "weights" also reaches: one seeds environment
+resets, the other a network's initial weights.)"""
 
 
 @dataclass(frozen=True)
