@@ -17,6 +17,12 @@ must not import) are plug-ins: a package lists a function under the
 ``msrl.env_backends`` entry point of its distribution, and ``msrl.envs`` calls
 it with ``register`` the first time it needs a backend it does not know yet.
 
+Inside the package imports point one way (``tests/unit/test_env_imports.py``
+checks it): the registry names environment modules as strings and imports
+them when first built; each environment's NumPy and torch physics import a
+shared ``_<env>_base`` module (its constants, checks and spaces), not each
+other; the public class (``msrl.envs.tag.Tag``) joins them.
+
 ``make`` picks the backend the algorithm asks for; when it asks for none, the
 executor of the fragment being built chooses (``msrl.core.EnvDefaults``: the
 torch executor prefers ``torch`` on its device, the cpu executor steps large
