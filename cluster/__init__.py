@@ -17,18 +17,23 @@ from cluster._placement import (
     wait_until_released,
 )
 from cluster._reports import merge_replica_metrics, merge_reports
-from cluster._runtime import RayRuntime, actor_resources, starts_embedded
+from cluster._runtime import RayRuntime
+from cluster._schedule import SCHEDULES, AsyncSchedule, SyncSchedule
+from cluster._startup import actor_resources, starts_embedded
 from cluster._transport import Mailbox
 from cluster._worker import ComputeThread
 
 __all__ = [
     "CLUSTER_SWITCH",
     "PLACEMENT_TIMEOUT_S",
+    "SCHEDULES",
+    "AsyncSchedule",
     "ComputeThread",
     "DirectListener",
     "DirectSender",
     "Mailbox",
     "RayRuntime",
+    "SyncSchedule",
     "actor_resources",
     "backend_for",
     "bundles_of",
