@@ -17,7 +17,7 @@ import torch
 
 from cluster._direct import DirectListener, DirectSender
 from cluster._transport import Mailbox, MailboxClosed, RayTransport
-from fragments import BuildRecipe, FragmentedGraph, ReplicaReport, build_replica
+from fragments import BuildRecipe, FragmentedGraph, Replica, ReplicaReport, build_replica
 from fragments.executors import get_executor
 from msrl.core import MsrlError, Role
 
@@ -184,16 +184,8 @@ class FragmentWorker:
             self.fdg, self.program, self.replica, self.mailbox, peers, stale_ok=stale_ok, direct=self.senders
         )
         self.executor = self.built.start(self.fdg, self.transport)
-        components = self.built.components
         if store is not None:
-            from cluster._collective import GradientAllReduce, learner_group
-
-            group = learner_group(
-                store, f"{self.fragment}/grads/", self.replica, self.spec.replicas, address, self.spec.device
-            )
-            for name, component in components.items():
-                if self.fdg.graph.components[name] is Role.LEARNER:
-                    component.grad_sync = self.grad_sync = GradientAllReduce(group, self.spec.replicas)
+            self.grad_sync = _join_gradient_group(self.built, self.fdg, store, address)
 
     def deliver(self, node: str, src: int, seq: int, payload: Any) -> None:
         self.mailbox.put(node, src, seq, payload)
@@ -244,6 +236,20 @@ class FragmentWorker:
             self.listener.close()
         if self.executor is not None:
             self.executor.close()
+
+
+def _join_gradient_group(built: Replica, fdg: FragmentedGraph, store: Any, address: str) -> GradientAllReduce:
+    """Join the all-reduce group of the replicated learner fragment ``built`` belongs to (this node's
+    ``address``), and hand its learners the hook that averages their gradients across replicas."""
+    from cluster._collective import GradientAllReduce, learner_group
+
+    spec = fdg.fragments[built.fragment].spec
+    group = learner_group(store, f"{built.fragment}/grads/", built.replica, spec.replicas, address, spec.device)
+    grad_sync = GradientAllReduce(group, spec.replicas)
+    for name, component in built.components.items():
+        if fdg.graph.components[name] is Role.LEARNER:
+            component.grad_sync = grad_sync
+    return grad_sync
 
 
 def _to_cpu(value: Any) -> Any:
