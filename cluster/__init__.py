@@ -20,7 +20,7 @@ from cluster._reports import merge_replica_metrics, merge_reports
 from cluster._runtime import RayRuntime
 from cluster._schedule import SCHEDULES, AsyncSchedule, SyncSchedule
 from cluster._startup import actor_resources, starts_embedded
-from cluster._transport import Mailbox
+from cluster._transport import Mailbox, RayTransport
 from cluster._worker import ComputeThread
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "DirectSender",
     "Mailbox",
     "RayRuntime",
+    "RayTransport",
     "SyncSchedule",
     "actor_resources",
     "backend_for",

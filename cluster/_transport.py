@@ -15,7 +15,7 @@ import threading
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from fragments import FragmentedGraph, FragmentProgram, Recv, combine, route, sources
+from fragments import FragmentedGraph, FragmentProgram, Recv, check_flat, combine, route, sources
 
 POLL_S = 1.0
 
@@ -86,8 +86,12 @@ class RayTransport:
         self.received: dict[tuple[str, int], int] = {}
         self.held: dict[str, tuple] = {}
         self.policy_lag = 0
+        self.checked: set[str] = set()  # nodes whose first value was checked flat (fragments.FLAT_RULE)
 
     def send(self, node: str, value: tuple) -> None:
+        if node not in self.checked:  # a node's first value: flat, or a one-line error naming node and path
+            check_flat(value, (i.ref.index for i in self.program.sends[node]), node, self.program.fragment)
+            self.checked.add(node)
         by_dst: dict[str, list] = {}
         for interface in self.program.sends[node]:
             by_dst.setdefault(interface.dst, []).append(interface)

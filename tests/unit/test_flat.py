@@ -66,3 +66,36 @@ def test_check_flat_names_node_fragment_output_and_path():
         "node learner.get_weights of fragment learner sends a value that is not flat at output 1['policy'] "
         "(a nested dict); what crosses a cut edge must be a tensor, an array or a number"
     )
+
+
+def test_the_ray_transport_checks_a_nodes_first_value_before_sending_it():
+    """The weights the coarse preset's learner broadcasts: nested, refused before anything leaves."""
+    from pathlib import Path
+
+    import yaml
+
+    from cluster import Mailbox, RayTransport
+    from fragments import build_program
+    from msrl.app import load_config, plan
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
+    fdg = plan(
+        load_config(None, ["algo.num_envs=8", "policy=single_learner_coarse"], base=yaml.safe_load(config.read_text()))
+    ).fdg
+    program = build_program(fdg, "learner")
+    assert "learner.get_weights" in program.sends
+    delivered = []
+
+    class Peer:
+        class deliver:  # noqa: N801 - stands in for an actor method
+            @staticmethod
+            def remote(*message) -> None:
+                delivered.append(message)
+
+    peers = {name: [Peer()] * fragment.replicas for name, fragment in fdg.fragments.items()}
+    transport = RayTransport(fdg, program, 0, Mailbox(), peers)
+    with pytest.raises(CutEdgeError, match=r"node learner.get_weights of fragment learner .* output 0\['net'\]"):
+        transport.send("learner.get_weights", ({"net": {"weight": torch.zeros(1)}},))
+    assert delivered == []
+    transport.send("learner.get_weights", ({"net.weight": torch.zeros(1)},))
+    assert [message[:3] for message in delivered] == [("learner.get_weights", 0, 0)] * 2  # both rollout replicas
