@@ -65,7 +65,47 @@ def _columns_contiguous(state: torch.Tensor) -> torch.Tensor:
     return state.t().clone(memory_format=torch.contiguous_format).t()
 
 
-class TorchArrays(ArrayBackend):
+class TorchActions:
+    """How ``TorchArrays`` reads and checks actions (their dtype kind, range, finiteness), apart
+    from the array operations of a step."""
+
+    dtype: torch.dtype
+
+    def kind(self, array: torch.Tensor) -> str:
+        dtype = array.dtype
+        if dtype == torch.bool:
+            return "b"
+        if dtype.is_floating_point:
+            return "f"
+        if dtype.is_complex:
+            return "c"
+        return "u" if dtype in _UNSIGNED else "i"
+
+    def discrete_ok(self, action: torch.Tensor, kind: str, n: int) -> bool:
+        ok = (action >= 0) & (action < n)
+        if kind == "f":
+            ok &= action == action.trunc()
+        return bool(ok.all())
+
+    def all_finite(self, action: torch.Tensor) -> bool:
+        return bool(torch.isfinite(action).all())
+
+    def value_range(self, action: torch.Tensor) -> str:
+        return f"[{action.min().item()}, {action.max().item()}]"
+
+    def index_action(self, action: torch.Tensor) -> torch.Tensor:
+        return action if action.dtype in (torch.int64, torch.int32) else action.to(torch.int64)
+
+    def float_action(self, action: torch.Tensor) -> torch.Tensor:
+        """float32 and float64 are kept (float64 only when the state is float64), so a
+        float64 env given float32 actions rounds the torque terms like the NumPy backend."""
+        dtype = action.dtype
+        if dtype == torch.float32 or (dtype == torch.float64 and self.dtype == torch.float64):
+            return action
+        return action.to(self.dtype)
+
+
+class TorchArrays(TorchActions, ArrayBackend):
     """Tensors on ``device``; the state is ``dtype`` (float32 or float64).
 
     ``validate=True`` also checks action values, which costs a device-to-host
@@ -192,39 +232,6 @@ class TorchArrays(ArrayBackend):
 
     def new_rng(self, seed: int) -> TorchRNG:
         return TorchRNG(seed, self.device)
-
-    def kind(self, array: torch.Tensor) -> str:
-        dtype = array.dtype
-        if dtype == torch.bool:
-            return "b"
-        if dtype.is_floating_point:
-            return "f"
-        if dtype.is_complex:
-            return "c"
-        return "u" if dtype in _UNSIGNED else "i"
-
-    def discrete_ok(self, action: torch.Tensor, kind: str, n: int) -> bool:
-        ok = (action >= 0) & (action < n)
-        if kind == "f":
-            ok &= action == action.trunc()
-        return bool(ok.all())
-
-    def all_finite(self, action: torch.Tensor) -> bool:
-        return bool(torch.isfinite(action).all())
-
-    def value_range(self, action: torch.Tensor) -> str:
-        return f"[{action.min().item()}, {action.max().item()}]"
-
-    def index_action(self, action: torch.Tensor) -> torch.Tensor:
-        return action if action.dtype in (torch.int64, torch.int32) else action.to(torch.int64)
-
-    def float_action(self, action: torch.Tensor) -> torch.Tensor:
-        """float32 and float64 are kept (float64 only when the state is float64), so a
-        float64 env given float32 actions rounds the torque terms like the NumPy backend."""
-        dtype = action.dtype
-        if dtype == torch.float32 or (dtype == torch.float64 and self.dtype == torch.float64):
-            return action
-        return action.to(self.dtype)
 
 
 __all__ = ["TorchArrays", "TorchRNG"]
