@@ -34,18 +34,30 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import cluster
+import msrl.envs
 from msrl.app._config import load_config
 from msrl.app._grid import Combination, combinations, policy_entry, split_sweeps
 from msrl.app._plan import plan
 from msrl.app._run import Run, train
 from msrl.app._run_directory import CHECKPOINT_NAME
 from msrl.app._summary import aggregate, markdown_table, run_row, write_summary
-from msrl.core import ConfigError, apply_overrides, read_yaml
+from msrl.core import ConfigError, MsrlError, apply_overrides, read_yaml
 from policies import load_policy
 
 RESULTS_NAME = "results.jsonl"
-REWARD_THRESHOLDS = {"CartPole-v1": 475.0, "CartPole-v0": 195.0, "Pendulum-v1": -250.0}
-"""Default ``--target`` per env: gymnasium's ``reward_threshold`` for CartPole, the learning tests' for Pendulum."""
+OWN_TARGETS = {"Pendulum-v1": -250.0}
+"""Default ``--target`` for environments that state no ``reward_threshold`` (gymnasium has none for
+Pendulum): the learning tests' threshold.  Every other env's default is its spec's threshold."""
+
+
+def default_target(env_id: str) -> float | None:
+    """The return ``compare`` times runs to when no ``--target`` is given: the env's
+    ``EnvSpec.reward_threshold`` (gymnasium's, for a gymnasium id), else ``OWN_TARGETS``, else None."""
+    try:
+        threshold = msrl.envs.spec(env_id).reward_threshold
+    except MsrlError:  # an id the run itself refuses; the run's own error says why
+        return None
+    return threshold if threshold is not None else OWN_TARGETS.get(env_id)
 
 
 @dataclass
@@ -114,7 +126,7 @@ def compare(
             raise ConfigError(f"{combo.label}: {exc}") from None
     env_id = getattr(first.algo, "env_id", None)
     if target is None:  # the env's own, when known
-        target = REWARD_THRESHOLDS.get(env_id) if isinstance(env_id, str) else None
+        target = default_target(env_id) if isinstance(env_id, str) else None
     else:
         target = float(target)
 
