@@ -28,20 +28,18 @@ core), so that no policy a test runs makes it restart for a larger one."""
 SHARED_RAY_MODULES = frozenset(
     {
         "cluster/test_shares.py",
-        "e2e/test_algorithm_learning.py",
         "e2e/test_algorithm_matrix.py",
-        "e2e/test_algorithms.py",
         "e2e/test_compare.py",
-        "e2e/test_learning.py",
-        "e2e/test_multi_agent.py",
         "e2e/test_preset_exactness.py",
         "e2e/test_presets.py",
     }
 )
-"""Test modules (under tests/) whose runs on Ray policies share the session's Ray: each would
-otherwise start its own embedded instance, or restart one too small for its policy.  Left out on
-purpose: modules that build their own cluster shape (``ray.cluster_utils.Cluster``: tests/cluster's
-placement, custom-resource and join tests), check how the embedded instance itself starts
+"""Test modules (under tests/) whose runs are all on Ray policies and share the session's Ray: each
+would otherwise start its own embedded instance, or restart one too small for its policy.  Left out
+on purpose: modules whose tests run mostly in-process (``local``), where Ray's daemons would only
+take CPU from them (msrl starts its embedded Ray there when a test first needs it, and keeps it);
+modules that build their own cluster shape (``ray.cluster_utils.Cluster``: tests/cluster's placement,
+custom-resource and join tests), check how the embedded instance itself starts
 (test_embedded_loopback, test_connect, test_embedded_limits), or kill workers (tests/chaos).  Those
 shut down whatever Ray is running first; the next test that shares one starts it again."""
 
