@@ -45,14 +45,18 @@ from msrl.rl import (
     OBS_STATS,
     ActorCritic,
     ActorCriticActor,
+    CompiledPPOUpdate,
+    PPOStepConfig,
     RolloutBatch,
     RolloutBuffer,
     RunningMeanStd,
     TwinMLP,
     action_layout,
     check_action_space,
+    check_compile_option,
     clip_grad_norm_,
     clipped_surrogate,
+    compile_mode,
     copy_weights,
     linear_lr,
     load_generator_state,
@@ -110,6 +114,10 @@ class PPOConfig:
     """Divide rewards by the running std of the discounted return (kept by the buffer)."""
     fused: bool = False
     """Use the fused fast path (TwinMLP and closed-form loss gradients; Discrete actions only)."""
+    compile: bool | str = "auto"
+    """``true``: each minibatch step of the fused path (``fused: true``) is one ``torch.compile``d
+    region (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only, where the saved
+    launch overhead pays for it (docs/guide.md, "compiled learner")."""
 
     @property
     def batch_size(self) -> int:
@@ -130,6 +138,9 @@ class PPOConfig:
             )
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        check_compile_option(self.compile)
+        if self.compile in (True, "true") and not self.fused:
+            raise ConfigError("algo.compile: true compiles the fused path: set algo.fused: true as well")
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -172,6 +183,17 @@ class PPOLearner(Learner):
         if cfg.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = linear_lr(cfg.learning_rate, self.updates, self.num_updates)
         self.updates += 1
+        self.update(data)
+        if self.obs_stats is not None:  # fold in the batch's moments, averaged over learner copies
+            sums = self.obs_stats.batch_sums(raw_obs)
+            self.sync_mean([sums])
+            self.obs_stats.update_from_sums(sums)
+        # Computed once the new weights are on their way to the actors: nothing waits for them.
+        return deferred(self.diagnostics, *data)
+
+    def update(self, data: RolloutBatch) -> None:
+        """PPO's epochs of minibatch gradient steps."""
+        cfg = self.config
         for minibatch in ppo_epochs(data, cfg.update_epochs, cfg.num_minibatches, self.generator):
             pg_loss, v_loss, entropy, _ = self.losses(*minibatch)
             loss = pg_loss + cfg.vf_coef * v_loss
@@ -182,12 +204,6 @@ class PPOLearner(Learner):
             self.sync_grads(self.params)
             self.clip_gradients()
             self.optimizer.step()
-        if self.obs_stats is not None:  # fold in the batch's moments, averaged over learner copies
-            sums = self.obs_stats.batch_sums(raw_obs)
-            self.sync_mean([sums])
-            self.obs_stats.update_from_sums(sums)
-        # Computed once the new weights are on their way to the actors: nothing waits for them.
-        return deferred(self.diagnostics, *data)
 
     def losses(
         self,
@@ -269,6 +285,22 @@ class FusedPPOLearner(PPOLearner):
     ) -> None:
         super().__init__(obs_dim, action_space, config, run, obs_shape)
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
+        mode = compile_mode(config.compile, self.device)
+        layout = cast(TwinMLP, self.net).layout
+        self.compiled = CompiledPPOUpdate(PPOStepConfig.of(config, layout), mode) if mode else None
+
+    def update(self, data: RolloutBatch) -> None:
+        if self.compiled is None:
+            return super().update(data)
+        sync = None if self.grad_sync is None else (lambda grad: self.sync_mean([grad]))
+        cfg, params = self.config, self.params[0]
+        self.compiled(params, self.optimizer, tuple(data), cfg.update_epochs, cfg.num_minibatches, self.generator, sync)
+
+    def diagnostics(self, *data: torch.Tensor) -> dict[str, float]:
+        metrics = super().diagnostics(*data)
+        if self.compiled is not None:  # the first update's extra time, apart from training time
+            metrics["compile_seconds"] = self.compiled.compile_seconds
+        return metrics
 
     @staticmethod
     def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic | TwinMLP:

@@ -2,12 +2,14 @@
 n-step, V-trace), buffers (rollout, replay), action heads (categorical, diagonal Gaussian,
 tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, Polyak averaging,
 running mean/std normalisation, PPO's update (``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``)
-and its fused fast path (``TwinMLP``, ``ppo_losses``, ``clip_grad_norm_``).  The rollout buffer
+and its fused fast path (``TwinMLP``, ``ppo_losses``, ``clip_grad_norm_``), and learner steps as
+one compiled region (``CompiledStep``, ``adam_``; PPO's: ``CompiledPPOUpdate``).  The rollout buffer
 takes agent groups, so PPO and MAPPO share it.  Algorithms import them instead of copying them."""
 
 from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, action_head, obs_stats_weights
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, sample_categorical
 from msrl.rl._clip import clip_grad_norm_
+from msrl.rl._compiled import COMPILE_CHOICES, CompiledStep, adam_, adam_state, check_compile_option, compile_mode
 from msrl.rl._gae import gae, normalize_advantages
 from msrl.rl._heads import (
     CategoricalHead,
@@ -22,6 +24,7 @@ from msrl.rl._normalize import RewardScaler, RunningMeanStd
 from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo import clipped_surrogate, ppo_epochs
 from msrl.rl._ppo_loss import ppo_losses
+from msrl.rl._ppo_step import CompiledPPOUpdate, PPOStepConfig, ppo_twin_grad, ppo_twin_steps_
 from msrl.rl._replay import ReplayBatch, ReplayBuffer
 from msrl.rl._returns import nstep_returns, vtrace
 from msrl.rl._rollout import GROUP_SEPARATOR, RolloutBatch, RolloutBuffer, TrajectoryBatch, flat_groups, group_batches
@@ -31,6 +34,16 @@ from msrl.rl._state import copy_weights, load_generator_state, load_state, save_
 from msrl.rl._twin_mlp import TwinMLP
 
 __all__ = [
+    "COMPILE_CHOICES",
+    "CompiledPPOUpdate",
+    "CompiledStep",
+    "PPOStepConfig",
+    "adam_",
+    "adam_state",
+    "check_compile_option",
+    "compile_mode",
+    "ppo_twin_grad",
+    "ppo_twin_steps_",
     "GROUP_SEPARATOR",
     "OBS_STATS",
     "ActorCritic",

@@ -1,0 +1,123 @@
+"""A learner's gradient step as one compiled region: the option that switches it on, the wrapper
+that compiles and times it, and the optimiser and clipping written as plain tensor functions.
+
+At the sizes of small RL networks on the CPU a gradient step is a few hundred microseconds of
+arithmetic behind a millisecond of Python and dispatcher overhead.  ``torch.compile(fullgraph=True)``
+turns the whole step (minibatch forward, loss, backward, gradient clip, optimiser) into one
+generated kernel set with fixed shapes; on CUDA ``mode="reduce-overhead"`` replays it as a CUDA
+graph.  That needs a step without host syncs (``.item()``, ``.cpu()``, Python branches on tensor
+values) and without data-dependent shapes, which ``tests/unit/test_compiled_learner.py`` checks
+on the CPU, so the region stays capture-ready without a GPU.
+
+The learning rate and the step count are 0-d tensors, not Python numbers, so an annealed rate
+does not recompile the step each update.  Inductor caches what it generates on disk; unless
+``TORCHINDUCTOR_CACHE_DIR`` says otherwise, in the user's cache directory
+(``$XDG_CACHE_HOME/msrl/torchinductor``, by default ``~/.cache/msrl/torchinductor``) rather than
+inductor's default under ``/tmp``, which many systems wipe at boot.  A run that finds the cache
+compiles in a few seconds instead of tens; ``CompiledStep.compile_seconds`` is what the first
+call cost, reported apart from the training time as the learner's ``compile_seconds``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from msrl.core import ConfigError
+
+COMPILE_CHOICES = ("auto", True, False)
+"""``algo.compile``: ``true`` compiles the learner's step, ``false`` runs it eagerly, ``auto``
+compiles where it was measured faster: on CUDA (as a CUDA graph), not on the CPU, where the
+eager fused path was as fast at PPO's CartPole sizes (docs/guide.md)."""
+
+
+def check_compile_option(value: Any) -> None:
+    """Raise ``ConfigError`` unless ``value`` is one of ``auto``, ``true``, ``false``."""
+    if value not in ("auto", "true", "false", True, False) or isinstance(value, int) and not isinstance(value, bool):
+        raise ConfigError(f"algo.compile must be one of: auto, true, false; got {value!r}")
+
+
+def compile_mode(option: Any, device: torch.device | str) -> str | None:
+    """The ``torch.compile`` mode for ``algo.compile`` on ``device``, or None to run eagerly:
+    ``"reduce-overhead"`` (CUDA graphs) on CUDA, ``"default"`` elsewhere."""
+    check_compile_option(option)
+    on_cuda = torch.device(device).type == "cuda"
+    if option in (False, "false") or (option == "auto" and not on_cuda):
+        return None
+    return "reduce-overhead" if on_cuda else "default"
+
+
+class CompiledStep:
+    """``fn`` compiled whole (``fullgraph=True``: a graph break is an error, not a slow path) with
+    static shapes; the seconds its first call took (tracing, code generation, one run) are kept in
+    ``compile_seconds``, apart from the time the later calls train.  ``mode=None`` runs ``fn`` as
+    it is, eagerly: the same arithmetic, for the tests that watch every operation it dispatches."""
+
+    def __init__(self, fn: Callable[..., Any], mode: str | None) -> None:
+        self.fn, self.mode = fn, mode
+        self.compiled = fn
+        if mode is not None:
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir()))
+            self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)
+        self.compile_seconds = 0.0
+        self._warm = mode is None
+
+    def __call__(self, *args: Any) -> Any:
+        if self._warm:
+            return self.compiled(*args)
+        start = time.perf_counter()
+        out = self.compiled(*args)
+        self.compile_seconds += time.perf_counter() - start
+        self._warm = True
+        return out
+
+
+def inductor_cache_dir() -> Path:
+    """Where compiled steps are cached between runs, unless ``TORCHINDUCTOR_CACHE_DIR`` is set."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "msrl" / "torchinductor"
+
+
+def clip_grad_(grad: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """``grad`` scaled so its L2 norm is at most ``max_norm`` (``msrl.rl.clip_grad_norm_``'s rule,
+    coefficient ``max_norm / (norm + 1e-6)`` capped at 1), as a new tensor."""
+    norm = torch.linalg.vector_norm(grad)
+    return grad * torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+
+
+def adam_(
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    step: torch.Tensor,
+    lr: torch.Tensor,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-5,
+) -> None:
+    """One step of ``torch.optim.Adam`` (no weight decay, no amsgrad) on ``param`` in place, with
+    its state (``exp_avg``, ``exp_avg_sq``, the 0-d float ``step``) as ``torch.optim.Adam`` keeps
+    it, so the optimiser's ``state_dict`` stays the checkpoint of either path."""
+    beta1, beta2 = betas
+    step.add_(1)
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    bias_correction1 = 1 - torch.pow(beta1, step)
+    bias_correction2_sqrt = torch.sqrt(1 - torch.pow(beta2, step))
+    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    param.sub_(exp_avg / denom * (lr / bias_correction1))
+
+
+def adam_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``(exp_avg, exp_avg_sq, step)`` of ``param`` in ``optimizer`` (a ``torch.optim.Adam``),
+    created as Adam creates them when it has not stepped yet."""
+    state = optimizer.state[param]
+    if not state:
+        state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
+        state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+        state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    return state["exp_avg"], state["exp_avg_sq"], state["step"]

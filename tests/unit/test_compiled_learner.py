@@ -1,0 +1,187 @@
+"""The compiled learner step (``algo.compile``) is capture-ready without a GPU: one graph, no graph
+break, no host sync inside an update, and the same update as the eager fused path.
+
+The sync check runs the very function that gets compiled, eagerly, under a dispatch mode that
+sees every aten operation: a ``.item()``, ``if tensor:``, a data-dependent shape or a copy to
+the host would show up there as the aten call that makes the host wait.  Compiling costs seconds
+(tens cold), so one compiled learner serves every test that needs one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from algorithms.ppo import PPO, FusedPPOLearner, PPOConfig
+from msrl.core import ConfigError, Deferred, Discrete, RunInfo
+from msrl.rl import CompiledPPOUpdate, PPOStepConfig, RolloutBatch, adam_, adam_state, compile_mode, ppo_twin_steps_
+
+SYNC_OPS = {
+    torch.ops.aten._local_scalar_dense.default,  # .item(), float(t), int(t)
+    torch.ops.aten.is_nonzero.default,  # bool(t), `if t:`
+    torch.ops.aten.equal.default,  # torch.equal returns a Python bool
+    torch.ops.aten.nonzero.default,  # data-dependent shapes
+    torch.ops.aten.masked_select.default,
+}
+
+
+class SyncCounter(TorchDispatchMode):
+    """Every aten call that makes the host wait for the device, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncs: list[str] = []
+        self.ops = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        self.ops += 1
+        if func in SYNC_OPS:
+            self.syncs.append(str(func))
+        if func in (torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default):  # device -> host copies
+            src = args[1] if func is torch.ops.aten.copy_.default else args[0]
+            dst = args[0].device if func is torch.ops.aten.copy_.default else kwargs.get("device", src.device)
+            if src.device.type != "cpu" and torch.device(dst).type == "cpu":
+                self.syncs.append(f"{func} to cpu")
+        return func(*args, **kwargs)
+
+
+def _config(**overrides: Any) -> PPOConfig:
+    base: dict[str, Any] = dict(num_envs=8, num_steps=16, update_epochs=2, num_minibatches=4, fused=True)
+    return PPOConfig(**{**base, **overrides})
+
+
+def _batch(n: int, seed: int = 1) -> RolloutBatch:
+    g = torch.Generator().manual_seed(seed)
+    obs, actions = torch.randn(n, 4, generator=g), torch.randint(2, (n,), generator=g)
+    logprobs, rest = -torch.rand(n, generator=g) - 0.2, torch.randn(3, n, generator=g)
+    return RolloutBatch(obs, actions, logprobs, *rest)
+
+
+def _learner(config: PPOConfig) -> FusedPPOLearner:
+    return FusedPPOLearner(4, Discrete(2), config, RunInfo(seed=3, total_env_steps=10 * config.batch_size))
+
+
+def _metrics(out: Any) -> dict[str, float]:
+    return out.resolve() if isinstance(out, Deferred) else out
+
+
+def _step_args(learner: FusedPPOLearner, batch: RolloutBatch) -> tuple[Any, ...]:
+    params = learner.params[0]
+    adam = adam_state(learner.optimizer, params)
+    rows = batch.obs.shape[0] // learner.config.num_minibatches
+    order = torch.randperm(batch.obs.shape[0], generator=learner.generator)[:rows].view(1, rows)
+    return params.detach(), adam, torch.tensor(learner.config.learning_rate), tuple(batch), order
+
+
+@pytest.fixture(scope="module")
+def compiled() -> tuple[FusedPPOLearner, FusedPPOLearner]:
+    """An eager and a compiled fused learner, same seed, after one ``learn`` on the same batch."""
+    config = _config(ent_coef=0.01, clip_vloss=True)
+    eager, compiled = _learner(config), _learner(_config(ent_coef=0.01, clip_vloss=True, compile=True))
+    assert eager.compiled is None and compiled.compiled is not None
+    batch = _batch(config.batch_size)
+    _metrics(eager.learn(batch))
+    compiled.metrics = _metrics(compiled.learn(batch))  # type: ignore[attr-defined]
+    return eager, compiled
+
+
+def test_the_compiled_update_equals_the_eager_one(compiled: tuple[FusedPPOLearner, FusedPPOLearner]) -> None:
+    eager, fast = compiled
+    torch.testing.assert_close(fast.params[0], eager.params[0], atol=1e-5, rtol=1e-4)
+    assert (fast.params[0] - _learner(_config()).params[0]).abs().max() > 1e-3  # the update moved the weights
+    for name in ("exp_avg", "exp_avg_sq", "step"):  # the optimiser's state, as torch.optim.Adam keeps it
+        want, got = eager.optimizer.state[eager.params[0]][name], fast.optimizer.state[fast.params[0]][name]
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-4)
+
+
+def test_compile_time_is_reported_apart(compiled: tuple[FusedPPOLearner, FusedPPOLearner]) -> None:
+    metrics = compiled[1].metrics  # type: ignore[attr-defined]
+    assert metrics["compile_seconds"] > 0
+    assert "compile_seconds" not in compiled[0].diagnostics(*_batch(compiled[0].config.batch_size))
+
+
+@pytest.mark.parametrize("overrides", [{}, {"ent_coef": 0.01, "clip_vloss": True}, {"norm_adv": False}])
+def test_the_step_has_one_graph_and_no_break(overrides: dict[str, Any]) -> None:
+    learner = _learner(_config(**overrides))
+    cfg = PPOStepConfig.of(learner.config, learner.net.layout)  # type: ignore[arg-type]
+
+    def step(*args: Any) -> None:
+        ppo_twin_steps_(*args, cfg)
+
+    explanation = torch._dynamo.explain(step)(*_step_args(learner, _batch(learner.config.batch_size)))
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
+
+
+@pytest.mark.parametrize("grad_sync", [False, True])
+def test_an_update_makes_no_host_sync(grad_sync: bool) -> None:
+    learner = _learner(_config(ent_coef=0.01, clip_vloss=True))
+    learner.compiled = CompiledPPOUpdate(PPOStepConfig.of(learner.config, learner.net.layout), None)  # type: ignore[arg-type]
+    synced: list[torch.Tensor] = []
+    sync: Callable[[torch.Tensor], None] | None = synced.append if grad_sync else None
+    cfg, data = learner.config, tuple(_batch(learner.config.batch_size))
+    with SyncCounter() as counter:
+        learner.compiled(learner.params[0], learner.optimizer, data, 2, cfg.num_minibatches, learner.generator, sync)
+    assert counter.ops > 100  # it saw the update
+    assert counter.syncs == []
+    assert len(synced) == (2 * cfg.num_minibatches if grad_sync else 0)
+
+
+def test_the_counter_sees_a_sync() -> None:
+    with SyncCounter() as counter:
+        x = torch.ones(3)
+        if (x > 0).all():
+            x.sum().item()
+    assert len(counter.syncs) == 2
+
+
+def test_functional_adam_matches_torch() -> None:
+    g = torch.Generator().manual_seed(0)
+    ref = torch.nn.Parameter(torch.randn(50, generator=g))
+    optimizer = torch.optim.Adam([ref], lr=3e-3, eps=1e-5)
+    param, (exp_avg, exp_avg_sq, step) = ref.detach().clone(), (torch.zeros(50), torch.zeros(50), torch.zeros(()))
+    for _ in range(5):
+        grad = torch.randn(50, generator=g)
+        ref.grad = grad.clone()
+        optimizer.step()
+        adam_(param, grad, exp_avg, exp_avg_sq, step, torch.tensor(3e-3))
+    torch.testing.assert_close(param, ref.detach(), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(exp_avg_sq, optimizer.state[ref]["exp_avg_sq"])
+
+
+@pytest.mark.parametrize("value", ["yes", 1, "reduce-overhead", None])
+def test_a_bad_compile_option_names_the_choices(value: Any) -> None:
+    with pytest.raises(ConfigError, match="auto, true, false"):
+        _config(compile=value).validate()
+
+
+def test_compile_needs_the_fused_path() -> None:
+    with pytest.raises(ConfigError, match="fused"):
+        _config(fused=False, compile=True).validate()
+    _config(fused=False, compile="auto").validate()  # auto compiles what it can: here nothing
+
+
+def test_auto_compiles_on_cuda_only() -> None:
+    assert compile_mode("auto", "cpu") is None and compile_mode(False, "cuda") is None
+    assert compile_mode("true", "cpu") == "default"
+    assert compile_mode("auto", "cuda") == compile_mode(True, "cuda:0") == "reduce-overhead"
+    assert PPO(_config(num_envs=4, fused=True)).learner.compiled is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-graph capture (mode reduce-overhead) needs a GPU")
+def test_the_cuda_graph_step_equals_the_eager_one() -> None:
+    config = _config(ent_coef=0.01)
+    run = RunInfo(seed=3, total_env_steps=10 * config.batch_size, device="cuda")
+    eager = FusedPPOLearner(4, Discrete(2), _config(ent_coef=0.01, compile=False), run)
+    graphed = FusedPPOLearner(4, Discrete(2), config, run)
+    assert graphed.compiled is not None and graphed.compiled.steps.mode == "reduce-overhead"
+    for _ in range(3):  # warm-up, capture, replay
+        batch = _batch(config.batch_size)
+        _metrics(eager.learn(batch))
+        _metrics(graphed.learn(batch))
+    torch.testing.assert_close(graphed.params[0], eager.params[0], atol=1e-4, rtol=1e-3)
