@@ -163,6 +163,8 @@ def test_memory_is_checked_per_node(ray_cluster):
     assert re.search(r"asks for 8 GiB memory in all but the cluster has 7 GiB; cluster offers", message), message
 
 
+# about 30 s, under -m slow: STRICT_PACK and STRICT_SPREAD placement stay in the default suite
+@pytest.mark.slow
 def test_compare_places_pack_and_spread_differently(ray_cluster, tmp_path: Path) -> None:
     """``msrl compare --placements PACK,SPREAD`` on the joined cluster: SPREAD puts the three replicas
     of single_learner_coarse on the three nodes, PACK on fewer; each row says how many it used."""

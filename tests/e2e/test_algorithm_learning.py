@@ -1,5 +1,8 @@
 """Every built-in algorithm learns with its shipped config: fixed seed, greedy return threshold,
-small budgets.  (Its own file so that the two test workers share the suite's longest tests out.)"""
+the config's own budget.  30-50 s each on 2 cores, so under ``-m slow`` (run ``pytest -m slow
+tests/e2e/test_algorithm_learning.py``): the default suite keeps PPO CartPole
+(tests/e2e/test_learning.py), DQN CartPole (test_off_policy_learning.py) and the multi-agent
+runs (test_multi_agent.py) as its learning checks."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import msrl
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"

@@ -174,7 +174,7 @@ def test_an_interrupted_compare_keeps_its_rows_and_a_rerun_completes_the_rest(tm
         "--policies",
         "local",
         "--budget",
-        "30000",
+        "16384",
         "--set",
         "eval_episodes=2",
         "--set",
