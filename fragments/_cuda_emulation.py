@@ -19,29 +19,22 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
-import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fragments import _cxx
 from fragments._kernel_source import (
     KERNEL_DIR,
     Kernel,
-    KernelBuildError,
     KernelSource,
-    cache_dir,
     define_flags,
     load_source,
     normalise_defines,
     real_is_double,
-    temp_path_for,
-    write_atomically,
 )
-from msrl.core import ConfigError
 
 EMULATION_HEADER = KERNEL_DIR / "cpu_emulation.h"
 # -ffp-contract=off: no FMA contraction, so double results equal NumPy's.
@@ -77,38 +70,9 @@ _ERRORS = {
 }
 
 
-def _load_library(path: Path) -> ctypes.CDLL:
-    """dlopen the emulation library.  The emulation oversubscribes the cores by
-    design (a block with barriers is blockDim OS threads), and OpenMP threads
-    that spin while waiting then starve the ones with work: a barrier of a
-    128-thread team on 2 cores took ~3x longer spinning than sleeping.  So
-    unless the user chose a policy, libgomp is told to wait passively; it reads
-    the variable when it is first loaded, and the variable is restored right
-    after, so other OpenMP runtimes loaded later (torch's) are not affected.
-    """
-    previous = os.environ.get("OMP_WAIT_POLICY")
-    if previous is None:
-        os.environ["OMP_WAIT_POLICY"] = "passive"
-    try:
-        return ctypes.CDLL(str(path))
-    finally:
-        if previous is None:
-            os.environ.pop("OMP_WAIT_POLICY", None)
-
-
 def find_cxx() -> str:
     """The C++ compiler: ``$CXX`` or ``g++`` on PATH; ConfigError (one line) if neither exists."""
-    cxx = os.environ.get("CXX") or "g++"
-    path = shutil.which(cxx)
-    if path is None:
-        raise ConfigError(f"the CUDA emulation needs a C++ compiler with OpenMP: {cxx!r} is not on PATH (set CXX)")
-    return path
-
-
-@functools.cache
-def _compiler_version(cxx: str) -> str:
-    out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
-    return out.stdout.splitlines()[0] if out.stdout else cxx
+    return _cxx.find_cxx("the CUDA emulation")
 
 
 def _wrapper(kernel: Kernel) -> str:
@@ -146,13 +110,20 @@ class EmulatedModule:
     processes never load a half-written library.
     """
 
+    wait_policy: str | None = "passive"
+    """libgomp's OMP_WAIT_POLICY when this process first loads it (``fragments._cxx.load_library``)."""
+
     def __init__(self, source_name: str, defines: Mapping[str, object] | None = None) -> None:
         self.source = load_source(source_name)
         self.defines = normalise_defines(defines)
         self.real_dtype = np.dtype(np.float64 if real_is_double(self.defines) else np.float32)
         self.path = self._build()
-        self._lib = _load_library(self.path)
-        self._functions = {}
+        self._lib = _cxx.load_library(self.path, self.wait_policy)
+        self._functions: dict[str, Any] = {}
+        self._bind()
+
+    def _bind(self) -> None:
+        """ctypes signatures of the generated ``msrl_launch_<kernel>`` wrappers."""
         for kernel in self.source.kernels.values():
             fn = getattr(self._lib, f"msrl_launch_{kernel.name}")
             fn.restype = ctypes.c_int
@@ -161,28 +132,9 @@ class EmulatedModule:
 
     # -- building ----------------------------------------------------------
     def _build(self) -> Path:
-        cxx = find_cxx()
         unit = translation_unit(self.source)
         flags = [*CXX_FLAGS, *define_flags(self.defines)]
-        key = self.source.digest(
-            EMULATION_HEADER.read_text(), unit, " ".join(flags), _compiler_version(cxx), _GENERATOR_VERSION
-        )
-        stem = f"{self.source.name}-emu-{key[:24]}"
-        target = cache_dir() / f"{stem}.so"
-        if target.exists():
-            return target
-        cpp = target.with_suffix(".cpp")
-        write_atomically(cpp, unit.encode())
-        tmp = temp_path_for(target)
-        cmd = [cxx, *flags, "-include", str(EMULATION_HEADER), "-I", str(KERNEL_DIR), str(cpp), "-o", str(tmp)]
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            tmp.unlink(missing_ok=True)
-            raise KernelBuildError(
-                f"emulation build of {self.source.path.name} failed:\n{' '.join(cmd)}\n{result.stderr[-4000:]}"
-            )
-        os.replace(tmp, target)
-        return target
+        return _cxx.build_library(self.source, unit, EMULATION_HEADER, flags, "emu", find_cxx(), _GENERATOR_VERSION)
 
     def _ctype(self, ctype: str) -> Any:
         if ctype.endswith("*"):

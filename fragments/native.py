@@ -1,0 +1,122 @@
+"""The ``cpu-kernel`` backend: msrl's CUDA environments with their kernels compiled
+natively for the CPU, for speed on machines without a GPU, and the public face of
+that build (``NativeModule``: one ``.cu`` source as a C++ library; see
+``fragments._native`` and ``kernels/cpu_native.h`` for how it runs CUDA code).
+
+The same kernels and the same host code (``msrl.envs.BatchedEnv``) as the ``cuda``
+and ``cuda-emulated`` backends, with NumPy arrays as device memory: with
+``dtype=np.float64`` they match the NumPy backends bit for bit, and with
+``np.float32`` (the default) they run the arithmetic the GPU build runs.  Kernels
+that may reach ``__syncthreads`` (Tag's) run one thread per block, their agent
+loops plain loops; environments are spread over ``threads`` OpenMP threads.
+
+A machine without a C++ compiler, or where the build fails, gets one
+``ConfigError`` line naming the problem (``msrl: error: ...`` on the command line);
+``fallback=True`` builds the NumPy backend instead and says so in one line.
+
+Example::
+
+    env = msrl.envs.make("CartPole-v1", num_envs=64, backend="cpu-kernel", dtype=np.float64)
+    tag = msrl.envs.make("Tag-v0", num_envs=100, backend="cpu-kernel", num_runners=80, threads=2)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fragments._cxx import NoCompilerError
+from fragments._kernel_envs import kernel_env
+from fragments._kernel_source import KernelBuildError
+from fragments._native import PARALLEL_MIN_THREADS, NativeModule, native_module
+from msrl.core import ConfigError, env_defaults
+from msrl.envs import BatchedEnv, NumpyArrays
+from msrl.envs.cartpole import CartPole
+from msrl.envs.pendulum import Pendulum
+
+if TYPE_CHECKING:
+    from msrl.envs.tag import Tag
+
+BACKEND = "cpu-kernel"
+
+
+def _one_line(exc: BaseException) -> str:
+    """A build failure in one line: its first line and the compiler's first error."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    error = next((line for line in lines[1:] if "error" in line.lower()), None)
+    return f"{lines[0].rstrip(':')}: {error}" if error else lines[0]
+
+
+def native_env(
+    env: type[BatchedEnv],
+    num_envs: int,
+    seed: int = 0,
+    dtype: Any = np.float32,
+    threads_per_block: int = 1,
+    threads: int | None = None,
+    fallback: bool = False,
+    **env_kwargs: Any,
+) -> BatchedEnv:
+    """``env``'s kernels compiled natively; the state is ``dtype`` (float64 for exact
+    agreement with NumPy, float32 like the GPU).  ``threads``: OpenMP threads a large
+    batch is split over (default: the building fragment's CPU share, 1 outside one).
+    ``fallback``: on a machine where the kernels cannot be built, return the NumPy
+    backend (float64) after one line on stderr, instead of raising ``ConfigError``."""
+    if threads is None:
+        threads = max(1, min(env_defaults().threads, os.cpu_count() or 1))
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ConfigError(f"{env.env_id} backend {BACKEND!r}: threads must be a positive integer, got {threads!r}")
+    loader = functools.partial(native_module, threads=threads)
+    try:
+        built = kernel_env(env, num_envs, seed, NumpyArrays(dtype), loader, threads_per_block, **env_kwargs)
+    except (NoCompilerError, KernelBuildError, OSError) as exc:  # OSError: the library would not load
+        message = f"{env.env_id} backend {BACKEND!r} is unavailable: {_one_line(exc)}"
+        if not fallback:
+            raise ConfigError(f"{message}; backend='numpy' runs without a compiler") from None
+        print(f"msrl: {message}; using the NumPy backend instead", file=sys.stderr)
+        return env(num_envs, seed, **env_kwargs)
+    barriers = [k for k in built.dynamics.launcher.kernels if built.dynamics.launcher.uses_barrier(k)]
+    if barriers and built.dynamics.block != (1, 1, 1):  # refused now, not at the first step
+        raise ConfigError(
+            f"{env.env_id} backend {BACKEND!r} runs {', '.join(barriers)} (which may reach __syncthreads()) "
+            f"with one thread per block: threads_per_block must be 1, got {threads_per_block}"
+        )
+    return built
+
+
+def cartpole_native(num_envs: int, seed: int = 0, **options: Any) -> CartPole:
+    """CartPole-v1 on its natively compiled kernels (options: ``native_env``)."""
+    return native_env(CartPole, num_envs, seed, **options)
+
+
+def pendulum_native(num_envs: int, seed: int = 0, **options: Any) -> Pendulum:
+    """Pendulum-v1 on its natively compiled kernels (options: ``native_env``, and ``g``,
+    which is compiled into the kernel)."""
+    return native_env(Pendulum, num_envs, seed, **options)
+
+
+def tag_native(num_envs: int, seed: int = 0, **options: Any) -> Tag:
+    """Tag-v0 on its natively compiled kernels (options: ``native_env``, and Tag's
+    constants, compiled into the kernels: one build per configuration).  One block of
+    one thread per environment: each phase of a step is a plain loop over the agents."""
+    from msrl.envs.tag import Tag  # imported when first built, like the registry's factories
+
+    return native_env(Tag, num_envs, seed, **options)
+
+
+__all__ = [
+    "BACKEND",
+    "PARALLEL_MIN_THREADS",
+    "NativeModule",
+    "cartpole_native",
+    "native_env",
+    "native_module",
+    "pendulum_native",
+    "tag_native",
+]
