@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -33,8 +33,8 @@ from fragments._cxx import NoCompilerError
 from fragments._kernel_envs import kernel_env
 from fragments._kernel_source import KernelBuildError
 from fragments._native import PARALLEL_MIN_THREADS, NativeModule, native_module
-from msrl.core import ConfigError, env_defaults
-from msrl.envs import BatchedEnv, NumpyArrays
+from msrl.core import ConfigError, Discrete, env_defaults
+from msrl.envs import BatchedEnv, EpisodeTracker, KernelDynamics, NumpyArrays
 from msrl.envs.cartpole import CartPole
 from msrl.envs.pendulum import Pendulum
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from msrl.envs.tag import Tag
 
 BACKEND = "cpu-kernel"
+_INT64 = np.dtype(np.int64)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -80,7 +81,7 @@ def native_env(
         if not fallback:
             raise ConfigError(f"{message}; backend='numpy' runs without a compiler") from None
         print(f"msrl: {message}; using the NumPy backend instead", file=sys.stderr)
-        return env(num_envs, seed, **env_kwargs)
+        return getattr(env, "host_env", env)(num_envs, seed, **env_kwargs)
     barriers = [k for k in built.dynamics.launcher.kernels if built.dynamics.launcher.uses_barrier(k)]
     if barriers and built.dynamics.block != (1, 1, 1):  # refused now, not at the first step
         raise ConfigError(
@@ -90,9 +91,66 @@ def native_env(
     return built
 
 
+class FusedEpisodes(EpisodeTracker):
+    """An ``EpisodeTracker`` whose ``record`` a fused native step does in C (the same
+    operations in the same order, ``cpu_native.h``'s ``record_step``)."""
+
+    def fused_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(total, start, lengths)``, updated in place by the fused step."""
+        return self._total, self._start, self.lengths
+
+    def fused_recorded(self, finished: int) -> None:
+        """What ``record`` counts on the host: one step, ``finished`` episodes."""
+        self._steps += 1
+        self._count_host += finished
+
+
+class FusedCartPole(CartPole):
+    """CartPole-v1 on native kernels whose ``step`` is one C call for the usual action
+    (an int64 NumPy array of shape ``(num_envs,)``): the action check, the kernel and
+    the episode bookkeeping, without the Python of ``BatchedEnv.step``, which at 64
+    environments cost several times the kernel.  Any other action, or one out of
+    range, takes ``BatchedEnv.step`` (same results, or its error)."""
+
+    host_env = CartPole
+    """What ``native_env`` builds when it falls back to NumPy."""
+
+    def __init__(self, num_envs: int, seed: int = 0, **options: Any) -> None:
+        super().__init__(num_envs, seed, **options)
+        dynamics = cast(KernelDynamics, self.dynamics)
+        fused_step = getattr(dynamics.launcher, "fused_step", None)  # a NativeModule's
+        self._fused = fused_step(f"{self.kernel}_step", dynamics.grid, dynamics.block) if fused_step else None
+        if self._fused is not None:
+            self._episodes = FusedEpisodes(self.arrays, self.num_envs)  # nothing recorded yet: a drop-in
+        self._fused_shape = (self.num_envs,)
+        self._n_actions = int(cast(Discrete, self.action_space).n)
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any]:
+        fused = self._fused
+        if (
+            fused is not None
+            and type(action) is np.ndarray
+            and action.dtype is _INT64
+            and action.shape == self._fused_shape
+        ):
+            n, f32 = self.num_envs, np.float32
+            out = np.empty((n, 4), f32), np.empty(n, f32), np.empty(n, f32), np.empty(n, f32)
+            total, start, lengths = self._episodes.fused_arrays()  # type: ignore[attr-defined]
+            rng = self.dynamics.rng
+            fn, packer, head = fused
+            ids = (id(self._state), id(lengths), id(action), *map(id, out))
+            finished = fn(packer.pack(*head, *ids, n, rng.seed, rng.counter, self._n_actions, id(total), id(start)))
+            if finished >= 0:
+                rng.advance()
+                self._episodes.fused_recorded(finished)  # type: ignore[attr-defined]
+                return out
+        return super().step(action)
+
+
 def cartpole_native(num_envs: int, seed: int = 0, **options: Any) -> CartPole:
-    """CartPole-v1 on its natively compiled kernels (options: ``native_env``)."""
-    return native_env(CartPole, num_envs, seed, **options)
+    """CartPole-v1 on its natively compiled kernels (options: ``native_env``), stepped
+    by one fused C call per step where the action allows (``FusedCartPole``)."""
+    return native_env(FusedCartPole, num_envs, seed, **options)
 
 
 def pendulum_native(num_envs: int, seed: int = 0, **options: Any) -> Pendulum:
@@ -112,6 +170,7 @@ def tag_native(num_envs: int, seed: int = 0, **options: Any) -> Tag:
 
 __all__ = [
     "BACKEND",
+    "FusedCartPole",
     "PARALLEL_MIN_THREADS",
     "NativeModule",
     "cartpole_native",

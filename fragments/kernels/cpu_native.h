@@ -200,6 +200,33 @@ int launch(dim3 grid, dim3 block, int os_threads, Body body) {
     return error.load();
 }
 
+// Whether every action is an index in [0, n_actions) (msrl.envs's check of Discrete
+// actions, done here for the fused step).
+inline bool discrete_ok(const long long* actions, long long count, long long n_actions) {
+    for (long long i = 0; i < count; ++i)
+        if ((unsigned long long)actions[i] >= (unsigned long long)n_actions) return false;
+    return true;
+}
+
+// msrl.envs.EpisodeTracker.record for one step, in the same order and precision:
+// total += reward (float32 into float64), lengths += 1, and for each finished
+// episode (terminated + truncated > 0) start = total, lengths = 0.  Returns the
+// number of finished episodes.
+inline long long record_step(const float* reward, const float* terminated, const float* truncated, double* total,
+                             double* start, long long* lengths, long long n) {
+    long long finished = 0;
+    for (long long i = 0; i < n; ++i) {
+        total[i] += (double)reward[i];
+        lengths[i] += 1;
+        if (terminated[i] + truncated[i] > 0.0f) {
+            start[i] = total[i];
+            lengths[i] = 0;
+            ++finished;
+        }
+    }
+    return finished;
+}
+
 }  // namespace msrl_native
 
 #define MSRL_SHARED(type, name, size) type* const name = ::msrl_native::shared_alloc<type>(size)

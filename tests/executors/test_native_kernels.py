@@ -18,8 +18,15 @@ from kernel_support import CROWDED, same_bits
 
 import msrl.envs
 from fragments.cuda import cartpole_emulated
-from fragments.native import PARALLEL_MIN_THREADS, cartpole_native, pendulum_native, tag_native
-from msrl.core import ConfigError
+from fragments.native import (
+    PARALLEL_MIN_THREADS,
+    FusedCartPole,
+    cartpole_native,
+    native_env,
+    pendulum_native,
+    tag_native,
+)
+from msrl.core import ConfigError, EnvError
 from msrl.envs.cartpole import CartPole
 from msrl.envs.consistency import check_consistency
 from msrl.envs.pendulum import Pendulum
@@ -176,3 +183,27 @@ def test_fallback_builds_numpy_and_says_so_in_one_line(monkeypatch, capsys):
     assert len(lines) == 1 and lines[0].startswith("msrl: ") and "using the NumPy backend" in lines[0]
     assert env.dynamics.name != "kernels" and env.dtype == np.float64 and env.g == 9.75
     env.step(np.zeros((3, 1), np.float32))
+
+
+def test_fused_step_equals_the_checked_path_and_falls_back_to_it():
+    """CartPole's one-call step (action check, kernel, episode bookkeeping in C) gives
+    what ``BatchedEnv.step`` on the same kernels gives, metrics and checkpoints included;
+    other action types take the checked path, and a bad action gets its error."""
+    fused, plain = cartpole_native(24, seed=6, dtype=np.float64), native_env(CartPole, 24, seed=6, dtype=np.float64)
+    assert isinstance(fused, FusedCartPole) and fused._fused is not None and type(plain) is CartPole
+    for t in range(300):
+        action = np.random.default_rng(t).integers(0, 2, 24)
+        if t % 50 == 7:
+            action = action.astype(np.int32)  # not the fused path's dtype: the checked path
+        for a, b in zip(fused.step(action), plain.step(action)):
+            same_bits(a, b, f"step {t}")
+        if t % 100 == 99:
+            assert fused.metrics() == plain.metrics() != {}
+    state_fused, state_plain = fused.state_dict(), plain.state_dict()
+    for key, value in state_plain["episodes"].items():
+        np.testing.assert_array_equal(np.asarray(state_fused["episodes"][key]), np.asarray(value), err_msg=key)
+    bad = np.zeros(24, np.int64)
+    bad[5] = 2
+    with pytest.raises(EnvError, match=r"CartPole-v1 actions must be .*got values in \[0, 2\]"):
+        fused.step(bad)
+    same_bits(fused.get_state(), plain.get_state(), "state after the refused step")
