@@ -32,10 +32,13 @@ from msrl.core import (
 from msrl.rl import (
     ActorCritic,
     ActorCriticActor,
+    CompiledGradientStep,
     RolloutBatch,
     RolloutBuffer,
     action_layout,
     check_action_space,
+    check_compile_option,
+    compile_mode,
     copy_weights,
     linear_lr,
     load_state,
@@ -75,6 +78,10 @@ class A2CConfig:
     """Width of the two hidden layers of the policy and value networks."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
+    compile: bool | str = "auto"
+    """``true``: the gradient step (loss, gradient, clip, optimiser) is one ``torch.compile``d region
+    (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md,
+    "compiled learner")."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma", "gae_lambda")
@@ -85,6 +92,7 @@ class A2CConfig:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
         if self.optimizer not in ("rmsprop", "adam"):
             raise ConfigError(f"algo.optimizer must be one of: rmsprop, adam; got {self.optimizer!r}")
+        check_compile_option(self.compile)
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -104,6 +112,9 @@ class A2CLearner(Learner):
             self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
         self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
+        mode = compile_mode(config.compile, self.device)
+        step = CompiledGradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, mode) if mode else None
+        self.compiled = step
 
     def learn(self, batch: RolloutBatch) -> Global:
         cfg = self.config
@@ -113,21 +124,33 @@ class A2CLearner(Learner):
         self.updates += 1
         if cfg.norm_adv:
             advantages = normalize_advantages(advantages)
+        if self.compiled is not None:
+            sync = None if self.grad_sync is None else self.sync_mean
+            terms = self.compiled(obs, actions, advantages, returns, sync_grads=sync)
+        else:
+            loss, terms = self.loss(obs, actions, advantages, returns)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.sync_grads(self.params)
+            nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+            self.optimizer.step()
+        metrics: dict[str, float] = dict(zip(("policy_loss", "value_loss", "entropy"), terms.tolist()))  # one sync
+        metrics["learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
+        if self.compiled is not None:  # the first update's extra time, apart from training time
+            metrics["compile_seconds"] = self.compiled.compile_seconds
+        return metrics
+
+    def loss(
+        self, obs: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, returns: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss to minimise, and its policy, value and entropy terms (detached) to report."""
+        cfg = self.config
         dist, values = self.net(obs)
         policy_loss = -(self.net.head.log_prob(dist, actions) * advantages).mean()
         value_loss = 0.5 * (returns - values).square().mean()
         entropy = self.net.head.entropy(dist).mean()
         loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.sync_grads(self.params)
-        nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-        self.optimizer.step()
-        values = torch.stack([policy_loss, value_loss, entropy]).tolist()  # one host sync per learn
-        return {
-            **dict(zip(("policy_loss", "value_loss", "entropy"), values)),
-            "learning_rate": float(self.optimizer.param_groups[0]["lr"]),
-        }
+        return loss, torch.stack([policy_loss, value_loss, entropy]).detach()
 
     def get_weights(self) -> Global:
         return copy_weights(self.net)

@@ -34,11 +34,14 @@ from msrl.core import (
 from msrl.rl import (
     ActorCritic,
     ActorCriticActor,
+    CompiledGradientStep,
     RolloutBuffer,
     TrajectoryBatch,
     action_layout,
     check_action_space,
+    check_compile_option,
     clip_grad_norm_,
+    compile_mode,
     copy_weights,
     linear_lr,
     load_state,
@@ -79,6 +82,10 @@ class IMPALAConfig:
     """Global gradient-norm clip (the paper's 40)."""
     hidden_size: int = 64
     """Width of the two hidden layers of the policy and value networks."""
+    compile: bool | str = "auto"
+    """``true``: each minibatch's gradient step (loss, gradient, clip, Adam) is one
+    ``torch.compile``d region (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA
+    only (docs/guide.md, "compiled learner")."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma")
@@ -89,6 +96,7 @@ class IMPALAConfig:
             raise ConfigError(f"algo.num_minibatches ({self.num_minibatches}) must divide num_envs ({self.num_envs})")
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        check_compile_option(self.compile)
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -108,6 +116,9 @@ class IMPALALearner(Learner):
         self.generator = run.rng("learner")  # minibatch order, drawn where the data is
         self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
+        mode = compile_mode(config.compile, self.device)
+        step = CompiledGradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, mode) if mode else None
+        self.compiled = step
 
     def learn(self, batch: TrajectoryBatch) -> Global:
         cfg = self.config
@@ -123,6 +134,10 @@ class IMPALALearner(Learner):
         # The minibatches' terms add up on the device, in float64 (as Python floats did), and reach the host once.
         sums = torch.zeros(len(METRICS), dtype=torch.float64, device=self.device)
         for part in ppo_epochs(batch, cfg.update_epochs, cfg.num_minibatches, self.generator):
+            if self.compiled is not None:
+                sync = None if self.grad_sync is None else self.sync_mean
+                sums = sums + self.compiled(*part, sync_grads=sync).double()
+                continue
             losses = self.losses(part)
             loss = losses["policy_loss"] + cfg.vf_coef * losses["value_loss"] - cfg.ent_coef * losses["entropy"]
             self.optimizer.zero_grad(set_to_none=True)
@@ -134,7 +149,15 @@ class IMPALALearner(Learner):
         passes = cfg.update_epochs * cfg.num_minibatches
         metrics = {key: value / passes for key, value in zip(METRICS, sums.tolist())}
         metrics["learning_rate"] = self.optimizer.param_groups[0]["lr"]
+        if self.compiled is not None:  # the first update's extra time, apart from training time
+            metrics["compile_seconds"] = self.compiled.compile_seconds
         return metrics
+
+    def loss(self, *part: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss to minimise on a minibatch of trajectories, and its ``METRICS`` terms (detached)."""
+        cfg, losses = self.config, self.losses(TrajectoryBatch(*part))
+        loss = losses["policy_loss"] + cfg.vf_coef * losses["value_loss"] - cfg.ent_coef * losses["entropy"]
+        return loss, torch.stack([losses[key].detach() for key in METRICS])
 
     def losses(self, part: TrajectoryBatch) -> dict[str, torch.Tensor]:
         """V-trace policy-gradient, value and entropy terms of a minibatch of trajectories."""

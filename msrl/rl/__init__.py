@@ -3,13 +3,15 @@ n-step, V-trace), buffers (rollout, replay), action heads (categorical, diagonal
 tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, Polyak averaging,
 running mean/std normalisation, PPO's update (``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``)
 and its fused fast path (``TwinMLP``, ``ppo_losses``, ``clip_grad_norm_``), and learner steps as
-one compiled region (``CompiledStep``, ``adam_``; PPO's: ``CompiledPPOUpdate``).  The rollout buffer
+one compiled region (``CompiledStep``, ``adam_``, ``CompiledGradientStep`` for any module's loss; PPO's fused:
+``CompiledPPOUpdate``).  The rollout buffer
 takes agent groups, so PPO and MAPPO share it.  Algorithms import them instead of copying them."""
 
 from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, action_head, obs_stats_weights
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, sample_categorical
 from msrl.rl._clip import clip_grad_norm_
 from msrl.rl._compiled import COMPILE_CHOICES, CompiledStep, adam_, adam_state, check_compile_option, compile_mode
+from msrl.rl._func_step import CompiledGradientStep, clip_grads, rmsprop_
 from msrl.rl._gae import gae, normalize_advantages
 from msrl.rl._heads import (
     CategoricalHead,
@@ -37,6 +39,9 @@ __all__ = [
     "COMPILE_CHOICES",
     "CompiledPPOUpdate",
     "CompiledStep",
+    "CompiledGradientStep",
+    "clip_grads",
+    "rmsprop_",
     "PPOStepConfig",
     "adam_",
     "adam_state",

@@ -56,14 +56,16 @@ class CompiledStep:
     """``fn`` compiled whole (``fullgraph=True``: a graph break is an error, not a slow path) with
     static shapes; the seconds its first call took (tracing, code generation, one run) are kept in
     ``compile_seconds``, apart from the time the later calls train.  ``mode=None`` runs ``fn`` as
-    it is, eagerly: the same arithmetic, for the tests that watch every operation it dispatches."""
+    it is, eagerly: the same arithmetic, for the tests that watch every operation it dispatches;
+    ``backend="aot_eager"`` traces it as inductor would but skips code generation (tests again)."""
 
-    def __init__(self, fn: Callable[..., Any], mode: str | None) -> None:
+    def __init__(self, fn: Callable[..., Any], mode: str | None, backend: str = "inductor") -> None:
         self.fn, self.mode = fn, mode
         self.compiled = fn
         if mode is not None:
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir()))
-            self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)
+            options: dict[str, Any] = {"mode": mode} if backend == "inductor" else {}
+            self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, backend=backend, **options)
         self.compile_seconds = 0.0
         self._warm = mode is None
 

@@ -4,7 +4,9 @@ break, no host sync inside an update, and the same update as the eager fused pat
 The sync check runs the very function that gets compiled, eagerly, under a dispatch mode that
 sees every aten operation: a ``.item()``, ``if tensor:``, a data-dependent shape or a copy to
 the host would show up there as the aten call that makes the host wait.  Compiling costs seconds
-(tens cold), so one compiled learner serves every test that needs one.
+(tens cold), so one compiled learner serves every test that needs one; A2C's and IMPALA's steps
+(``torch.func`` through the learner's own loss) are compared with eager after tracing as inductor
+would (``aot_eager``), PPO's fused step through inductor's generated code as well.
 """
 
 from __future__ import annotations
@@ -16,9 +18,22 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from algorithms.a2c import A2CConfig, A2CLearner
+from algorithms.impala import IMPALAConfig, IMPALALearner
 from algorithms.ppo import PPO, FusedPPOLearner, PPOConfig
-from msrl.core import ConfigError, Deferred, Discrete, RunInfo
-from msrl.rl import CompiledPPOUpdate, PPOStepConfig, RolloutBatch, adam_, adam_state, compile_mode, ppo_twin_steps_
+from msrl.core import Box, ConfigError, Deferred, Discrete, RunInfo
+from msrl.rl import (
+    CompiledGradientStep,
+    CompiledPPOUpdate,
+    PPOStepConfig,
+    RolloutBatch,
+    TrajectoryBatch,
+    adam_,
+    adam_state,
+    compile_mode,
+    ppo_twin_steps_,
+    rmsprop_,
+)
 
 SYNC_OPS = {
     torch.ops.aten._local_scalar_dense.default,  # .item(), float(t), int(t)
@@ -78,20 +93,23 @@ def _step_args(learner: FusedPPOLearner, batch: RolloutBatch) -> tuple[Any, ...]
     return params.detach(), adam, torch.tensor(learner.config.learning_rate), tuple(batch), order
 
 
+Learned = tuple[FusedPPOLearner, FusedPPOLearner, dict[str, float]]
+
+
 @pytest.fixture(scope="module")
-def compiled() -> tuple[FusedPPOLearner, FusedPPOLearner]:
-    """An eager and a compiled fused learner, same seed, after one ``learn`` on the same batch."""
+def compiled() -> Learned:
+    """An eager and a compiled fused learner, same seed, after one ``learn`` on the same batch, and
+    the compiled one's metrics."""
     config = _config(ent_coef=0.01, clip_vloss=True)
     eager, compiled = _learner(config), _learner(_config(ent_coef=0.01, clip_vloss=True, compile=True))
     assert eager.compiled is None and compiled.compiled is not None
     batch = _batch(config.batch_size)
     _metrics(eager.learn(batch))
-    compiled.metrics = _metrics(compiled.learn(batch))  # type: ignore[attr-defined]
-    return eager, compiled
+    return eager, compiled, _metrics(compiled.learn(batch))
 
 
-def test_the_compiled_update_equals_the_eager_one(compiled: tuple[FusedPPOLearner, FusedPPOLearner]) -> None:
-    eager, fast = compiled
+def test_the_compiled_update_equals_the_eager_one(compiled: Learned) -> None:
+    eager, fast, _ = compiled
     torch.testing.assert_close(fast.params[0], eager.params[0], atol=1e-5, rtol=1e-4)
     assert (fast.params[0] - _learner(_config()).params[0]).abs().max() > 1e-3  # the update moved the weights
     for name in ("exp_avg", "exp_avg_sq", "step"):  # the optimiser's state, as torch.optim.Adam keeps it
@@ -99,9 +117,8 @@ def test_the_compiled_update_equals_the_eager_one(compiled: tuple[FusedPPOLearne
         torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-4)
 
 
-def test_compile_time_is_reported_apart(compiled: tuple[FusedPPOLearner, FusedPPOLearner]) -> None:
-    metrics = compiled[1].metrics  # type: ignore[attr-defined]
-    assert metrics["compile_seconds"] > 0
+def test_compile_time_is_reported_apart(compiled: Learned) -> None:
+    assert compiled[2]["compile_seconds"] > 0
     assert "compile_seconds" not in compiled[0].diagnostics(*_batch(compiled[0].config.batch_size))
 
 
@@ -110,8 +127,8 @@ def test_the_step_has_one_graph_and_no_break(overrides: dict[str, Any]) -> None:
     learner = _learner(_config(**overrides))
     cfg = PPOStepConfig.of(learner.config, learner.net.layout)  # type: ignore[arg-type]
 
-    def step(*args: Any) -> None:
-        ppo_twin_steps_(*args, cfg)
+    def step(flat: torch.Tensor, adam: Any, lr: torch.Tensor, data: Any, order: torch.Tensor) -> None:
+        ppo_twin_steps_(flat, adam, lr, data, order, cfg)
 
     explanation = torch._dynamo.explain(step)(*_step_args(learner, _batch(learner.config.batch_size)))
     assert explanation.graph_break_count == 0, explanation.break_reasons
@@ -185,3 +202,117 @@ def test_the_cuda_graph_step_equals_the_eager_one() -> None:
         _metrics(eager.learn(batch))
         _metrics(graphed.learn(batch))
     torch.testing.assert_close(graphed.params[0], eager.params[0], atol=1e-4, rtol=1e-3)
+
+
+# -- A2C and IMPALA: the learner's own loss through torch.func ---------------------------------------
+def _a2c(compile: bool | str = False, **overrides: Any) -> A2CLearner:
+    config = A2CConfig(num_envs=4, num_steps=5, ent_coef=0.01, norm_adv=True, compile=compile, **overrides)
+    space = Box(-1.0, 1.0, (2,)) if overrides.get("optimizer") == "adam" else Discrete(2)
+    return A2CLearner(4, space, config, RunInfo(seed=2, total_env_steps=1000))
+
+
+def _a2c_batch(learner: A2CLearner) -> tuple[torch.Tensor, ...]:
+    g, n = torch.Generator().manual_seed(0), 20
+    discrete = learner.config.optimizer == "rmsprop"
+    actions = torch.randint(2, (n,), generator=g) if discrete else torch.randn(n, 2, generator=g)
+    return torch.randn(n, 4, generator=g), actions, torch.zeros(n), torch.zeros(n), *torch.randn(2, n, generator=g)
+
+
+def _impala(compile: bool | str = False) -> IMPALALearner:
+    config = IMPALAConfig(num_envs=4, num_steps=6, update_epochs=2, num_minibatches=2, compile=compile)
+    return IMPALALearner(4, Discrete(2), config, RunInfo(seed=2, total_env_steps=1000))
+
+
+def _trajectories(envs: int = 4, steps: int = 6) -> TrajectoryBatch:
+    g = torch.Generator().manual_seed(0)
+    done = (torch.rand(envs, steps, generator=g) < 0.2).float()
+    return TrajectoryBatch(
+        torch.randn(envs, steps, 4, generator=g),
+        torch.randint(2, (envs, steps), generator=g),
+        -torch.rand(envs, steps, generator=g) - 0.2,
+        torch.randn(envs, steps, generator=g),
+        done,
+        torch.zeros(envs, steps),
+        torch.randn(envs, 4, generator=g),
+    )
+
+
+def _func_step(
+    learner: A2CLearner | IMPALALearner, mode: str | None, backend: str = "inductor"
+) -> CompiledGradientStep:
+    config = learner.config
+    return CompiledGradientStep(learner.net, learner.optimizer, learner.loss, config.max_grad_norm, mode, backend)
+
+
+def _func_args(learner: A2CLearner | IMPALALearner) -> tuple[Any, ...]:
+    """The step's arguments on the batch each learner's test uses (A2C: its 4 loss inputs)."""
+    if isinstance(learner, A2CLearner):
+        obs, actions, _, _, advantages, returns = _a2c_batch(learner)
+        return obs, actions, advantages, returns
+    return tuple(_trajectories(envs=2))  # one IMPALA minibatch
+
+
+FUNC_CASES: dict[str, Callable[[], A2CLearner | IMPALALearner]] = {
+    "a2c-rmsprop": _a2c,
+    "a2c-adam-box": lambda: _a2c(optimizer="adam"),
+    "impala": _impala,
+}
+
+
+@pytest.mark.parametrize("case", list(FUNC_CASES))
+def test_the_func_step_has_one_graph_and_no_break(case: str) -> None:
+    learner = FUNC_CASES[case]()
+    step = _func_step(learner, None)
+    params = tuple(p.detach() for p in step.params)
+    explanation = torch._dynamo.explain(step.step.fn)(params, step.states(), torch.tensor(1e-3), *_func_args(learner))
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
+
+
+@pytest.mark.parametrize("grad_sync", [False, True])
+@pytest.mark.parametrize("case", list(FUNC_CASES))
+def test_a_func_step_makes_no_host_sync(case: str, grad_sync: bool) -> None:
+    learner = FUNC_CASES[case]()
+    step, synced = _func_step(learner, None), list[list[torch.Tensor]]()
+    with SyncCounter() as counter:
+        step(*_func_args(learner), sync_grads=synced.append if grad_sync else None)
+    assert counter.ops > 50 and counter.syncs == []
+    assert len(synced) == grad_sync
+
+
+@pytest.mark.parametrize("case", list(FUNC_CASES))
+def test_the_traced_func_step_equals_the_eager_update(case: str) -> None:
+    eager, traced = FUNC_CASES[case](), FUNC_CASES[case]()
+    traced.compiled = _func_step(traced, "default", backend="aot_eager")
+    batch: Any = _a2c_batch(eager) if isinstance(eager, A2CLearner) else _trajectories()
+    want, got = eager.learn(batch), traced.learn(batch)
+    assert got.pop("compile_seconds") > 0
+    assert got == pytest.approx(want, rel=1e-5, abs=1e-6)
+    for a, b in zip(eager.net.parameters(), traced.net.parameters()):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5)
+    state = eager.optimizer.state_dict()["state"]
+    for key, values in traced.optimizer.state_dict()["state"].items():
+        for name, value in values.items():
+            torch.testing.assert_close(value, state[key][name], atol=1e-6, rtol=1e-5)
+
+
+def test_functional_rmsprop_matches_torch() -> None:
+    g = torch.Generator().manual_seed(0)
+    ref = torch.nn.Parameter(torch.randn(50, generator=g))
+    optimizer = torch.optim.RMSprop([ref], lr=7e-4, alpha=0.99, eps=1e-5)
+    param, square_avg, step = ref.detach().clone(), torch.zeros(50), torch.zeros(())
+    for _ in range(5):
+        grad = torch.randn(50, generator=g)
+        ref.grad = grad.clone()
+        optimizer.step()
+        rmsprop_(param, grad, square_avg, step, torch.tensor(7e-4), 0.99, 1e-5)
+    torch.testing.assert_close(param, ref.detach(), atol=1e-6, rtol=1e-5)
+    assert step.item() == 5
+
+
+@pytest.mark.parametrize("make", [_a2c, _impala])
+def test_a2c_and_impala_compile_only_when_asked(make: Callable[..., Any]) -> None:
+    assert make().compiled is None and make("auto").compiled is None  # auto: eager on the CPU
+    assert make(True).compiled is not None
+    with pytest.raises(ConfigError, match="auto, true, false"):
+        make("always").config.validate()
