@@ -4,10 +4,14 @@ gymnasium's own ``SyncVectorEnv`` as the baseline, printed as a markdown table.
 Rows: gymnasium SyncVectorEnv (small batches only: it steps envs one by one),
 the same through msrl's gymnasium adapter (what any gymnasium id runs on),
 msrl's NumPy backend, the NumPy backend sharded over a 2-thread pool (what the
-``cpu`` executor does with 2 CPUs), the torch backend on CPU, and, where a GPU
-and pycuda exist, the torch backend on CUDA and the CUDA C kernels.
+``cpu`` executor does with 2 CPUs), the torch backend on CPU, the CUDA C kernels
+compiled natively for the CPU (``cpu-kernel``, float64 on 1 and ``--threads``
+OpenMP threads, float32 on 1), EnvPool beside them where it is installed, and,
+where a GPU and pycuda exist, the torch backend on CUDA and the CUDA C kernels.
+A second table gives each row's ratio to msrl's NumPy backend.
 
     python benchmarks/env_throughput.py --env CartPole-v1 --sizes 16 1024 65536
+    python benchmarks/env_throughput.py --sizes 64 4096 --rows numpy,cpu-kernel,envpool
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import msrl
 import msrl.envs
 
 DEFAULT_SIZES = (16, 256, 1024, 4096, 16384, 65536)
+ROWS = ("gymnasium", "numpy", "sharded", "torch", "cpu-kernel", "envpool", "cuda")
 GYM_MAX_ENVS = 4096  # SyncVectorEnv at 65k envs takes minutes per measurement
 
 
@@ -101,7 +106,78 @@ def measure_gymnasium(env_id: str, num_envs: int, seconds: float) -> float:
     return rate
 
 
-def rows(env_id: str, sizes: Sequence[int], seconds: float, threads: int) -> list[tuple[str, dict[int, float]]]:
+def measure_envpool(env_id: str, num_envs: int, threads: int, seconds: float) -> float:
+    """EnvPool's synchronous mode (batch_size = num_envs) on ``threads`` threads."""
+    import envpool
+
+    envs = envpool.make_gymnasium(env_id, num_envs=num_envs, batch_size=num_envs, num_threads=threads, seed=0)
+    envs.reset()
+    rng = np.random.default_rng(0)
+    space = envs.action_space
+    if hasattr(space, "n"):
+        actions = [rng.integers(0, space.n, size=num_envs).astype(np.int32) for _ in range(20)]
+    else:
+        actions = [rng.uniform(space.low, space.high, (num_envs, *space.shape)).astype(np.float32) for _ in range(20)]
+    rate = steps_per_second(lambda a: envs.step(a), actions, num_envs, seconds, lambda: None)
+    envs.close()
+    return rate
+
+
+def native_rows(env_id: str, sizes: Sequence[int], seconds: float, threads: int) -> list[tuple[str, dict[int, float]]]:
+    """The cpu-kernel backend: float64 (bit-identical to NumPy) on 1 and ``threads`` threads, float32 on 1."""
+    table: list[tuple[str, dict[int, float]]] = []
+    for dtype, count in dict.fromkeys(((np.float64, 1), (np.float64, threads), (np.float32, 1))):
+        name = f"msrl cpu-kernel ({np.dtype(dtype).name}, {count} thread{'s' if count > 1 else ''})"
+        table.append(
+            (name, {n: measure_msrl(env_id, "cpu-kernel", n, seconds, dtype=dtype, threads=count) for n in sizes})
+        )
+    return table
+
+
+def envpool_rows(env_id: str, sizes: Sequence[int], seconds: float, threads: int) -> list[tuple[str, dict[int, float]]]:
+    try:
+        import envpool  # noqa: F401
+    except ImportError:
+        print("envpool is not installed (pip install 'msrl[bench]'): no EnvPool rows", file=sys.stderr)
+        return []
+    counts = sorted({1, threads})
+    return [
+        (
+            f"EnvPool ({count} thread{'s' if count > 1 else ''})",
+            {n: measure_envpool(env_id, n, count, seconds) for n in sizes},
+        )
+        for count in counts
+    ]
+
+
+def rows(
+    env_id: str, sizes: Sequence[int], seconds: float, threads: int, which: Sequence[str] = ROWS
+) -> list[tuple[str, dict[int, float]]]:
+    table: list[tuple[str, dict[int, float]]] = []
+    if "gymnasium" in which:
+        table += gymnasium_rows(env_id, sizes, seconds)
+    torch.set_num_threads(1)
+    if "numpy" in which:
+        table.append(("msrl numpy", {n: measure_msrl(env_id, "numpy", n, seconds) for n in sizes}))
+    if "sharded" in which:
+        table.append(
+            (
+                f"msrl numpy, {threads} shards (cpu executor)",
+                {n: measure_sharded(env_id, n, threads, seconds) for n in sizes if n >= threads},
+            )
+        )
+    if "torch" in which:
+        table.append(("msrl torch (cpu, 1 thread)", {n: measure_msrl(env_id, "torch", n, seconds) for n in sizes}))
+    if "cpu-kernel" in which:
+        table += native_rows(env_id, sizes, seconds, threads)
+    if "envpool" in which:
+        table += envpool_rows(env_id, sizes, seconds, threads)
+    if "cuda" in which and torch.cuda.is_available():
+        table += gpu_rows(env_id, sizes, seconds)
+    return table
+
+
+def gymnasium_rows(env_id: str, sizes: Sequence[int], seconds: float) -> list[tuple[str, dict[int, float]]]:
     table: list[tuple[str, dict[int, float]]] = []
     try:
         table.append(
@@ -115,26 +191,18 @@ def rows(env_id: str, sizes: Sequence[int], seconds: float, threads: int) -> lis
         )
     except ImportError:
         print("gymnasium not installed: no baseline row", file=sys.stderr)
-    torch.set_num_threads(1)
-    table.append(("msrl numpy", {n: measure_msrl(env_id, "numpy", n, seconds) for n in sizes}))
-    table.append(
-        (
-            f"msrl numpy, {threads} shards (cpu executor)",
-            {n: measure_sharded(env_id, n, threads, seconds) for n in sizes if n >= threads},
-        )
-    )
-    table.append(("msrl torch (cpu, 1 thread)", {n: measure_msrl(env_id, "torch", n, seconds) for n in sizes}))
-    if torch.cuda.is_available():
-        name = torch.cuda.get_device_name()
-        table.append(
-            (f"msrl torch ({name})", {n: measure_msrl(env_id, "torch", n, seconds, device="cuda") for n in sizes})
-        )
-        try:
-            import fragments.cuda  # noqa: F401  registers the cuda backend
+    return table
 
-            table.append((f"msrl cuda kernels ({name})", {n: measure_msrl(env_id, "cuda", n, seconds) for n in sizes}))
-        except Exception as exc:  # pycuda missing: say why, keep the other rows
-            print(f"no cuda-kernel row: {exc}", file=sys.stderr)
+
+def gpu_rows(env_id: str, sizes: Sequence[int], seconds: float) -> list[tuple[str, dict[int, float]]]:
+    name = torch.cuda.get_device_name()
+    table = [(f"msrl torch ({name})", {n: measure_msrl(env_id, "torch", n, seconds, device="cuda") for n in sizes})]
+    try:
+        import fragments.cuda  # noqa: F401  registers the cuda backend
+
+        table.append((f"msrl cuda kernels ({name})", {n: measure_msrl(env_id, "cuda", n, seconds) for n in sizes}))
+    except Exception as exc:  # pycuda missing: say why, keep the other rows
+        print(f"no cuda-kernel row: {exc}", file=sys.stderr)
     return table
 
 
@@ -149,7 +217,11 @@ def markdown(
             if n not in rates:
                 cells.append("–")
                 continue
-            ratio = f" ({rates[n] / base[n]:.0f}x)" if n in base and name != baseline else ""
+            ratio = (
+                f" ({rates[n] / base[n]:.{0 if rates[n] >= 10 * base[n] else 1}f}x)"
+                if n in base and name != baseline
+                else ""
+            )
             cells.append(f"{rates[n] / 1e6:.2f}M{ratio}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -160,13 +232,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--env", default="CartPole-v1", choices=["CartPole-v1", "Pendulum-v1"])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
     parser.add_argument("--seconds", type=float, default=0.5, help="measuring time per cell (median of windows)")
-    parser.add_argument("--threads", type=int, default=2, help="shards/threads for the cpu-executor row")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="shards/threads for the cpu-executor, cpu-kernel and EnvPool rows"
+    )
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of: {', '.join(ROWS)}")
     args = parser.parse_args(argv)
-    if any(n < 1 for n in args.sizes) or args.seconds <= 0 or args.threads < 1:
-        parser.error("sizes and threads must be >= 1 and seconds > 0")
-    table = rows(args.env, args.sizes, args.seconds, args.threads)
+    which = [r for r in args.rows.split(",") if r]
+    if any(n < 1 for n in args.sizes) or args.seconds <= 0 or args.threads < 1 or not set(which) <= set(ROWS):
+        parser.error(f"sizes and threads must be >= 1, seconds > 0, rows among {', '.join(ROWS)}")
+    table = rows(args.env, args.sizes, args.seconds, args.threads, which)
     print(f"{args.env}: env steps/s (M = million), ratio to gymnasium SyncVectorEnv in brackets; random actions\n")
     print(markdown(table, args.sizes))
+    if "numpy" in which:
+        print("\nThe same, ratio to msrl's NumPy backend; per step at the smallest size: ", end="")
+        print(
+            ", ".join(
+                f"{name} {args.sizes[0] / r[args.sizes[0]] * 1e6:.1f} us" for name, r in table if args.sizes[0] in r
+            )
+        )
+        print()
+        print(markdown(table, args.sizes, baseline="msrl numpy"))
     print(
         f"\n`{shlex.join(['python', *sys.argv])}` -- {platform.platform()}, {os.cpu_count()} CPUs, "
         f"torch {torch.__version__}, numpy {np.__version__}"

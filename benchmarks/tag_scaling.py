@@ -1,6 +1,7 @@
 """Tag-v0 steps per second as environments and agents grow, next to a per-agent Python loop.
 
-Rows: each backend asked for (NumPy and torch on the CPU by default; ``--backends cuda`` and
+Rows: each backend asked for (NumPy and torch on the CPU by default; ``cpu-kernel``: the CUDA
+kernels compiled natively, float64, on ``--kernel-threads`` threads; ``--backends cuda`` and
 ``--backends torch --device cuda`` on a GPU) at environments 1 ... 2,000 x agents 10 ... 1,000,
 every agent observing its 8 nearest, and up to 100 agents also all others (``num_observed=0``:
 5 (N-1) numbers per agent); a size whose first step takes longer than ``--max-step-seconds`` is
@@ -13,6 +14,7 @@ training.  Last, end-to-end IPPO training (``configs/ippo_tag.yaml``, local poli
     python benchmarks/tag_scaling.py --threads 1          # CPU rows, two seconds each
     python benchmarks/tag_scaling.py --quick --training-steps 0
     python benchmarks/tag_scaling.py --backends cuda,torch --device cuda   # on a GPU
+    python benchmarks/tag_scaling.py --backends numpy,cpu-kernel --sizes 1000x10 100x100 --training-steps 0
 """
 
 from __future__ import annotations
@@ -167,10 +169,18 @@ def tag_kwargs(agents: int, observed: int) -> dict[str, int]:
 
 
 def measure_msrl(
-    backend: str, envs: int, agents: int, observed: int, seconds: float, max_step: float, device: str | None = None
+    backend: str,
+    envs: int,
+    agents: int,
+    observed: int,
+    seconds: float,
+    max_step: float,
+    device: str | None = None,
+    **options: Any,
 ) -> float | None:
     """Env steps/s of ``backend``, or None when one step takes longer than ``max_step`` seconds."""
-    options = {"device": device} if device else {}
+    if device:
+        options["device"] = device
     env = msrl.envs.make("Tag-v0", num_envs=envs, seed=0, backend=backend, **tag_kwargs(agents, observed), **options)
     rng = np.random.default_rng(0)
     n = env.groups["taggers"].action_space.n
@@ -250,8 +260,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--backends",
         default="numpy,torch",
-        help="comma-separated: numpy, torch (on --device), cuda (pycuda kernels; needs a GPU)",
+        help="comma-separated: numpy, torch (on --device), cpu-kernel (native CPU build of the CUDA kernels), "
+        "cuda (pycuda kernels; needs a GPU)",
     )
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        default=None,
+        metavar="ENVSxAGENTS",
+        help="only these sizes, for the loop and every backend (e.g. 1000x10 100x100)",
+    )
+    parser.add_argument("--kernel-threads", type=int, default=1, help="OpenMP threads of the cpu-kernel rows")
     parser.add_argument("--device", default=None, help="torch backend's device (default cpu; cuda for the GPU rows)")
     parser.add_argument(
         "--max-step-seconds", type=float, default=5.0, help="skip a size whose first step takes longer (default 5 s)"
@@ -268,6 +287,9 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     seconds = 0.3 if args.quick else 2.0
     backends = [b for b in args.backends.split(",") if b]
+    chosen = [tuple(int(v) for v in size.split("x")) for size in args.sizes] if args.sizes else None
+    loop_sizes = chosen or LOOP_SIZES
+    sizes = chosen or [(envs, agents) for agents in AGENTS for envs in ENVS]
 
     print(
         f"# Tag-v0 env steps/s ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
@@ -276,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     print("| backend | envs | agents | num_observed | env steps/s | agent steps/s | vs per-agent loop |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     loop = {}
-    for envs, agents in LOOP_SIZES:
+    for envs, agents in loop_sizes:
         for observed in OBSERVED:
             loop[envs, agents, observed] = rates = measure_loop(envs, agents, observed, seconds)
             print(
@@ -284,36 +306,39 @@ def main(argv: list[str] | None = None) -> None:
                 f"{rates * agents:,.0f} | 1.0 |",
                 flush=True,
             )
+    numpy_rates: dict[tuple[int, int, int], float] = {}
     for backend in backends:
-        label = {"numpy": "NumPy", "torch": f"torch {args.device or 'cpu'} f32", "cuda": "CUDA C kernels"}[backend]
-        for agents in AGENTS:
-            for envs in ENVS:
-                for observed in OBSERVED:
-                    if observed == 0 and agents > ALL_OTHERS_UP_TO:
-                        continue
-                    rates = measure_msrl(
-                        backend,
-                        envs,
-                        agents,
-                        observed,
-                        seconds,
-                        args.max_step_seconds,
-                        args.device if backend == "torch" else None,
-                    )
-                    if rates is None:
-                        print(
-                            f"| {label} | {envs} | {agents} | {observed} | one step > {args.max_step_seconds:g} s: "
-                            f"not run | | |",
-                            flush=True,
-                        )
-                        continue
-                    base = loop.get((envs, agents, observed))
-                    ratio = f"{rates / base:.1f}x" if base else ""
+        label = {
+            "numpy": "NumPy",
+            "torch": f"torch {args.device or 'cpu'} f32",
+            "cpu-kernel": f"cpu-kernel f64, {args.kernel_threads} thread(s)",
+            "cuda": "CUDA C kernels",
+        }[backend]
+        options = {"dtype": np.float64, "threads": args.kernel_threads} if backend == "cpu-kernel" else {}
+        for envs, agents in sizes:
+            for observed in OBSERVED:
+                if observed == 0 and agents > ALL_OTHERS_UP_TO:
+                    continue
+                device = args.device if backend == "torch" else None
+                rates = measure_msrl(backend, envs, agents, observed, seconds, args.max_step_seconds, device, **options)
+                if rates is None:
                     print(
-                        f"| {label} | {envs} | {agents} | {observed} | {rates:,.0f} | {rates * agents:,.0f} | "
-                        f"{ratio} |",
+                        f"| {label} | {envs} | {agents} | {observed} | one step > {args.max_step_seconds:g} s: "
+                        f"not run | | |",
                         flush=True,
                     )
+                    continue
+                if backend == "numpy":
+                    numpy_rates[envs, agents, observed] = rates
+                base = loop.get((envs, agents, observed))
+                ratio = f"{rates / base:.1f}x" if base else ""
+                vs_numpy = numpy_rates.get((envs, agents, observed))
+                if vs_numpy and backend != "numpy":
+                    ratio += f" ({rates / vs_numpy:.1f}x NumPy)"
+                print(
+                    f"| {label} | {envs} | {agents} | {observed} | {rates:,.0f} | {rates * agents:,.0f} | {ratio} |",
+                    flush=True,
+                )
     if args.training_steps:
         print("\n| end to end: IPPO, local policy | envs | agents | env steps/s | agent steps/s | env share of time |")
         print("|---|---:|---:|---:|---:|---:|")
