@@ -162,15 +162,27 @@ int launch(dim3 grid, dim3 block, int os_threads, Body body) {
         grid.y > 65535 || grid.z > 65535)
         return kBadLaunchConfig;  // CUDA's limits, so what runs here also launches there
     std::atomic<int> error{kOk};
+    // Indices advance with carries, not divisions: a 64-bit division per CUDA
+    // thread cost as much as CartPole's physics.
     auto blocks_from = [&](long long first, long long last) {
-        for (long long b = first; b < last; ++b) {
-            blockIdx = dim3((unsigned int)(b % grid.x), (unsigned int)((b / grid.x) % grid.y),
-                            (unsigned int)(b / ((long long)grid.x * grid.y)));
-            for (size_t t = 0; t < threads; ++t) {
-                threadIdx = dim3((unsigned int)(t % block.x), (unsigned int)((t / block.x) % block.y),
-                                 (unsigned int)(t / ((size_t)block.x * block.y)));
-                shared_offset = 0;
-                body();
+        if (first >= last) return;
+        dim3 b((unsigned int)(first % grid.x), (unsigned int)((first / grid.x) % grid.y),
+               (unsigned int)(first / ((long long)grid.x * grid.y)));
+        for (long long count = first; count < last; ++count) {
+            blockIdx = b;
+            for (unsigned int tz = 0; tz < block.z; ++tz)
+                for (unsigned int ty = 0; ty < block.y; ++ty)
+                    for (unsigned int tx = 0; tx < block.x; ++tx) {
+                        threadIdx = dim3(tx, ty, tz);
+                        shared_offset = 0;
+                        body();
+                    }
+            if (++b.x == grid.x) {
+                b.x = 0;
+                if (++b.y == grid.y) {
+                    b.y = 0;
+                    ++b.z;
+                }
             }
         }
     };
