@@ -46,7 +46,8 @@ _INT64 = np.dtype(np.int64)
 SINGLE_AGENT_BLOCK = 256
 """Threads per block of the one-thread-per-environment kernels: a block's threads are a plain
 loop here, and 256 of them per block measured ~20% faster than blocks of one (fewer block
-switches); multi-agent kernels (barriers) always run blocks of one thread."""
+switches); fewer when there are fewer environments (a thread past the last environment only
+returns).  Multi-agent kernels (barriers) always run blocks of one thread."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -154,14 +155,14 @@ class FusedCartPole(CartPole):
 def cartpole_native(num_envs: int, seed: int = 0, **options: Any) -> CartPole:
     """CartPole-v1 on its natively compiled kernels (options: ``native_env``), stepped
     by one fused C call per step where the action allows (``FusedCartPole``)."""
-    options.setdefault("threads_per_block", SINGLE_AGENT_BLOCK)
+    options.setdefault("threads_per_block", min(SINGLE_AGENT_BLOCK, num_envs))
     return native_env(FusedCartPole, num_envs, seed, **options)
 
 
 def pendulum_native(num_envs: int, seed: int = 0, **options: Any) -> Pendulum:
     """Pendulum-v1 on its natively compiled kernels (options: ``native_env``, and ``g``,
     which is compiled into the kernel)."""
-    options.setdefault("threads_per_block", SINGLE_AGENT_BLOCK)
+    options.setdefault("threads_per_block", min(SINGLE_AGENT_BLOCK, num_envs))
     return native_env(Pendulum, num_envs, seed, **options)
 
 
