@@ -33,10 +33,13 @@ from msrl.core import (
     steps,
 )
 from msrl.rl import (
+    CompiledGradientStep,
     ReplayBatch,
     ReplayBuffer,
     check_action_space,
+    check_compile_option,
     clip_grad_norm_,
+    compile_mode,
     copy_weights,
     load_state,
     mlp,
@@ -82,6 +85,10 @@ class DQNConfig:
     """Global gradient-norm clip."""
     hidden_sizes: tuple = (256, 256)
     """Widths of the Q-network's hidden layers (ReLU)."""
+    compile: bool | str = "auto"
+    """``true``: each TD gradient step (loss, gradient, clip, Adam) is one ``torch.compile``d region
+    (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md,
+    "compiled learner")."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma")
@@ -101,6 +108,7 @@ class DQNConfig:
             raise ConfigError(f"algo.tau must be in (0, 1], got {self.tau}")
         if not 0.0 <= self.end_epsilon <= self.start_epsilon <= 1.0:
             raise ConfigError("algo.end_epsilon and algo.start_epsilon must satisfy 0 <= end <= start <= 1")
+        check_compile_option(self.compile)
 
 
 # -- network -----------------------------------------------------------------------------------------
@@ -166,6 +174,9 @@ class DQNLearner(Learner):
         self.params = list(self.q.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, fused=True)
         self.gradient_steps_taken = 0
+        mode = compile_mode(config.compile, self.device)
+        step = CompiledGradientStep(self.q, self.optimizer, self.loss, config.max_grad_norm, mode) if mode else None
+        self.compiled = step
 
     def learn(self, batch: ReplayBatch) -> Global:
         cfg = self.config
@@ -176,26 +187,45 @@ class DQNLearner(Learner):
         for k in range(batch.num_batches):
             if self.gradient_steps_taken % cfg.target_update_interval == 0:
                 polyak_update_(self.q_target, self.q, cfg.tau)
-            obs, actions, rewards, next_obs, terminated = batch.minibatch(k)
-            with torch.no_grad():
-                next_q = self.q_target(next_obs)
-                if cfg.double_dqn:
-                    next_value = next_q.gather(-1, self.q(next_obs).argmax(-1, keepdim=True)).squeeze(-1)
-                else:
-                    next_value = next_q.max(-1).values
-                target = rewards + cfg.gamma * (1.0 - terminated) * next_value
-            q = self.q(obs).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-            loss = nn.functional.smooth_l1_loss(q, target)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.sync_grads(self.params)
-            clip_grad_norm_(self.params, cfg.max_grad_norm)
-            self.optimizer.step()
+            if self.compiled is not None:
+                sync = None if self.grad_sync is None else self.sync_mean
+                terms = self.compiled(*batch.minibatch(k), sync_grads=sync)
+            else:
+                loss, terms = self.loss(*batch.minibatch(k))
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.sync_grads(self.params)
+                clip_grad_norm_(self.params, cfg.max_grad_norm)
+                self.optimizer.step()
             self.gradient_steps_taken += 1
-            losses.append(loss.detach())
-            q_values.append(q.detach().mean())
+            losses.append(terms[0])
+            q_values.append(terms[1])
         td_loss, q_value = torch.stack([torch.stack(losses).mean(), torch.stack(q_values).mean()]).tolist()
-        return {"td_loss": td_loss, "q_value": q_value}  # one host sync per learn
+        metrics = {"td_loss": td_loss, "q_value": q_value}  # one host sync per learn
+        if self.compiled is not None:  # the first update's extra time, apart from training time
+            metrics["compile_seconds"] = self.compiled.compile_seconds
+        return metrics
+
+    def loss(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Huber TD loss on a minibatch, and the loss and mean Q-value (detached) to report."""
+        cfg = self.config
+        with torch.no_grad():
+            next_q = self.q_target(next_obs)
+            if cfg.double_dqn:
+                next_value = next_q.gather(-1, self.q(next_obs).argmax(-1, keepdim=True)).squeeze(-1)
+            else:
+                next_value = next_q.max(-1).values
+            target = rewards + cfg.gamma * (1.0 - terminated) * next_value
+        q = self.q(obs).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        loss = nn.functional.smooth_l1_loss(q, target)
+        return loss, torch.stack([loss.detach(), q.detach().mean()])
 
     def get_weights(self) -> Global:
         return copy_weights(self.q)

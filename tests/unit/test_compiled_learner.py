@@ -19,6 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from algorithms.a2c import A2CConfig, A2CLearner
+from algorithms.dqn import DQNConfig, DQNLearner
 from algorithms.impala import IMPALAConfig, IMPALALearner
 from algorithms.ppo import PPO, FusedPPOLearner, PPOConfig
 from msrl.core import Box, ConfigError, Deferred, Discrete, RunInfo
@@ -26,6 +27,7 @@ from msrl.rl import (
     CompiledGradientStep,
     CompiledPPOUpdate,
     PPOStepConfig,
+    ReplayBatch,
     RolloutBatch,
     TrajectoryBatch,
     adam_,
@@ -237,25 +239,43 @@ def _trajectories(envs: int = 4, steps: int = 6) -> TrajectoryBatch:
     )
 
 
-def _func_step(
-    learner: A2CLearner | IMPALALearner, mode: str | None, backend: str = "inductor"
-) -> CompiledGradientStep:
+def _dqn(compile: bool | str = False, double_dqn: bool = False) -> DQNLearner:
+    config = DQNConfig(num_envs=2, batch_size=8, gradient_steps=3, hidden_sizes=(16, 16), compile=compile)
+    config.double_dqn = double_dqn
+    return DQNLearner(4, 2, config, RunInfo(seed=2, total_env_steps=1000))
+
+
+def _replay(steps: int = 3) -> ReplayBatch:
+    g = torch.Generator().manual_seed(0)
+    done = (torch.rand(8, steps, generator=g) < 0.2).float()
+    obs, rewards, next_obs = torch.randn(8, steps, 4, generator=g), torch.randn(8, steps), torch.randn(8, steps, 4)
+    return ReplayBatch(obs, torch.randint(2, (8, steps), generator=g), rewards, next_obs, done)
+
+
+Learners = A2CLearner | IMPALALearner | DQNLearner
+
+
+def _func_step(learner: Learners, mode: str | None, backend: str = "inductor") -> CompiledGradientStep:
     config = learner.config
-    return CompiledGradientStep(learner.net, learner.optimizer, learner.loss, config.max_grad_norm, mode, backend)
+    net = learner.q if isinstance(learner, DQNLearner) else learner.net
+    return CompiledGradientStep(net, learner.optimizer, learner.loss, config.max_grad_norm, mode, backend)
 
 
-def _func_args(learner: A2CLearner | IMPALALearner) -> tuple[Any, ...]:
+def _func_args(learner: Learners) -> tuple[Any, ...]:
     """The step's arguments on the batch each learner's test uses (A2C: its 4 loss inputs)."""
     if isinstance(learner, A2CLearner):
         obs, actions, _, _, advantages, returns = _a2c_batch(learner)
         return obs, actions, advantages, returns
+    if isinstance(learner, DQNLearner):
+        return tuple(_replay().minibatch(0))
     return tuple(_trajectories(envs=2))  # one IMPALA minibatch
 
 
-FUNC_CASES: dict[str, Callable[[], A2CLearner | IMPALALearner]] = {
+FUNC_CASES: dict[str, Callable[[], Learners]] = {
     "a2c-rmsprop": _a2c,
     "a2c-adam-box": lambda: _a2c(optimizer="adam"),
     "impala": _impala,
+    "dqn-double": lambda: _dqn(double_dqn=True),
 }
 
 
@@ -280,15 +300,17 @@ def test_a_func_step_makes_no_host_sync(case: str, grad_sync: bool) -> None:
     assert len(synced) == grad_sync
 
 
-@pytest.mark.parametrize("case", list(FUNC_CASES))
+@pytest.mark.parametrize("case", ["a2c-rmsprop", "impala", "dqn-double"])  # Adam and Box: the sync and break tests
 def test_the_traced_func_step_equals_the_eager_update(case: str) -> None:
     eager, traced = FUNC_CASES[case](), FUNC_CASES[case]()
     traced.compiled = _func_step(traced, "default", backend="aot_eager")
-    batch: Any = _a2c_batch(eager) if isinstance(eager, A2CLearner) else _trajectories()
+    batch: Any = _trajectories() if isinstance(eager, IMPALALearner) else _replay()
+    if isinstance(eager, A2CLearner):
+        batch = _a2c_batch(eager)
     want, got = eager.learn(batch), traced.learn(batch)
     assert got.pop("compile_seconds") > 0
     assert got == pytest.approx(want, rel=1e-5, abs=1e-6)
-    for a, b in zip(eager.net.parameters(), traced.net.parameters()):
+    for a, b in zip(_func_step(eager, None).params, _func_step(traced, None).params):
         torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5)
     state = eager.optimizer.state_dict()["state"]
     for key, values in traced.optimizer.state_dict()["state"].items():
@@ -310,8 +332,8 @@ def test_functional_rmsprop_matches_torch() -> None:
     assert step.item() == 5
 
 
-@pytest.mark.parametrize("make", [_a2c, _impala])
-def test_a2c_and_impala_compile_only_when_asked(make: Callable[..., Any]) -> None:
+@pytest.mark.parametrize("make", [_a2c, _impala, _dqn])
+def test_a2c_impala_and_dqn_compile_only_when_asked(make: Callable[..., Any]) -> None:
     assert make().compiled is None and make("auto").compiled is None  # auto: eager on the CPU
     assert make(True).compiled is not None
     with pytest.raises(ConfigError, match="auto, true, false"):
