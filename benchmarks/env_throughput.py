@@ -236,12 +236,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--threads", type=int, default=2, help="shards/threads for the cpu-executor, cpu-kernel and EnvPool rows"
     )
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of: {', '.join(ROWS)}")
+    parser.add_argument("--rounds", type=int, default=1, help="measure every row this often; cells are medians")
     args = parser.parse_args(argv)
     which = [r for r in args.rows.split(",") if r]
-    if any(n < 1 for n in args.sizes) or args.seconds <= 0 or args.threads < 1 or not set(which) <= set(ROWS):
-        parser.error(f"sizes and threads must be >= 1, seconds > 0, rows among {', '.join(ROWS)}")
-    table = rows(args.env, args.sizes, args.seconds, args.threads, which)
-    print(f"{args.env}: env steps/s (M = million), ratio to gymnasium SyncVectorEnv in brackets; random actions\n")
+    if min(*args.sizes, args.threads, args.rounds) < 1 or args.seconds <= 0 or not set(which) <= set(ROWS):
+        parser.error(f"sizes, threads and rounds must be >= 1, seconds > 0, rows among {', '.join(ROWS)}")
+    # Rounds interleave the rows, so load that comes and goes (other jobs) reaches every row alike.
+    rounds = [rows(args.env, args.sizes, args.seconds, args.threads, which) for _ in range(args.rounds)]
+    table = [
+        (name, {n: float(np.median([r[i][1][n] for r in rounds])) for n in rates})
+        for i, (name, rates) in enumerate(rounds[0])
+    ]
+    print(
+        f"{args.env}: env steps/s (M = million), ratio to gymnasium SyncVectorEnv in brackets; random actions; "
+        f"median of {args.rounds} interleaved round(s)\n"
+    )
     print(markdown(table, args.sizes))
     if "numpy" in which:
         print("\nThe same, ratio to msrl's NumPy backend; per step at the smallest size: ", end="")
