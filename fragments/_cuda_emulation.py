@@ -110,15 +110,12 @@ class EmulatedModule:
     processes never load a half-written library.
     """
 
-    wait_policy: str | None = "passive"
-    """libgomp's OMP_WAIT_POLICY when this process first loads it (``fragments._cxx.load_library``)."""
-
     def __init__(self, source_name: str, defines: Mapping[str, object] | None = None) -> None:
         self.source = load_source(source_name)
         self.defines = normalise_defines(defines)
         self.real_dtype = np.dtype(np.float64 if real_is_double(self.defines) else np.float32)
         self.path = self._build()
-        self._lib = _cxx.load_library(self.path, self.wait_policy)
+        self._lib = _cxx.load_library(self.path)
         self._functions: dict[str, Any] = {}
         self._bind()
 
