@@ -26,9 +26,17 @@ class Liveness:
     """Waits on the calls made to ``workers`` (fragment -> one actor handle per replica), checking
     while it waits that every worker still answers."""
 
-    def __init__(self, workers: dict[str, list[Any]], timeout_s: float = LIVENESS_TIMEOUT_S) -> None:
+    def __init__(
+        self, workers: dict[str, list[Any]], timeout_s: float = LIVENESS_TIMEOUT_S, where: dict[Key, str] | None = None
+    ) -> None:
         self.workers = workers
         self.timeout_s = timeout_s
+        self.where = where or {}
+        """Replica -> where it runs (``node 10.0.0.5``), named when it is lost."""
+
+    def name(self, key: Key) -> str:
+        where = self.where.get(key)
+        return f"fragment {key[0]}[{key[1]}]" + (f" on {where}" if where else "")
 
     def wait_one(self, refs: list[Any]) -> Any:
         """The first of ``refs`` to finish.  While none does, every worker is checked every
@@ -56,7 +64,7 @@ class Liveness:
     def result(self, key: Key, ref: Any) -> Any:
         """``ray.get`` of one replica's finished call: an msrl error raised in it as itself, the
         replica's death as ``WorkerLostError`` naming it."""
-        return get(ref, who=f"fragment {key[0]}[{key[1]}]")
+        return get(ref, who=self.name(key))
 
     def check_alive(self) -> None:
         """Ping every worker; one that died raises ``WorkerLostError``, and so does one that does not
@@ -76,7 +84,7 @@ class Liveness:
             if ref in silent:
                 ray.kill(self.workers[key[0]][key[1]])
                 raise WorkerLostError(
-                    f"fragment {key[0]}[{key[1]}] answered no liveness check for "
+                    f"{self.name(key)} answered no liveness check for "
                     f"{self.timeout_s:g} s (stopped, hung or cut off); it was killed"
                 )
 

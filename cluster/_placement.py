@@ -10,7 +10,8 @@ import re
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from msrl.core import ConfigError
+from cluster._hosts import Node, alive_nodes, silent_nodes
+from msrl.core import ConfigError, HostLostError
 
 PLACEMENT_TIMEOUT_S = 8.0
 RELEASE_TIMEOUT_S = 10.0
@@ -62,7 +63,8 @@ def create_placement_group(policy: Any, timeout_s: float = PLACEMENT_TIMEOUT_S) 
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    nodes = alive_node_resources()
+    before = alive_nodes()
+    nodes = [node.resources for node in before]
     check_feasible(policy, nodes)
     asked = set(demand_of(policy))
     bundles = [resources or {"CPU": 0.001} for _, _, resources in bundles_of(policy)]
@@ -70,6 +72,15 @@ def create_placement_group(policy: Any, timeout_s: float = PLACEMENT_TIMEOUT_S) 
     ready, _ = ray.wait([group.ready()], timeout=timeout_s)
     if not ready:
         remove_placement_group(group)
+        lost = _lost_since(before)
+        if lost:  # gone from the GCS meanwhile, or still counted by it but silent: name them
+            rest = [node.resources for node in before if node not in lost]
+            raise HostLostError(
+                f"policy {policy.name!r} could not be placed within {timeout_s:g} s ({len(bundles)} bundles, "
+                f"{policy.placement}): {_plural(len(lost), 'node')} {', '.join(n.name for n in lost)} "
+                f"{'does' if len(lost) == 1 else 'do'} not answer (a lost host?); the nodes that answer offer "
+                f"{_describe_cluster(rest, asked)}, the policy needs {_fmt_resources(demand_of(policy))}"
+            )
         available = _fmt_resources(_offered(ray.available_resources(), asked))
         raise ConfigError(
             f"policy {policy.name!r} could not be placed within {timeout_s:g} s ({len(bundles)} bundles, "
@@ -77,6 +88,17 @@ def create_placement_group(policy: Any, timeout_s: float = PLACEMENT_TIMEOUT_S) 
             f"{_describe_cluster(nodes, asked)}, available now {available}"
         )
     return group
+
+
+def _lost_since(before: list[Node]) -> list[Node]:
+    """Those of ``before`` that the GCS no longer counts as alive, or that do not answer."""
+    alive = {node.node_id for node in alive_nodes()}
+    gone = [node for node in before if node.node_id not in alive]
+    return gone + silent_nodes([node for node in before if node.node_id in alive])
+
+
+def _plural(count: int, word: str) -> str:
+    return word if count == 1 else f"{word}s"
 
 
 def resources_in_use() -> dict[str, float]:
@@ -106,12 +128,6 @@ def wait_until_released(baseline: dict[str, float], timeout_s: float = RELEASE_T
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
-
-
-def alive_node_resources() -> list[dict[str, float]]:
-    import ray
-
-    return [dict(node["Resources"]) for node in ray.nodes() if node.get("Alive")]
 
 
 def demand_of(policy: Any) -> dict[str, float]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster._hosts import node_addresses
 from cluster._liveness import LIVENESS_TIMEOUT_S, Key, Liveness
 from cluster._placement import describe_placement
 from cluster._schedule import SCHEDULES
@@ -38,7 +39,13 @@ class RayRuntime:
         schedule = SCHEDULES[self.policy.mode]
         self.started = Workers(recipe, fdg, address, schedule.stale_ok(fdg, self.output_fragment))
         self.workers = self.started.handles
-        self.liveness = Liveness(self.workers, liveness_timeout_s)
+        addresses = node_addresses()
+        where = {
+            (name, replica): f"node {addresses.get(node, '?')}"
+            for name, replicas in self.started.endpoints.items()
+            for replica, (node, _) in enumerate(replicas)
+        }
+        self.liveness = Liveness(self.workers, liveness_timeout_s, where)
         self.schedule = schedule(self.workers, self.output_fragment, self.liveness)
 
     # -- iterations ----------------------------------------------------------------------------------

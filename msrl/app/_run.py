@@ -24,7 +24,7 @@ from msrl.app._load import load_components
 from msrl.app._plan import Plan, make_runtime, plan
 from msrl.app._records import check_losses, iteration_record
 from msrl.app._run_directory import CHECKPOINT_NAME, Position, RunDirectory
-from msrl.core import CheckpointError, ConfigError, DivergenceError, EnvError, RunInfo, WorkerLostError
+from msrl.core import CheckpointError, ConfigError, DivergenceError, EnvError, HostLostError, RunInfo, WorkerLostError
 
 COUNTERS = ("iteration", "env_steps", "restarts", "lost_env_steps")
 """Where a run stands, in its checkpoint and in every metrics record: ``restarts`` counts recoveries
@@ -195,6 +195,8 @@ class Trainer:
                 break
             except WorkerLostError as again:
                 lost = again
+            except (HostLostError, ConfigError) as short:  # what is left of the cluster cannot hold the policy
+                raise HostLostError(f"{lost}; the run cannot restart: {short}; its last checkpoint kept") from None
         lost_steps = before.env_steps - back.env_steps
         self.lost_env_steps += lost_steps
         origin = f"{'the checkpoint at' if back.iteration else 'the start,'} iteration {back.iteration}"

@@ -34,6 +34,11 @@ class WorkerLostError(MsrlError):
     that, or where a run cannot recover, this error stops it with the worker named."""
 
 
+class HostLostError(MsrlError):
+    """A node (host) of the cluster the run needs does not answer, and what is left of the cluster
+    cannot hold the run's policy: the run stops with the host named, its last checkpoint kept."""
+
+
 class BuildError(MsrlError):
     """An algorithm's ``__init__`` uses a component that msrl does not construct in this
     process (it belongs to another fragment), or a fragment's build does not match the plan."""

@@ -1,0 +1,391 @@
+"""A cluster of hosts on one Linux machine, for msrl's multi-host tests and for trying msrl across
+hosts without a cloud: each host is a network namespace with its own address and its own Ray node,
+and the hosts talk real TCP over a bridge that lives in a namespace of its own.  Needs root and
+iproute2 (``ip``, ``tc``) and util-linux's ``unshare``.
+
+    python -m cluster.testbed up --hosts 3             # prints the name, the hosts and the head's address
+    python -m cluster.testbed exec NAME 0 -- msrl train configs/ppo_cartpole.yaml \\
+        --address 198.51.100.10:6379 --set policy=single_learner_coarse --set policy.placement=SPREAD
+    python -m cluster.testbed down NAME                # or: down --all
+
+Layout, for a testbed named ``NAME``:
+
+* namespace ``NAME-br`` holds the bridge ``br0`` and one veth end ``vI`` per host; nothing else is
+  on the bridge: no uplink, no default route anywhere, nothing added to the root namespace;
+* host ``I`` is namespace ``NAME-hI`` with ``eth0`` at 198.51.100.(10 + I)/24 (TEST-NET-2, never
+  routed) and loopback; host 0 is the head (Ray's GCS on port 6379) and runs the driver;
+* each host's first process (``ip netns exec`` + ``unshare``) makes the host's own PID, UTS and
+  mount namespaces, which every command on the host joins (``nsenter``): a host's processes see only
+  each other (Ray finds its local raylet by listing
+  processes), its own hostname, and a private ``/dev/shm`` (Ray's object store).  Worker hosts also
+  get a private ``/tmp``, so they share no temporary files with the driver's host (the Python
+  environment and the repository stay visible where they live under ``/tmp``);
+* Ray's token authentication is on: every process of the testbed gets the testbed's own token in
+  ``RAY_AUTH_TOKEN`` with ``RAY_AUTH_MODE=token``.
+
+A host is lost by ``kill_host`` (every process of its namespace SIGKILLed), cut off by
+``set_link(i, False)`` and healed by ``set_link(i, True)``; ``shape`` gives its link a rate and a
+delay (``tc netem``).  ``down`` kills by pid (``ip netns pids``) and deletes the namespaces by the
+names it made, and runs from ``with Testbed(...)`` even when the body failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SUBNET = "198.51.100"
+"""TEST-NET-2 (RFC 5737): documentation addresses, never routed."""
+FIRST_HOST = 10
+RAY_PORT = 6379
+PREFIX = "msrltb"
+"""Every testbed's name starts with this, so ``down --all`` and the leftover check find them."""
+_KEEP = Path("/run/msrl-testbed-keep")
+"""An empty directory: in a host's own mount namespace the machine's /tmp is bound here for a
+moment, while the paths that must stay visible are bound back into the private /tmp."""
+
+# The first process of a host's PID namespace ($1 hostname, $2 1 for a private /tmp, then the paths
+# under /tmp to keep): it makes the host's mounts, says so, and then only holds the namespaces that
+# every command on the host joins (``nsenter``).
+_HOST_INIT = r"""
+set -e
+hostname "$1"; private="$2"; shift 2
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+if [ "$private" = 1 ]; then
+  mount --bind /tmp "$KEEP"
+  mount -t tmpfs -o mode=1777 tmpfs /tmp
+  for path in "$@"; do mkdir -p "$path"; mount --bind "$KEEP/${path#/tmp/}" "$path"; done
+  umount -l "$KEEP"
+fi
+echo ready
+exec sleep infinity
+"""
+
+
+class TestbedError(RuntimeError):
+    """The testbed cannot be made here (not root, no iproute2...) or a step of it failed."""
+
+
+def unavailable() -> str | None:
+    """Why no testbed can be made on this machine, or None when one can."""
+    if sys.platform != "linux":
+        return f"network namespaces need Linux, not {sys.platform}"
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    for tool in ("ip", "tc", "unshare"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not installed (iproute2, util-linux)"
+    probe = f"{PREFIX}probe{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode:
+        return f"`ip netns add` failed: {made.stderr.strip() or made.returncode}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and done.returncode:
+        raise TestbedError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+    return done
+
+
+def namespaces(prefix: str = PREFIX) -> list[str]:
+    """The network namespaces whose names start with ``prefix``."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
+    return sorted(line.split()[0] for line in listed if line.startswith(prefix))
+
+
+def namespace_pids(namespace: str) -> list[int]:
+    done = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True)
+    return [int(pid) for pid in done.stdout.split()]
+
+
+def destroy(name: str) -> None:
+    """Kill every process of testbed ``name``'s namespaces by pid, then delete them; idempotent."""
+    owned = [ns for ns in namespaces(name) if ns == f"{name}-br" or ns.startswith(f"{name}-h")]
+    for ns in owned:
+        _kill_all(ns)
+    for ns in owned:
+        _ip("netns", "del", ns, check=False)
+    shutil.rmtree(_head_temp(name), ignore_errors=True)
+    shutil.rmtree(_logs(name), ignore_errors=True)
+
+
+def _kill_all(namespace: str, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while pids := namespace_pids(namespace):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if time.monotonic() > deadline:
+            raise TestbedError(f"processes {pids} of {namespace} outlived SIGKILL for {timeout_s:.0f} s")
+        time.sleep(0.05)
+
+
+def _logs(name: str) -> Path:
+    """The Ray logs of each host's ``ray start`` and the testbed's state (token, first processes)."""
+    return Path("/tmp") / f"{name}-logs"
+
+
+def _head_temp(name: str) -> Path:
+    """Ray's temporary directory on the head host, which shares the machine's /tmp (short: Unix
+    socket paths live in it)."""
+    return Path("/tmp") / f"{name}-ray"
+
+
+class Testbed:
+    """``hosts`` hosts (host 0 the head) with ``cpus`` CPUs each for Ray.  ``up()`` makes the
+    network and starts Ray on every host; ``down()`` (or leaving the ``with`` block) removes all."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    def __init__(self, hosts: int = 2, cpus: int = 2, name: str | None = None) -> None:
+        if hosts < 1 or hosts > 200:
+            raise ValueError(f"hosts must be 1..200, got {hosts}")
+        self.hosts, self.cpus = hosts, cpus
+        self.name = name or f"{PREFIX}{secrets.token_hex(3)}"
+        self.bridge = f"{self.name}-br"
+        self.token = secrets.token_hex(32)
+        self.ray: list[subprocess.Popen | None] = [None] * hosts
+        self.inits: list[subprocess.Popen | None] = [None] * hosts
+        self.init_pids: list[int | None] = [None] * hosts
+        self.logs = _logs(self.name)
+
+    # -- addresses -----------------------------------------------------------------------------------
+    def namespace(self, host: int) -> str:
+        return f"{self.name}-h{host}"
+
+    def address(self, host: int) -> str:
+        return f"{SUBNET}.{FIRST_HOST + host}"
+
+    @property
+    def head_address(self) -> str:
+        return f"{self.address(0)}:{RAY_PORT}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment every process of the testbed runs with: this Python's bin on PATH, the
+        testbed's Ray token, and nothing that would pin Ray to loopback."""
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "MSRL_"))}
+        env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+        bin_dir = str(Path(sys.executable).parent)
+        env.update(
+            PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+            RAY_AUTH_MODE="token",
+            RAY_AUTH_TOKEN=self.token,
+            RAY_USAGE_STATS_ENABLED="0",
+            KEEP=str(_KEEP),
+        )
+        return env
+
+    # -- life cycle ----------------------------------------------------------------------------------
+    def __enter__(self) -> Testbed:
+        try:
+            return self.up()
+        except BaseException:
+            self.down()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        self.down()
+
+    def up(self, start_ray: bool = True, timeout_s: float = 120.0) -> Testbed:
+        reason = unavailable()
+        if reason:
+            raise TestbedError(f"no testbed here: {reason}")
+        self.logs.mkdir(parents=True, exist_ok=True)
+        _KEEP.mkdir(parents=True, exist_ok=True)
+        _ip("netns", "add", self.bridge)
+        _ip("-n", self.bridge, "link", "add", "br0", "type", "bridge")
+        _ip("-n", self.bridge, "link", "set", "br0", "up")
+        for host in range(self.hosts):
+            ns = self.namespace(host)
+            _ip("netns", "add", ns)
+            _ip("-n", self.bridge, "link", "add", f"v{host}", "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _ip("-n", self.bridge, "link", "set", f"v{host}", "master", "br0", "up")
+            _ip("-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            self._start_host(host)
+        if start_ray:
+            self.start_ray(timeout_s=timeout_s)
+        return self
+
+    def down(self) -> None:
+        procs = [proc for proc in (*self.ray, *self.inits) if proc is not None]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        destroy(self.name)
+        for proc in procs:
+            proc.wait(timeout=30)
+        self.ray, self.inits, self.init_pids = [None] * self.hosts, [None] * self.hosts, [None] * self.hosts
+
+    # -- processes -----------------------------------------------------------------------------------
+    def _start_host(self, host: int) -> None:
+        """Host ``host``'s first process: its PID, UTS and mount namespaces, and its mounts."""
+        keep = [p for p in _paths_to_keep() if p.startswith("/tmp/")] if host else []
+        argv = [
+            *("ip", "netns", "exec", self.namespace(host)),
+            *("unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--uts", "--mount"),
+            *("--propagation", "private"),
+            *("sh", "-c", _HOST_INIT, "sh", self.namespace(host), "1" if host else "0", *keep),
+        ]
+        proc = subprocess.Popen(
+            argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        self.inits[host] = proc
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":
+            proc.kill()
+            raise TestbedError(f"host {host} did not start: {proc.communicate(timeout=10)[1].strip()}")
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        if len(children) != 1:
+            raise TestbedError(f"host {host}: expected one first process, found {children}")
+        self.init_pids[host] = int(children[0])
+
+    def command(self, host: int, argv: Sequence[str], cwd: str | None = None) -> list[str]:
+        """``argv`` as host ``host`` runs it: in the host's network, PID, UTS and mount namespaces,
+        in ``cwd`` (this process's working directory by default)."""
+        if self.init_pids[host] is None:
+            raise TestbedError(f"host {host} of {self.name} is not running")
+        target = str(self.init_pids[host])
+        wd = f"--wd={cwd or os.getcwd()}"
+        return ["nsenter", f"--target={target}", "--net", "--pid", "--uts", "--mount", wd, "--", *argv]
+
+    def popen(self, host: int, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen:
+        env = {**self.env, **kwargs.pop("env", {})}
+        return subprocess.Popen(self.command(host, argv, kwargs.pop("cwd", None)), env=env, **kwargs)
+
+    def run(self, host: int, argv: Sequence[str], timeout: float = 300, **kwargs: Any) -> subprocess.CompletedProcess:
+        env = {**self.env, **kwargs.pop("env", {})}
+        kwargs.setdefault("capture_output", True)
+        kwargs.setdefault("text", True)
+        return subprocess.run(self.command(host, argv, kwargs.pop("cwd", None)), env=env, timeout=timeout, **kwargs)
+
+    def start_ray(self, hosts: Sequence[int] | None = None, timeout_s: float = 120.0) -> None:
+        """``ray start --block`` on each host (the head first), then wait until every node is alive."""
+        ray_bin = str(Path(sys.executable).with_name("ray"))
+        for host in hosts if hosts is not None else range(self.hosts):
+            common = [
+                "--block",
+                f"--node-ip-address={self.address(host)}",
+                f"--num-cpus={self.cpus}",
+                "--disable-usage-stats",
+            ]
+            if host == 0:
+                _head_temp(self.name).mkdir(parents=True, exist_ok=True)
+                argv = [ray_bin, "start", "--head", f"--port={RAY_PORT}", "--include-dashboard=false", *common]
+                argv.append(f"--temp-dir={_head_temp(self.name)}")
+            else:
+                argv = [ray_bin, "start", f"--address={self.head_address}", *common]
+            log = (self.logs / f"ray-h{host}.log").open("w")
+            self.ray[host] = self.popen(host, argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.wait_for_nodes(self.hosts, timeout_s)
+
+    def wait_for_nodes(self, count: int, timeout_s: float = 120.0) -> None:
+        """Until the head's GCS counts ``count`` alive nodes (asked from the head host)."""
+        probe = (
+            "import time, ray\n"
+            f"ray.init(address={self.head_address!r}, logging_level='ERROR')\n"
+            f"deadline = time.monotonic() + {timeout_s}\n"
+            f"while sum(n['Alive'] for n in ray.nodes()) != {count} and time.monotonic() < deadline:\n"
+            "    time.sleep(0.2)\n"
+            "print(sum(n['Alive'] for n in ray.nodes()))\n"
+        )
+        done = self.run(0, [sys.executable, "-c", probe], timeout=timeout_s + 60)
+        alive = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
+        if alive != [str(count)]:
+            tails = {host: self.log_tail(host) for host in range(self.hosts)}
+            raise TestbedError(f"{alive or 'no'} of {count} Ray nodes alive: {done.stderr[-1500:]} logs: {tails}")
+
+    def log_tail(self, host: int, chars: int = 800) -> str:
+        path = self.logs / f"ray-h{host}.log"
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+    # -- faults and costs ----------------------------------------------------------------------------
+    def kill_host(self, host: int) -> None:
+        """The host is lost: every process in its namespace is SIGKILLed."""
+        _kill_all(self.namespace(host))
+        self.init_pids[host] = None
+
+    def set_link(self, host: int, up: bool) -> None:
+        """Cut the host off the bridge (a partition) or connect it again."""
+        _ip("-n", self.bridge, "link", "set", f"v{host}", "up" if up else "down")
+
+    def shape(self, host: int, rate: str, delay: str) -> None:
+        """A link with real costs, both directions: e.g. ``shape(1, "1gbit", "0.5ms")``."""
+        for ns, dev in ((self.bridge, f"v{host}"), (self.namespace(host), "eth0")):
+            netem = ["qdisc", "replace", "dev", dev, "root", "netem", "delay", delay, "rate", rate]
+            done = subprocess.run(["tc", "-n", ns, *netem], capture_output=True, text=True)
+            if done.returncode:
+                raise TestbedError(f"tc -n {ns} {' '.join(netem)}: {done.stderr.strip()}")
+
+
+def _paths_to_keep() -> list[str]:
+    """What a worker host must still see when its /tmp is private: this Python's environment and
+    the msrl sources it imports (an editable install, or a clone under /tmp)."""
+    import msrl
+
+    paths = {os.path.realpath(sys.prefix), str(Path(msrl.__file__).resolve().parents[1])}
+    return sorted(paths)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cluster.testbed", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="make a testbed and start Ray on every host")
+    up.add_argument("--hosts", type=int, default=3)
+    up.add_argument("--cpus", type=int, default=2, help="CPUs each host gives Ray")
+    run = sub.add_parser("exec", help="run a command on one host of a testbed")
+    run.add_argument("name")
+    run.add_argument("host", type=int)
+    run.add_argument("argv", nargs=argparse.REMAINDER)
+    down = sub.add_parser("down", help="remove a testbed (kill its processes, delete its namespaces)")
+    down.add_argument("name", nargs="?")
+    down.add_argument("--all", action="store_true", help=f"every testbed ({PREFIX}*)")
+    args = parser.parse_args(argv)
+    if args.command == "up":
+        bed = Testbed(args.hosts, args.cpus)
+        try:
+            bed.up()
+        except TestbedError as exc:
+            bed.down()
+            print(f"testbed: error: {exc}", file=sys.stderr)
+            return 2
+        state = {"token": bed.token, "init_pids": bed.init_pids}
+        (bed.logs / "state.json").write_text(json.dumps(state))
+        for host in range(bed.hosts):
+            print(f"host {host}: {bed.address(host)} (namespace {bed.namespace(host)})")
+        print(f"name {bed.name}; head {bed.head_address}; Ray logs and token in {bed.logs}")
+        return 0
+    if args.command == "exec":
+        bed = Testbed(len(namespaces(f"{args.name}-h")), name=args.name)
+        state = json.loads((bed.logs / "state.json").read_text())
+        bed.token, bed.init_pids = state["token"], state["init_pids"]
+        argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+        return subprocess.call(bed.command(args.host, argv), env=bed.env)
+    names = sorted({ns.rsplit("-", 1)[0] for ns in namespaces()}) if args.all else [args.name]
+    if names == [None]:
+        parser.error("down needs a name or --all")
+    for name in names:
+        destroy(name)
+        print(f"removed {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
