@@ -247,6 +247,32 @@ def measure_loop(envs: int, agents: int, observed: int, seconds: float) -> float
     return rate(step, actions, envs, seconds)
 
 
+def measure_cells(
+    cells: list[tuple[str, int, int, int]], args: argparse.Namespace, seconds: float
+) -> dict[tuple[str, int, int, int], float | None]:
+    """Env steps/s per (backend or "loop", envs, agents, num_observed): the median of ``args.rounds``
+    measurements, every cell once per round, so that load which comes and goes (other jobs on the
+    machine) reaches every row alike; None where one step took longer than ``--max-step-seconds``."""
+    samples: dict[tuple[str, int, int, int], list[float | None]] = {cell: [] for cell in cells}
+    for _ in range(args.rounds):
+        for backend, envs, agents, observed in cells:
+            if None in samples[backend, envs, agents, observed]:
+                continue  # too slow once: not run again
+            if backend == "loop":
+                rate: float | None = measure_loop(envs, agents, observed, seconds)
+            else:
+                options: dict[str, Any] = {}
+                if backend == "cpu-kernel":
+                    options = {"dtype": np.float64, "threads": args.kernel_threads}
+                device = args.device if backend == "torch" else None
+                rate = measure_msrl(backend, envs, agents, observed, seconds, args.max_step_seconds, device, **options)
+            samples[backend, envs, agents, observed].append(rate)
+    return {
+        cell: None if None in values else float(np.median([v for v in values if v is not None]))
+        for cell, values in samples.items()
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a fraction of a second per row")
@@ -271,6 +297,7 @@ def main(argv: list[str] | None = None) -> None:
         help="only these sizes, for the loop and every backend (e.g. 1000x10 100x100)",
     )
     parser.add_argument("--kernel-threads", type=int, default=1, help="OpenMP threads of the cpu-kernel rows")
+    parser.add_argument("--rounds", type=int, default=1, help="measure every row this often, interleaved; medians")
     parser.add_argument("--device", default=None, help="torch backend's device (default cpu; cuda for the GPU rows)")
     parser.add_argument(
         "--max-step-seconds", type=float, default=5.0, help="skip a size whose first step takes longer (default 5 s)"
@@ -297,48 +324,25 @@ def main(argv: list[str] | None = None) -> None:
     )
     print("| backend | envs | agents | num_observed | env steps/s | agent steps/s | vs per-agent loop |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    loop = {}
-    for envs, agents in loop_sizes:
-        for observed in OBSERVED:
-            loop[envs, agents, observed] = rates = measure_loop(envs, agents, observed, seconds)
-            print(
-                f"| per-agent Python loop | {envs} | {agents} | {observed} | {rates:,.0f} | "
-                f"{rates * agents:,.0f} | 1.0 |",
-                flush=True,
-            )
-    numpy_rates: dict[tuple[int, int, int], float] = {}
-    for backend in backends:
-        label = {
-            "numpy": "NumPy",
-            "torch": f"torch {args.device or 'cpu'} f32",
-            "cpu-kernel": f"cpu-kernel f64, {args.kernel_threads} thread(s)",
-            "cuda": "CUDA C kernels",
-        }[backend]
-        options = {"dtype": np.float64, "threads": args.kernel_threads} if backend == "cpu-kernel" else {}
-        for envs, agents in sizes:
-            for observed in OBSERVED:
-                if observed == 0 and agents > ALL_OTHERS_UP_TO:
-                    continue
-                device = args.device if backend == "torch" else None
-                rates = measure_msrl(backend, envs, agents, observed, seconds, args.max_step_seconds, device, **options)
-                if rates is None:
-                    print(
-                        f"| {label} | {envs} | {agents} | {observed} | one step > {args.max_step_seconds:g} s: "
-                        f"not run | | |",
-                        flush=True,
-                    )
-                    continue
-                if backend == "numpy":
-                    numpy_rates[envs, agents, observed] = rates
-                base = loop.get((envs, agents, observed))
-                ratio = f"{rates / base:.1f}x" if base else ""
-                vs_numpy = numpy_rates.get((envs, agents, observed))
-                if vs_numpy and backend != "numpy":
-                    ratio += f" ({rates / vs_numpy:.1f}x NumPy)"
-                print(
-                    f"| {label} | {envs} | {agents} | {observed} | {rates:,.0f} | {rates * agents:,.0f} | {ratio} |",
-                    flush=True,
-                )
+    labels = {
+        "numpy": "NumPy",
+        "torch": f"torch {args.device or 'cpu'} f32",
+        "cpu-kernel": f"cpu-kernel f64, {args.kernel_threads} thread(s)",
+        "cuda": "CUDA C kernels",
+    }
+    cells: list[tuple[str, int, int, int]] = [("loop", e, a, o) for e, a in loop_sizes for o in OBSERVED]
+    cells += [(b, e, a, o) for b in backends for e, a in sizes for o in OBSERVED if o or a <= ALL_OTHERS_UP_TO]
+    rates = measure_cells(cells, args, seconds)
+    for (backend, envs, agents, observed), rate in rates.items():
+        label = "per-agent Python loop" if backend == "loop" else labels[backend]
+        if rate is None:
+            print(f"| {label} | {envs} | {agents} | {observed} | one step > {args.max_step_seconds:g} s: not run | | |")
+            continue
+        base, vs_numpy = rates.get(("loop", envs, agents, observed)), rates.get(("numpy", envs, agents, observed))
+        ratio = f"{rate / base:.1f}x" if base else ""
+        if vs_numpy and backend not in ("numpy", "loop"):
+            ratio += f" ({rate / vs_numpy:.1f}x NumPy)"
+        print(f"| {label} | {envs} | {agents} | {observed} | {rate:,.0f} | {rate * agents:,.0f} | {ratio} |")
     if args.training_steps:
         print("\n| end to end: IPPO, local policy | envs | agents | env steps/s | agent steps/s | env share of time |")
         print("|---|---:|---:|---:|---:|---:|")
