@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 import msrl.envs
 from msrl.core import (
@@ -34,11 +34,14 @@ from msrl.core import (
     steps,
 )
 from msrl.rl import (
+    CompiledGradientStep,
     ReplayBatch,
     ReplayBuffer,
     action_layout,
     check_action_space,
+    check_compile_option,
     clip_grad_norm_,
+    compile_mode,
     copy_weights,
     load_state,
     mlp,
@@ -85,6 +88,9 @@ class SACConfig:
     """Global gradient-norm clip of each network (0 = none, as in the paper)."""
     hidden_sizes: tuple = (256, 256)
     """Widths of the hidden layers (ReLU) of the policy and Q-networks."""
+    compile: bool | str = "auto"
+    """``true``: the critics' and the policy's gradient steps are each one ``torch.compile``d region
+    (CUDA graphs on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md)."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma")
@@ -96,6 +102,7 @@ class SACConfig:
                 raise ConfigError(f"algo.{name} must be > 0, got {getattr(self, name)}")
         if not 0.0 < self.tau <= 1.0:
             raise ConfigError(f"algo.tau must be in (0, 1], got {self.tau}")
+        check_compile_option(self.compile)
 
 
 # -- networks ----------------------------------------------------------------------------------------
@@ -122,10 +129,12 @@ class SquashedGaussianPolicy(nn.Module):
         log_std = torch.tanh(self.log_std(features))  # squashed into [LOG_STD_MIN, LOG_STD_MAX], as CleanRL
         return self.mean(features), LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1)
 
-    def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised action in the env's bounds and its log density."""
+    def sample(
+        self, obs: torch.Tensor, generator: torch.Generator | None = None, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised action in the env's bounds and its log density (``noise``: drawn unless given)."""
         mean, log_std = self(obs)
-        squashed, logprob = sample_tanh_gaussian(mean, log_std, generator)
+        squashed, logprob = sample_tanh_gaussian(mean, log_std, generator, noise)
         return squashed * self.scale + self.bias, logprob - torch.log(self.scale).sum()
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
@@ -204,6 +213,12 @@ class SACLearner(Learner):
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.policy_lr)
         self.generator = run.rng("learner")  # the actions sampled for the targets and the policy loss
         self.gradient_steps_taken = 0
+        mode, clip = compile_mode(config.compile, self.device), config.max_grad_norm
+        self.compiled: tuple[CompiledGradientStep, CompiledGradientStep] | None = None
+        if mode:  # the critics' and the policy's steps; the temperature's scalar Adam step stays eager
+            critic = CompiledGradientStep(self.critic, self.critic_optimizer, self.critic_loss, clip, mode)
+            policy = CompiledGradientStep(self.policy, self.policy_optimizer, self.policy_loss, clip, mode)
+            self.compiled = (critic, policy)
 
     def _step(self, optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor], loss: torch.Tensor) -> None:
         optimizer.zero_grad(set_to_none=True)
@@ -221,24 +236,26 @@ class SACLearner(Learner):
         # Losses add up on the device, in float64 (as Python floats did), and reach the host once, at the end.
         q_total = policy_total = torch.zeros((), dtype=torch.float64, device=self.device)
         policy_steps = 0
+        sync = None if self.grad_sync is None else self.sync_mean
         for k in range(batch.num_batches):
             obs, actions, rewards, next_obs, terminated = batch.minibatch(k)
             alpha = self.log_alpha.detach().exp()
             # Critics: regress both Q's on the soft clipped double-Q target.
-            with torch.no_grad():
-                next_actions, next_logprobs = self.policy.sample(next_obs, self.generator)
-                next_q = torch.min(*self.critic_target(next_obs, next_actions)) - alpha * next_logprobs
-                target = rewards + cfg.gamma * (1.0 - terminated) * next_q
-            q1, q2 = self.critic(obs, actions)
-            q_loss = nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
-            self._step(self.critic_optimizer, self.critic_params, q_loss)
+            if self.compiled:  # the noise drawn outside the compiled region, as the eager path draws it
+                replayed = (obs, actions, rewards, next_obs, terminated, self.noise(obs), alpha)
+                q_loss = self.compiled[0](*replayed, sync_grads=sync)[0]
+            else:
+                q_loss = self.critic_loss(obs, actions, rewards, next_obs, terminated, None, alpha)[0]
+                self._step(self.critic_optimizer, self.critic_params, q_loss)
             q_total = q_total + q_loss.detach().double()
             # Policy and temperature, every policy_frequency critic steps.
             if self.gradient_steps_taken % cfg.policy_frequency == 0:
-                sampled, logprobs = self.policy.sample(obs, self.generator)
-                policy_loss = (alpha * logprobs - torch.min(*self.critic(obs, sampled))).mean()
-                self._step(self.policy_optimizer, self.policy_params, policy_loss)
-                if cfg.autotune:
+                if self.compiled:
+                    policy_loss, logprobs = self.compiled[1](obs, self.noise(obs), alpha, sync_grads=sync)
+                else:
+                    policy_loss, logprobs = self.policy_terms(obs, None, alpha)
+                    self._step(self.policy_optimizer, self.policy_params, policy_loss)
+                if cfg.autotune:  # logprobs: their mean, from the compiled step
                     alpha_loss = -(self.log_alpha * (logprobs.detach() + self.target_entropy)).mean()
                     self._step(self.alpha_optimizer, [self.log_alpha], alpha_loss)
                 policy_total = policy_total + policy_loss.detach().double()
@@ -249,11 +266,48 @@ class SACLearner(Learner):
         q_sum, policy_sum, alpha_now = torch.stack(
             [q_total, policy_total, self.log_alpha.detach().exp().double()]
         ).tolist()
-        return {
+        metrics = {
             "q_loss": q_sum / batch.num_batches,
             "policy_loss": policy_sum / max(1, policy_steps),
             "alpha": alpha_now,
         }
+        if self.compiled:  # the first update's extra time, apart from training time
+            metrics["compile_seconds"] = self.compiled[0].compile_seconds + self.compiled[1].compile_seconds
+        return metrics
+
+    def noise(self, obs: torch.Tensor) -> torch.Tensor:
+        """Standard normal noise for one batch of policy samples, from the learner's generator."""
+        shape = (obs.shape[0], self.policy.scale.numel())
+        return torch.randn(shape, generator=self.generator, device=obs.device, dtype=obs.dtype)
+
+    def critic_loss(
+        self,
+        obs: Tensor,
+        actions: Tensor,
+        rewards: Tensor,
+        next_obs: Tensor,
+        terminated: Tensor,
+        noise: Tensor | None,
+        alpha: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """Both Q's squared error against the soft clipped double-Q target, and it (detached) to report."""
+        with torch.no_grad():
+            next_actions, next_logprobs = self.policy.sample(next_obs, self.generator, noise)
+            next_q = torch.min(*self.critic_target(next_obs, next_actions)) - alpha * next_logprobs
+            target = rewards + self.config.gamma * (1.0 - terminated) * next_q
+        q1, q2 = self.critic(obs, actions)
+        q_loss = nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
+        return q_loss, q_loss.detach().unsqueeze(0)
+
+    def policy_terms(self, obs: Tensor, noise: Tensor | None, alpha: Tensor) -> tuple[Tensor, Tensor]:
+        """The reparameterised policy loss and the sampled actions' log densities."""
+        sampled, logprobs = self.policy.sample(obs, self.generator, noise)
+        return (alpha * logprobs - torch.min(*self.critic(obs, sampled))).mean(), logprobs
+
+    def policy_loss(self, obs: Tensor, noise: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor]:
+        """The policy loss, and it and the mean log density (detached) to report."""
+        loss, logprobs = self.policy_terms(obs, noise, alpha)
+        return loss, torch.stack([loss.detach(), logprobs.detach().mean()])
 
     def get_weights(self) -> Global:
         return copy_weights(self.policy)

@@ -63,7 +63,8 @@ class CompiledGradientStep:
     """``loss``'s gradient, the clip and the optimiser step on ``net``'s parameters, compiled.
 
     ``optimizer`` is the learner's ``torch.optim.Adam`` or ``RMSprop`` (one parameter group, no
-    weight decay): its hyper-parameters are read once, its learning rate at every call.  Calling
+    weight decay): its hyper-parameters are read once, its learning rate at every call.  A
+    ``max_grad_norm`` of 0 clips nothing.  Calling
     the step returns ``loss``'s metrics tensor.  With ``sync_grads`` (gradients averaged over
     learner copies), the step is two compiled regions with the all-reduce between them.
     """
@@ -100,7 +101,7 @@ class CompiledGradientStep:
             return torch.func.grad(objective, has_aux=True)(params)
 
         def apply(params: tuple[torch.Tensor, ...], grads: Any, states: Any, lr: torch.Tensor) -> None:
-            for param, g, state in zip(params, clip_grads(grads, max_grad_norm), states):
+            for param, g, state in zip(params, clip_grads(grads, max_grad_norm) if max_grad_norm else grads, states):
                 update(param, g, state, lr)
 
         def step(params: tuple[torch.Tensor, ...], states: Any, lr: torch.Tensor, *batch: torch.Tensor) -> Any:
@@ -126,6 +127,7 @@ class CompiledGradientStep:
             states.append(tuple(state[name] for name in self.state_names))
         return tuple(states)
 
+    @torch.no_grad()  # torch.func.grad differentiates inside; nothing outside records a graph
     def __call__(self, *batch: torch.Tensor, sync_grads: Callable[[list[torch.Tensor]], None] | None = None) -> Any:
         params = tuple(p.detach() for p in self.params)
         lr = torch.as_tensor(self.optimizer.param_groups[0]["lr"], dtype=params[0].dtype, device=params[0].device)

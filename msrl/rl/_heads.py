@@ -119,12 +119,18 @@ class GaussianHead(nn.Module):
 
 
 def sample_tanh_gaussian(
-    mean: torch.Tensor, log_std: torch.Tensor, generator: torch.Generator | None = None
+    mean: torch.Tensor,
+    log_std: torch.Tensor,
+    generator: torch.Generator | None = None,
+    noise: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A reparameterised sample ``tanh(mean + std * noise)`` in (-1, 1) and its log density (SAC,
     Haarnoja et al. 2018, appendix C): the Gaussian's, minus ``log(1 - tanh(u)^2)`` per dimension,
-    written as ``2 (log 2 - u - softplus(-2u))`` which stays finite where tanh saturates."""
-    noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+    written as ``2 (log 2 - u - softplus(-2u))`` which stays finite where tanh saturates.  ``noise``
+    (standard normal, ``mean``'s shape) is drawn from ``generator`` unless given: a compiled
+    region takes it drawn outside, as the eager path would draw it."""
+    if noise is None:
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
     u = mean + noise * log_std.exp()
     correction = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
     return torch.tanh(u), gaussian_log_prob(mean, log_std, u) - correction.sum(-1)

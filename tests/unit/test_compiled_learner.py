@@ -22,6 +22,7 @@ from algorithms.a2c import A2CConfig, A2CLearner
 from algorithms.dqn import DQNConfig, DQNLearner
 from algorithms.impala import IMPALAConfig, IMPALALearner
 from algorithms.ppo import PPO, FusedPPOLearner, PPOConfig
+from algorithms.sac import SACConfig, SACLearner
 from msrl.core import Box, ConfigError, Deferred, Discrete, RunInfo
 from msrl.rl import (
     CompiledGradientStep,
@@ -332,8 +333,60 @@ def test_functional_rmsprop_matches_torch() -> None:
     assert step.item() == 5
 
 
-@pytest.mark.parametrize("make", [_a2c, _impala, _dqn])
-def test_a2c_impala_and_dqn_compile_only_when_asked(make: Callable[..., Any]) -> None:
+# -- SAC: the critics' and the policy's steps, the Gaussian noise drawn outside -----------------------
+def _sac(compile: bool | str = False) -> SACLearner:
+    config = SACConfig(batch_size=8, gradient_steps=3, hidden_sizes=(16, 16), policy_frequency=2, compile=compile)
+    config.max_grad_norm = 1.0
+    return SACLearner(3, Box(-2.0, 2.0, (1,)), config, RunInfo(seed=2, total_env_steps=1000))
+
+
+def _sac_steps(learner: SACLearner, mode: str | None, backend: str = "inductor") -> tuple[Any, Any]:
+    clip = learner.config.max_grad_norm
+    critic = CompiledGradientStep(learner.critic, learner.critic_optimizer, learner.critic_loss, clip, mode, backend)
+    policy = CompiledGradientStep(learner.policy, learner.policy_optimizer, learner.policy_loss, clip, mode, backend)
+    return critic, policy
+
+
+def _sac_args(learner: SACLearner) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """The critic step's and the policy step's arguments for one minibatch."""
+    obs, actions, rewards, next_obs, terminated = _replay_box().minibatch(0)
+    alpha = learner.log_alpha.detach().exp()
+    return (obs, actions, rewards, next_obs, terminated, learner.noise(obs), alpha), (obs, learner.noise(obs), alpha)
+
+
+def _replay_box() -> ReplayBatch:
+    g = torch.Generator().manual_seed(0)
+    obs, next_obs = torch.randn(8, 3, 3, generator=g), torch.randn(8, 3, 3, generator=g)
+    actions, rewards = torch.rand(8, 3, 1, generator=g) * 4 - 2, torch.randn(8, 3, generator=g)
+    return ReplayBatch(obs, actions, rewards, next_obs, (torch.rand(8, 3, generator=g) < 0.2).float())
+
+
+def test_the_sac_steps_have_one_graph_no_break_and_no_sync() -> None:
+    learner = _sac()
+    for step, args in zip(_sac_steps(learner, None), _sac_args(learner)):
+        params = tuple(p.detach() for p in step.params)
+        explanation = torch._dynamo.explain(step.step.fn)(params, step.states(), torch.tensor(1e-3), *args)
+        assert explanation.graph_break_count == 0, explanation.break_reasons
+        assert explanation.graph_count == 1
+        with SyncCounter() as counter:
+            step(*args)
+        assert counter.ops > 50 and counter.syncs == []
+
+
+def test_the_traced_sac_steps_equal_the_eager_update() -> None:
+    eager, traced = _sac(), _sac()
+    traced.compiled = _sac_steps(traced, "default", backend="aot_eager")
+    want, got = eager.learn(_replay_box()), traced.learn(_replay_box())
+    assert got.pop("compile_seconds") > 0
+    assert got == pytest.approx(want, rel=1e-5, abs=1e-6)
+    for a, b in zip([*eager.policy_params, *eager.critic_params], [*traced.policy_params, *traced.critic_params]):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(traced.log_alpha, eager.log_alpha)
+    assert traced.generator.get_state().equal(eager.generator.get_state())  # the same noise, drawn in the same order
+
+
+@pytest.mark.parametrize("make", [_a2c, _impala, _dqn, _sac])
+def test_a2c_impala_dqn_and_sac_compile_only_when_asked(make: Callable[..., Any]) -> None:
     assert make().compiled is None and make("auto").compiled is None  # auto: eager on the CPU
     assert make(True).compiled is not None
     with pytest.raises(ConfigError, match="auto, true, false"):
