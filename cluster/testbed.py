@@ -48,6 +48,7 @@ SUBNET = "198.51.100"
 """TEST-NET-2 (RFC 5737): documentation addresses, never routed."""
 FIRST_HOST = 10
 RAY_PORT = 6379
+DASHBOARD_PORT = 8265
 PREFIX = "msrltb"
 """Every testbed's name starts with this, so ``down --all`` and the leftover check find them."""
 _KEEP = Path("/run/msrl-testbed-keep")
@@ -152,10 +153,10 @@ class Testbed:
 
     __test__ = False  # not a pytest test class, whatever its name
 
-    def __init__(self, hosts: int = 2, cpus: int = 2, name: str | None = None) -> None:
+    def __init__(self, hosts: int = 2, cpus: int = 2, name: str | None = None, dashboard: bool = False) -> None:
         if hosts < 1 or hosts > 200:
             raise ValueError(f"hosts must be 1..200, got {hosts}")
-        self.hosts, self.cpus = hosts, cpus
+        self.hosts, self.cpus, self.dashboard = hosts, cpus, dashboard
         self.name = name or f"{PREFIX}{secrets.token_hex(3)}"
         self.bridge = f"{self.name}-br"
         self.token = secrets.token_hex(32)
@@ -174,6 +175,11 @@ class Testbed:
     @property
     def head_address(self) -> str:
         return f"{self.address(0)}:{RAY_PORT}"
+
+    @property
+    def job_address(self) -> str:
+        """Where ``ray job submit`` reaches the head (``Testbed(dashboard=True)``)."""
+        return f"http://{self.address(0)}:{DASHBOARD_PORT}"
 
     @property
     def env(self) -> dict[str, str]:
@@ -288,7 +294,12 @@ class Testbed:
             ]
             if host == 0:
                 _head_temp(self.name).mkdir(parents=True, exist_ok=True)
-                argv = [ray_bin, "start", "--head", f"--port={RAY_PORT}", "--include-dashboard=false", *common]
+                dashboard = (
+                    [f"--dashboard-host={self.address(0)}", f"--dashboard-port={DASHBOARD_PORT}"]
+                    if self.dashboard
+                    else ["--include-dashboard=false"]
+                )
+                argv = [ray_bin, "start", "--head", f"--port={RAY_PORT}", *dashboard, *common]
                 argv.append(f"--temp-dir={_head_temp(self.name)}")
             else:
                 argv = [ray_bin, "start", f"--address={self.head_address}", *common]
