@@ -102,8 +102,9 @@ T* shared_alloc(size_t count) {
     const size_t bytes = count * sizeof(T);
     if (shared_base == nullptr || offset + bytes > kSharedBytes) {
         thread_error = kSharedOverflow;  // would not build for CUDA either (> 48 KiB static shared)
-        static thread_local Arena overflow;
-        return reinterpret_cast<T*>(overflow.bytes);
+        static thread_local Arena* overflow = nullptr;  // a pointer: the TLS block stays small
+        if (overflow == nullptr) overflow = new Arena;
+        return reinterpret_cast<T*>(overflow->bytes);
     }
     shared_offset = offset + bytes;
     return reinterpret_cast<T*>(shared_base + offset);
