@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,15 @@ class CompiledStep:
         return out
 
 
+def keep_in_place(mode: str | None, tensors: Iterable[torch.Tensor]) -> None:
+    """Mark the tensors a step updates in place (parameters, optimiser state) as keeping their
+    address from call to call: under ``mode="reduce-overhead"`` CUDA graphs then record them where
+    they are, where they would otherwise skip a graph whose inputs it mutates."""
+    if mode == "reduce-overhead":
+        for tensor in tensors:
+            torch._dynamo.mark_static_address(tensor)
+
+
 def inductor_cache_dir() -> Path:
     """Where compiled steps are cached between runs, unless ``TORCHINDUCTOR_CACHE_DIR`` is set."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "msrl" / "torchinductor"
@@ -122,4 +131,6 @@ def adam_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> tuple[t
         state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
         state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
         state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    if state["step"].device != param.device:  # a step count eager Adam kept on the host: one copy, then on the device
+        state["step"] = state["step"].to(param.device)
     return state["exp_avg"], state["exp_avg_sq"], state["step"]

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from msrl.rl._compiled import CompiledStep, adam_
+from msrl.rl._compiled import CompiledStep, adam_, keep_in_place
 
 Loss = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 """``loss(*batch) -> (loss, metrics)``: the scalar to minimise and a 1-d tensor of terms to report."""
@@ -124,16 +124,19 @@ class CompiledGradientStep:
                 state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
                 for name in self.state_names[:-1]:
                     state[name] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            if state["step"].device != p.device:  # a step count eager kept on the host: one copy, then on the device
+                state["step"] = state["step"].to(p.device)
             states.append(tuple(state[name] for name in self.state_names))
         return tuple(states)
 
     @torch.no_grad()  # torch.func.grad differentiates inside; nothing outside records a graph
     def __call__(self, *batch: torch.Tensor, sync_grads: Callable[[list[torch.Tensor]], None] | None = None) -> Any:
-        params = tuple(p.detach() for p in self.params)
+        params, states = tuple(p.detach() for p in self.params), self.states()
+        keep_in_place(self.step.mode, [*params, *(t for state in states for t in state)])
         lr = torch.as_tensor(self.optimizer.param_groups[0]["lr"], dtype=params[0].dtype, device=params[0].device)
         if sync_grads is None:
-            return self.step(params, self.states(), lr, *batch)
+            return self.step(params, states, lr, *batch)
         grads, metrics = self.grad(params, *batch)
         sync_grads(list(grads))
-        self.apply(params, grads, self.states(), lr)
+        self.apply(params, grads, states, lr)
         return metrics

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from msrl.rl._compiled import CompiledStep, adam_, adam_state, clip_grad_
+from msrl.rl._compiled import CompiledStep, adam_, adam_state, clip_grad_, keep_in_place
 from msrl.rl._ppo_loss import _policy_loss, _value_loss
 from msrl.rl._twin_mlp import _Layout
 
@@ -173,6 +173,7 @@ class CompiledPPOUpdate:
         state) in place; ``sync_grads(grad)`` averages a gradient over learner copies in place."""
         flat = params.detach()
         adam = adam_state(optimizer, params)
+        keep_in_place(self.steps.mode, (flat, *adam))
         lr = torch.as_tensor(optimizer.param_groups[0]["lr"], dtype=flat.dtype, device=flat.device)
         rows = data[0].shape[0]
         for _ in range(epochs):
