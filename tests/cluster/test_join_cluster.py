@@ -118,6 +118,7 @@ def head_node() -> Iterator[str]:
         yield address
 
 
+@pytest.mark.slow  # the default suite joins a `ray start` cluster by address in tests/multihost/test_two_hosts.py
 def test_train_joins_a_running_cluster(head_node: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     command = [

@@ -86,6 +86,7 @@ def test_replicas_are_placed_by_strategy(ray_cluster, strategy, policy, check):
     assert live_groups() == []
 
 
+@pytest.mark.slow  # replicas on different hosts exchange data in the default suite's tests/multihost/test_two_hosts.py
 def test_replicas_on_different_nodes_exchange_data(ray_cluster):
     run_plan, runtime = start({"preset": "single_learner_coarse", "actors": 2, "placement": "STRICT_SPREAD"})
     try:

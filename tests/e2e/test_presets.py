@@ -44,13 +44,12 @@ def _check_records(preset: str, run: msrl.Run) -> None:
 
 
 # single_learner_coarse and multi_learner also run end to end in tests/e2e/test_compare.py (every
-# metric, per-fragment times) and test_preset_exactness.py (replicas agree): here only under -m slow.
+# metric, per-fragment times) and test_preset_exactness.py (replicas agree), and every synchronous
+# preset builds and runs an iteration in tests/cluster/test_shares.py: in the default suite only the
+# asynchronous one runs here end to end, the others under -m slow.
 @pytest.mark.parametrize(
     "preset",
-    [
-        pytest.param(p, marks=pytest.mark.slow) if p in ("single_learner_coarse", "multi_learner") else p
-        for p in sorted(PRESETS)
-    ],
+    [p if p == "async_single_learner" else pytest.param(p, marks=pytest.mark.slow) for p in sorted(PRESETS)],
 )
 def test_every_preset_runs_the_quick_start_config(preset: str, tmp_path: Path) -> None:
     """A smoke test per preset: a few iterations of the shipped config, every metric present."""
