@@ -349,9 +349,7 @@ class Testbed:
 def _paths_to_keep() -> list[str]:
     """What a worker host must still see when its /tmp is private: this Python's environment and
     the msrl sources it imports (an editable install, or a clone under /tmp)."""
-    import msrl
-
-    paths = {os.path.realpath(sys.prefix), str(Path(msrl.__file__).resolve().parents[1])}
+    paths = {os.path.realpath(sys.prefix), str(Path(__file__).resolve().parents[1])}  # msrl's packages sit side by side
     return sorted(paths)
 
 
