@@ -33,7 +33,7 @@ from fragments._cxx import NoCompilerError
 from fragments._kernel_envs import kernel_env
 from fragments._kernel_source import KernelBuildError
 from fragments._native import PARALLEL_MIN_THREADS, NativeModule, native_module
-from msrl.core import ConfigError, Discrete, env_defaults
+from msrl.core import ConfigError, Declared, Discrete, env_defaults
 from msrl.envs import BatchedEnv, EpisodeTracker, KernelDynamics, NumpyArrays
 from msrl.envs.cartpole import CartPole
 from msrl.envs.pendulum import Pendulum
@@ -66,14 +66,18 @@ def native_env(
     dtype: Any = np.float32,
     threads_per_block: int = 1,
     threads: int | None = None,
-    fallback: bool = False,
+    fallback: bool | None = None,
     **env_kwargs: Any,
 ) -> BatchedEnv:
     """``env``'s kernels compiled natively; the state is ``dtype`` (float64 for exact
     agreement with NumPy, float32 like the GPU).  ``threads``: OpenMP threads a large
     batch is split over (default: the building fragment's CPU share, 1 outside one).
     ``fallback``: on a machine where the kernels cannot be built, return the NumPy
-    backend (float64) after one line on stderr, instead of raising ``ConfigError``."""
+    backend (float64) after one line on stderr, instead of raising ``ConfigError``; by default it
+    does where the fragment's executor chose this backend (``executor: cpu-kernel``), and raises
+    where the backend was asked for by name."""
+    if fallback is None:
+        fallback = BACKEND in env_defaults().backends
     if threads is None:
         threads = max(1, min(env_defaults().threads, os.cpu_count() or 1))
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
@@ -87,6 +91,8 @@ def native_env(
             raise ConfigError(f"{message}; backend='numpy' runs without a compiler") from None
         print(f"msrl: {message}; using the NumPy backend instead", file=sys.stderr)
         return getattr(env, "host_env", env)(num_envs, seed, **env_kwargs)
+    if isinstance(built, Declared):  # another fragment's build: declared, not constructed
+        return built
     barriers = [k for k in built.dynamics.launcher.kernels if built.dynamics.launcher.uses_barrier(k)]
     if barriers and built.dynamics.block != (1, 1, 1):  # refused now, not at the first step
         raise ConfigError(

@@ -12,14 +12,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from fragments.executors._base import Executor, FragmentExecutionError, Transport, threads_for
-from fragments.executors.cpu import CpuExecutor
+from fragments.executors.cpu import CpuExecutor, CpuKernelExecutor
 from fragments.executors.cuda import CudaExecutor
 from fragments.executors.torch import TorchExecutor
 from msrl.core import ConfigError
 from policies import FragmentSpec
 
 EXECUTORS: Mapping[str, type[Executor]] = MappingProxyType(
-    {cls.kind: cls for cls in (CpuExecutor, TorchExecutor, CudaExecutor)}
+    {cls.kind: cls for cls in (CpuExecutor, CpuKernelExecutor, TorchExecutor, CudaExecutor)}
 )
 """Every executor kind a fragment may name, and the class that runs it (read-only).  Importing
 them is cheap: the cuda executor loads pycuda only when it checks the machine."""

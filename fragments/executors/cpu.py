@@ -21,3 +21,13 @@ class CpuExecutor(Executor):
     @classmethod
     def env_defaults(cls, spec: FragmentSpec) -> EnvDefaults:
         return EnvDefaults(backends=cls.env_backends, device="cpu", threads=threads_for(spec))
+
+
+class CpuKernelExecutor(CpuExecutor):
+    """The ``cpu`` executor with environments on the ``cpu-kernel`` backend where one has it
+    (CartPole, Pendulum, Tag: the CUDA kernels compiled natively for the CPU, float32 state as on
+    a GPU), NumPy elsewhere.  Where the kernels cannot be built (no C++ compiler, a failed build)
+    the environments run on NumPy after one line saying so (``fragments.native``)."""
+
+    kind = "cpu-kernel"
+    env_backends = ("cpu-kernel",)
