@@ -10,7 +10,7 @@ takes agent groups, so PPO and MAPPO share it.  Algorithms import them instead o
 from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, action_head, obs_stats_weights
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, sample_categorical
 from msrl.rl._clip import clip_grad_norm_
-from msrl.rl._compiled import COMPILE_CHOICES, CompiledStep, adam_, adam_state, check_compile_option, compile_mode
+from msrl.rl._compiled import CompiledStep, adam_, adam_state, check_compile_option, compile_mode
 from msrl.rl._func_step import CompiledGradientStep, clip_grads, rmsprop_
 from msrl.rl._gae import gae, normalize_advantages
 from msrl.rl._heads import (
@@ -36,7 +36,6 @@ from msrl.rl._state import copy_weights, load_generator_state, load_state, save_
 from msrl.rl._twin_mlp import TwinMLP
 
 __all__ = [
-    "COMPILE_CHOICES",
     "CompiledPPOUpdate",
     "CompiledStep",
     "CompiledGradientStep",
