@@ -61,7 +61,7 @@ class CompiledStep:
         self.fn, self.mode = fn, mode
         self.compiled = fn
         if mode is not None:
-            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir()))
+            use_inductor_cache_dir()
             options: dict[str, Any] = {"mode": mode} if backend == "inductor" else {}
             self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, backend=backend, **options)
         self.compile_seconds = 0.0
@@ -89,6 +89,18 @@ def keep_in_place(mode: str | None, tensors: Iterable[torch.Tensor]) -> None:
 def inductor_cache_dir() -> Path:
     """Where compiled steps are cached between runs, unless ``TORCHINDUCTOR_CACHE_DIR`` is set."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "msrl" / "torchinductor"
+
+
+def use_inductor_cache_dir() -> None:
+    """Point inductor's cache at ``inductor_cache_dir()`` unless the user chose one.  Importing
+    ``torch._dynamo`` (which more than torch.compile does) writes inductor's default, under the
+    temporary directory, into ``TORCHINDUCTOR_CACHE_DIR``, so that value counts as unset; inductor
+    reads the variable again at each compile."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current is None or os.path.abspath(current) == os.path.abspath(default_cache_dir()):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache_dir())
 
 
 def clip_grad_(grad: torch.Tensor, max_norm: float) -> torch.Tensor:
