@@ -91,7 +91,7 @@ def test_a_gpu_learner_plans_on_a_driver_without_a_gpu() -> None:
         ),
         (
             {"preset": "single_learner_coarse", "actor_executor": "tpu"},
-            "fragment 'rollout': unknown executor 'tpu'; valid choices: cpu, cuda, torch",
+            "fragment 'rollout': unknown executor 'tpu'; valid choices: cpu, cpu-kernel, cuda, torch",
         ),
         (
             {
