@@ -141,7 +141,7 @@ class CompiledPPOUpdate:
     learner copies, the step is two compiled regions with the all-reduce between them.
     """
 
-    def __init__(self, cfg: PPOStepConfig, mode: str | None) -> None:
+    def __init__(self, cfg: PPOStepConfig, mode: str | None, backend: str = "inductor") -> None:
         self.cfg = cfg
 
         def steps(flat: torch.Tensor, adam: _Adam, lr: torch.Tensor, data: _Data, order: torch.Tensor) -> None:
@@ -153,7 +153,7 @@ class CompiledPPOUpdate:
         def apply(flat: torch.Tensor, grad: torch.Tensor, adam: _Adam, lr: torch.Tensor) -> None:
             apply_grad_(flat, grad, adam, lr, cfg)
 
-        self.steps, self.grad, self.apply = (CompiledStep(fn, mode) for fn in (steps, grad, apply))
+        self.steps, self.grad, self.apply = (CompiledStep(fn, mode, backend) for fn in (steps, grad, apply))
 
     @property
     def compile_seconds(self) -> float:

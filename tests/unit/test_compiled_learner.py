@@ -2,11 +2,9 @@
 break, no host sync inside an update, and the same update as the eager fused path.
 
 The sync check runs the very function that gets compiled, eagerly, under a dispatch mode that
-sees every aten operation: a ``.item()``, ``if tensor:``, a data-dependent shape or a copy to
-the host would show up there as the aten call that makes the host wait.  Compiling costs seconds
-(tens cold), so one compiled learner serves every test that needs one; A2C's and IMPALA's steps
-(``torch.func`` through the learner's own loss) are compared with eager after tracing as inductor
-would (``aot_eager``), PPO's fused step through inductor's generated code as well.
+sees every aten operation (a ``.item()``, ``if tensor:``, a data-dependent shape or a copy to the
+host shows up as the aten call that makes the host wait).  Steps are compared with eager after
+tracing as inductor would (``aot_eager``, seconds); PPO's through inductor's C++ under -m slow.
 """
 
 from __future__ import annotations
@@ -99,20 +97,29 @@ def _step_args(learner: FusedPPOLearner, batch: RolloutBatch) -> tuple[Any, ...]
 Learned = tuple[FusedPPOLearner, FusedPPOLearner, dict[str, float]]
 
 
-@pytest.fixture(scope="module")
-def compiled() -> Learned:
+def _learned(backend: str) -> Learned:
     """An eager and a compiled fused learner, same seed, after one ``learn`` on the same batch, and
-    the compiled one's metrics."""
+    the compiled one's metrics.  ``aot_eager`` traces the step as inductor does and runs the traced
+    graph (seconds); ``inductor`` also generates and compiles its C++ (20-50 s with a cold cache)."""
     config = _config(ent_coef=0.01, clip_vloss=True)
     eager, compiled = _learner(config), _learner(_config(ent_coef=0.01, clip_vloss=True, compile=True))
     assert eager.compiled is None and compiled.compiled is not None
+    if backend != "inductor":
+        compiled.compiled = CompiledPPOUpdate(compiled.compiled.cfg, "default", backend=backend)
     batch = _batch(config.batch_size)
     _metrics(eager.learn(batch))
     return eager, compiled, _metrics(compiled.learn(batch))
 
 
-def test_the_compiled_update_equals_the_eager_one(compiled: Learned) -> None:
-    eager, fast, _ = compiled
+@pytest.fixture(scope="module")
+def compiled() -> Learned:
+    return _learned("aot_eager")
+
+
+# inductor's code generation and C++ build (cold: 20-50 s on 2 cores) under -m slow
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_the_compiled_update_equals_the_eager_one(backend: str, compiled: Learned) -> None:
+    eager, fast, _ = compiled if backend == "aot_eager" else _learned(backend)
     torch.testing.assert_close(fast.params[0], eager.params[0], atol=1e-5, rtol=1e-4)
     assert (fast.params[0] - _learner(_config()).params[0]).abs().max() > 1e-3  # the update moved the weights
     for name in ("exp_avg", "exp_avg_sq", "step"):  # the optimiser's state, as torch.optim.Adam keeps it
