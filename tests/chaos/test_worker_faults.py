@@ -57,6 +57,7 @@ def _learning(records: list[dict]) -> list[dict]:
     return [{k: v for k, v in record.items() if k not in TIMING and not k.startswith("time_")} for record in records]
 
 
+@pytest.mark.slow  # about 65 s with its undisturbed twin: the suite's 6-minute budget (README, Tests)
 def test_a_rollout_worker_killed_twice_is_recovered_from_and_the_run_learns_as_without_faults(
     undisturbed: list[dict], tmp_path: Path
 ) -> None:

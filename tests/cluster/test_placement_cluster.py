@@ -67,7 +67,9 @@ def node_ids(placement: dict[str, list[str]]) -> list[str]:
             "SPREAD", {"actors": 2}, lambda nodes: len(set(nodes)) > 1, marks=pytest.mark.slow
         ),  # weaker checks
         # STRICT_PACK: 3 replicas must fit one 2-CPU node, so the actors ask for half a CPU.
-        ("STRICT_PACK", {"actors": 2, "actor_cpus": 0.5}, lambda nodes: len(set(nodes)) == 1),
+        pytest.param(
+            "STRICT_PACK", {"actors": 2, "actor_cpus": 0.5}, lambda nodes: len(set(nodes)) == 1, marks=pytest.mark.slow
+        ),
     ],
     ids=["STRICT_SPREAD", "PACK", "SPREAD", "STRICT_PACK"],
 )

@@ -162,6 +162,7 @@ def test_a_sweep_is_a_grid_with_a_run_directory_per_point(tmp_path: Path) -> Non
     ]
 
 
+@pytest.mark.slow  # about 20 s (three runs in subprocesses): the suite's 6-minute budget
 def test_an_interrupted_compare_keeps_its_rows_and_a_rerun_completes_the_rest(tmp_path: Path) -> None:
     """SIGINT (Ctrl-C) once the first run's row is written, while the second runs: exit 130, one row
     kept, its table written; the same command again skips that run and completes the other."""

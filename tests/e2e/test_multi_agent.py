@@ -47,6 +47,7 @@ def test_mappo_beats_a_random_policy_on_simple_spread(tmp_path: Path) -> None:
     assert run.evaluation.mean >= random_return + MARGIN_SPREAD, (run.evaluation.mean, random_return)
 
 
+@pytest.mark.slow  # about 20 s; MAPPO on simple_spread stays the default suite's multi-agent learning check
 def test_taggers_learn_to_tag(tmp_path: Path) -> None:
     """With no step or edge penalties a tagger's return is tag_reward_for_tagger (1) per runner it
     tags: its rise over training is the tag rate rising.  A 20 x 20 world with runners at 0.4 of the

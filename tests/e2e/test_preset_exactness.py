@@ -49,6 +49,7 @@ def test_resume_under_a_distributed_policy_continues_exactly(tmp_path: Path) -> 
     assert len(straight) == 4 and [[r[k] for k in keys] for r in resumed] == [[r[k] for k in keys] for r in straight]
 
 
+@pytest.mark.slow  # about 18 s: two learner copies under multi_learner; the suite's 6-minute budget
 def test_learner_copies_share_observation_statistics(tmp_path: Path) -> None:
     """multi_learner: each copy sees half the observations, yet every actor copy normalises with the
     statistics of all of them (the learners average their batch moments), as local's one actor does.
