@@ -34,18 +34,19 @@ install-bench: $(VENV)/.stamp-bench
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-# --no-compile: pip byte-compiles every installed module (torch's thousands) up front, about 50 s of
-# a fresh install here; Python compiles the ones a run imports on first import instead.
+# pip byte-compiles what it installs (about 50 s of a fresh 144 s install here).  Not skipped with
+# --no-compile: where PYTHONDONTWRITEBYTECODE is set (as on these machines) nothing would ever
+# write the bytecode, and every Ray worker would compile torch from source as it starts.
 $(VENV)/.stamp-base: pyproject.toml constraints.txt | $(VENV)/bin/python
-	$(PIP) install -q --no-compile -c constraints.txt -e .
+	$(PIP) install -q -c constraints.txt -e .
 	touch $@
 
 $(VENV)/.stamp-dev: pyproject.toml constraints.txt | $(VENV)/bin/python
-	$(PIP) install -q --no-compile -c constraints.txt -e '.[dev]'
+	$(PIP) install -q -c constraints.txt -e '.[dev]'
 	touch $@ $(VENV)/.stamp-base
 
 $(VENV)/.stamp-bench: pyproject.toml constraints.txt | $(VENV)/bin/python
-	$(PIP) install -q --no-compile -c constraints.txt -e '.[dev,bench]'
+	$(PIP) install -q -c constraints.txt -e '.[dev,bench]'
 	touch $@ $(VENV)/.stamp-base $(VENV)/.stamp-dev
 
 clean:
