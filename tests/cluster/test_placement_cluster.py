@@ -61,7 +61,9 @@ def node_ids(placement: dict[str, list[str]]) -> list[str]:
     "strategy, policy, check",
     [
         # 3 bundles of 1 CPU: 2 rollout replicas + the learner.
-        ("STRICT_SPREAD", {"actors": 2}, lambda nodes: len(set(nodes)) == 3),
+        pytest.param(  # spread over real hosts in tests/multihost/test_two_hosts.py
+            "STRICT_SPREAD", {"actors": 2}, lambda nodes: len(set(nodes)) == 3, marks=pytest.mark.slow
+        ),
         pytest.param("PACK", {"actors": 2}, lambda nodes: len(set(nodes)) <= 2, marks=pytest.mark.slow),  # best effort:
         pytest.param(
             "SPREAD", {"actors": 2}, lambda nodes: len(set(nodes)) > 1, marks=pytest.mark.slow

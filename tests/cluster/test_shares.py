@@ -181,7 +181,12 @@ def _constructions(log: Path) -> dict[int, Counter]:
     return per_process
 
 
-@pytest.mark.parametrize("preset", list(SYNC_PRESETS))  # the presets asking for most CPUs first: no Ray restart
+SLOW_SHARES = ("single_learner_fine", "gpu_only")  # under -m slow: the suite's 6-minute budget
+
+
+@pytest.mark.parametrize(  # the presets asking for most CPUs first: no Ray restart
+    "preset", [pytest.param(p, marks=pytest.mark.slow) if p in SLOW_SHARES else p for p in SYNC_PRESETS]
+)
 def test_every_sync_preset_gives_components_what_local_gives(preset: str, tmp_path: Path) -> None:
     log = tmp_path / "constructed.log"
     runtime = make_runtime(plan(_config(*SYNC_PRESETS[preset], "seed=5", log=str(log))))

@@ -43,6 +43,7 @@ def test_ppo_learns_acrobot_through_gymnasium(policy: str, tmp_path: Path) -> No
     assert run.metrics[-1]["episode_length"] < 200  # episodes end at the goal, not the 500-step limit
 
 
+@pytest.mark.slow  # about 10 s: the suite's 6-minute budget
 def test_a_gymnasium_env_runs_under_gpu_only_on_the_cpu(tmp_path: Path) -> None:
     """The torch executor prefers torch environments; one that only gymnasium has runs on its host backend."""
     run = msrl.train(

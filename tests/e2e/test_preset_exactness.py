@@ -15,8 +15,12 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = str(REPO / "configs" / "ppo_cartpole.yaml")
 
 
-@pytest.mark.parametrize(
-    "layout", [["policy=single_learner_fine", "policy.envs=1"], ["policy=single_learner_coarse", "policy.actors=1"]]
+@pytest.mark.parametrize(  # the fine layout under -m slow: the suite's 6-minute budget
+    "layout",
+    [
+        pytest.param(["policy=single_learner_fine", "policy.envs=1"], marks=pytest.mark.slow),
+        ["policy=single_learner_coarse", "policy.actors=1"],
+    ],
 )
 def test_one_replica_layouts_match_local_exactly(layout: list[str], tmp_path: Path) -> None:
     common = [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=8192", "eval_episodes=0"]
