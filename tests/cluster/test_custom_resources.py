@@ -94,6 +94,7 @@ def fails_fast(spec: dict) -> str:
     return message
 
 
+@pytest.mark.slow  # about 13 s: the suite's 6-minute budget; the fast custom-resource refusals stay
 def test_labelled_fragments_run_on_their_nodes(ray_cluster):
     wait_until_idle(CPUS)
     # PACK alone would put two of the three 1-CPU bundles on the head; the labels decide instead.

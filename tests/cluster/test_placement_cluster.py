@@ -145,6 +145,7 @@ def test_unsatisfiable_request_fails_fast(ray_cluster, policy, asked):
     assert live_groups() == []
 
 
+@pytest.mark.slow  # about 8 s: it waits out the placement timeout; the suite's 6-minute budget
 def test_request_blocked_by_other_work_times_out(ray_cluster):
     blocker = placement_group([{"CPU": CPUS_PER_NODE}] * NODES, strategy="SPREAD")
     try:

@@ -309,7 +309,9 @@ def test_an_env_count_that_is_not_split_is_refused_before_anything_starts(algori
     assert "msrl.split" in message and "\n" not in message
 
 
-@pytest.mark.parametrize("algorithm, on_ray", [("SplitNamedEnvs", False), ("SplitPropertyEnvs", True)])
+@pytest.mark.parametrize(  # the Ray case (about 11 s) under -m slow: the suite's 6-minute budget
+    "algorithm, on_ray", [("SplitNamedEnvs", False), pytest.param("SplitPropertyEnvs", True, marks=pytest.mark.slow)]
+)
 def test_a_split_field_of_any_name_or_a_property_over_one_gets_the_framework_split(
     algorithm: str, on_ray: bool
 ) -> None:

@@ -56,6 +56,7 @@ def expected_row(run_dir: str) -> dict[str, float]:
     }
 
 
+@pytest.mark.slow  # about 35 s (three policies on Ray); the sweep below runs compare end to end in the default suite
 def test_compare_writes_the_table_and_plots_and_each_row_is_its_runs_own(tmp_path: Path, monkeypatch) -> None:
     """docs/guide.md's comparison with a tiny budget: its algorithm (examples/reinforce.py) under local,
     single_learner_coarse and multi_learner.  Every promised file, each row recomputed from its run's
