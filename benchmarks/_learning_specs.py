@@ -35,7 +35,15 @@ class Spec:
 
 SPECS: dict[str, Spec] = {
     "a2c_cartpole": Spec("CartPole-v1", "a2c", "A2C", "a2c.yml", "CartPole-v1"),
-    "dqn_cartpole": Spec("CartPole-v1", "dqn", "DQN", "dqn.yml", "CartPole-v1"),
+    "dqn_cartpole": Spec(
+        "CartPole-v1",
+        "dqn",
+        "DQN",
+        "cleanrl/dqn.py",
+        "CartPole-v1 at CleanRL dqn.py's settings",
+        note="SB3's DQN at CleanRL dqn.py's settings, as the msrl config (issue 30); SB3's TD loss stays "
+        "Huber (CleanRL's and msrl's config: squared error)",
+    ),
     "ppo_cartpole": Spec("CartPole-v1", "ppo", "PPO", "ppo.yml", "CartPole-v1"),
     "ppo_pendulum": Spec("Pendulum-v1", "ppo", "PPO", "ppo.yml", "Pendulum-v1"),
     "sac_pendulum": Spec("Pendulum-v1", "sac", "SAC", "sac.yml", "Pendulum-v1"),
@@ -108,6 +116,27 @@ ZOO_HYPERPARAMS: dict[tuple[str, str], dict[str, Any]] = {
         exploration_fraction=0.16,
         exploration_final_eps=0.04,
         policy_kwargs=dict(net_arch=[256, 256]),
+    ),
+    # Not rl-zoo: CleanRL's cleanrl/dqn.py defaults (its CartPole-v1 benchmark, 500k steps) as SB3
+    # DQN arguments, for configs/dqn_cartpole.yaml, which carries them (issue 30).  Both count
+    # target_update_interval in env steps; max_grad_norm inf: CleanRL clips nothing.
+    ("cleanrl/dqn.py", "CartPole-v1 at CleanRL dqn.py's settings"): dict(
+        n_timesteps=5e5,
+        policy="MlpPolicy",
+        learning_rate=2.5e-4,
+        buffer_size=10_000,
+        learning_starts=10_000,
+        batch_size=128,
+        tau=1.0,
+        gamma=0.99,
+        train_freq=10,
+        gradient_steps=1,
+        target_update_interval=500,
+        exploration_fraction=0.5,
+        exploration_initial_eps=1.0,
+        exploration_final_eps=0.05,
+        max_grad_norm=float("inf"),
+        policy_kwargs=dict(net_arch=[120, 84]),
     ),
     # hyperparams/ppo.yml, CartPole-v1 ("Tuned")
     ("ppo.yml", "CartPole-v1"): dict(
