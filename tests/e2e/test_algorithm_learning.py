@@ -1,11 +1,13 @@
 """Every built-in algorithm learns with its shipped config: fixed seed, greedy return threshold,
-the config's own budget.  30-50 s each on 2 cores, so under ``-m slow`` (run ``pytest -m slow
-tests/e2e/test_algorithm_learning.py``): the default suite keeps PPO CartPole
-(tests/e2e/test_learning.py), DQN CartPole (test_off_policy_learning.py) and the multi-agent
-runs (test_multi_agent.py) as its learning checks."""
+the config's own budget unless ``OVERRIDES`` gives a smaller one (the shipped file keeps the
+reference's settings; a test's reduced budget is an override, never the file).  30-50 s each on
+2 cores, so under ``-m slow`` (run ``pytest -m slow tests/e2e/test_algorithm_learning.py``): the
+default suite keeps PPO CartPole (tests/e2e/test_learning.py), DQN CartPole
+(test_off_policy_learning.py) and the multi-agent runs (test_multi_agent.py) as its learning checks."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -26,12 +28,17 @@ LEARNING = {
 """The on-policy ones; the off-policy ones (DQN, SAC) are in test_off_policy_learning.py."""
 
 
+OVERRIDES: dict[str, list[str]] = {}
+"""config -> the reduced budget its test runs (``--set`` overrides); absent: the shipped config as it is."""
+
+
 @pytest.mark.parametrize("name", sorted(LEARNING))
 def test_algorithm_learns_with_its_config(name: str, tmp_path: Path) -> None:
-    learns_with_its_config(name, LEARNING[name], tmp_path)
+    learns_with_its_config(name, LEARNING[name], tmp_path, OVERRIDES.get(name, []))
 
 
-def learns_with_its_config(name: str, threshold: float, tmp_path: Path) -> None:
-    run = msrl.train(str(CONFIGS / f"{name}.yaml"), [f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0"])
+def learns_with_its_config(name: str, threshold: float, tmp_path: Path, overrides: Sequence[str] = ()) -> None:
+    common = [f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0"]
+    run = msrl.train(str(CONFIGS / f"{name}.yaml"), [*common, *overrides])
     assert run.evaluation.episodes == 20
     assert run.evaluation.mean >= threshold, f"{name}: greedy return {run.evaluation.mean}"
