@@ -1,7 +1,8 @@
 """Pieces RL algorithms share, written once and tested against reference formulas: returns (GAE,
 n-step, V-trace), buffers (rollout, replay), action heads (categorical, diagonal Gaussian,
 tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, Polyak averaging,
-running mean/std normalisation, PPO's update (``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``)
+running mean/std normalisation and value-target normalisation (``ValueNorm``), PPO's update
+(``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``)
 and its fused fast path (``TwinMLP``, ``ppo_losses``, ``clip_grad_norm_``), and learner steps as
 one compiled region (``CompiledStep``, ``adam_``, ``CompiledGradientStep`` for any module's loss; PPO's fused:
 ``CompiledPPOUpdate``).  The rollout buffer
@@ -34,6 +35,7 @@ from msrl.rl._schedule import linear_lr
 from msrl.rl._spaces import action_layout, check_action_space, observation_shape
 from msrl.rl._state import copy_weights, load_generator_state, load_state, save_state
 from msrl.rl._twin_mlp import TwinMLP
+from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
     "CompiledPPOUpdate",
@@ -62,6 +64,7 @@ __all__ = [
     "RunningMeanStd",
     "TrajectoryBatch",
     "TwinMLP",
+    "ValueNorm",
     "action_head",
     "action_layout",
     "categorical_entropy",
