@@ -10,9 +10,13 @@ import pytest
 from test_algorithm_learning import learns_with_its_config
 
 LEARNING = {"dqn_cartpole": 475.0, "sac_pendulum": -250.0}
+OVERRIDES: dict[str, list[str]] = {
+    "sac_pendulum": ["total_env_steps=8000"],  # of the shipped (rl-zoo) 20k
+}
+"""config -> its reduced budget as overrides (the shipped file keeps the reference's)."""
 
 
 @pytest.mark.slow  # 15-60 s each: the suite's 6-minute budget
 @pytest.mark.parametrize("name", sorted(LEARNING))
 def test_off_policy_algorithm_learns_with_its_config(name: str, tmp_path: Path) -> None:
-    learns_with_its_config(name, LEARNING[name], tmp_path)
+    learns_with_its_config(name, LEARNING[name], tmp_path, OVERRIDES.get(name, []))
