@@ -7,6 +7,7 @@ raylet, which every node of a Ray cluster accepts, bounded by a short timeout.""
 from __future__ import annotations
 
 import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -62,3 +63,28 @@ def silent_nodes(nodes: list[Node], timeout_s: float = PROBE_TIMEOUT_S) -> list[
     with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
         replies = list(pool.map(lambda node: answers(node, timeout_s), nodes))
     return [node for node, ok in zip(nodes, replies) if not ok]
+
+
+def head_address() -> str | None:
+    """``host:port`` of the cluster's GCS (on its head node), or None outside a Ray run."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().gcs_address
+
+
+def head_silent_for(timeout_s: float, poll_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """The head's address if its GCS accepts no TCP connection for ``timeout_s`` (probed every
+    ``poll_s``); None as soon as it answers (a short partition that heals is no loss)."""
+    address = head_address()
+    if address is None:
+        return None
+    host, _, port = address.rpartition(":")
+    node = Node("gcs", host, int(port), {})
+    deadline = time.monotonic() + timeout_s
+    while not answers(node, min(poll_s, max(0.1, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            return address
+        time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())) / 4)
+    return None

@@ -4,14 +4,17 @@ While a wait on worker calls lasts longer than ``LIVENESS_POLL_S``, every worker
 thread of its own, answered even while it computes); one that died, or that does not answer within
 the run's ``liveness_timeout_s``, ends the wait with a one-line ``WorkerLostError`` naming it, which
 the run loop turns into a restart from the last checkpoint.  A peer blocked on a lost worker would
-otherwise wait for it forever.
+otherwise wait for it forever.  The cluster's head (its GCS) is checked first: one that accepts no
+connection for ``liveness_timeout_s`` ends the run with ``HeadLostError`` (no Ray cluster goes on
+without its head, and Ray itself ends a driver that lost its GCS for 60 s with no word on the run).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from msrl.core import MsrlError, WorkerLostError
+from cluster._hosts import head_silent_for
+from msrl.core import HeadLostError, MsrlError, WorkerLostError
 
 LIVENESS_POLL_S = 2.0
 """A wait on workers that takes longer than this checks that every worker still answers."""
@@ -68,8 +71,11 @@ class Liveness:
 
     def check_alive(self) -> None:
         """Ping every worker; one that died raises ``WorkerLostError``, and so does one that does not
-        answer within ``timeout_s`` (stopped, hung or cut off), after it is killed."""
+        answer within ``timeout_s`` (stopped, hung or cut off), after it is killed.  The head first:
+        silent for ``timeout_s``, it raises ``HeadLostError``."""
         import ray
+
+        check_head(self.timeout_s)
 
         pings = {
             (name, replica): handle.ping.options(concurrency_group="liveness").remote()
@@ -87,6 +93,16 @@ class Liveness:
                     f"{self.name(key)} answered no liveness check for "
                     f"{self.timeout_s:g} s (stopped, hung or cut off); it was killed"
                 )
+
+
+def check_head(timeout_s: float) -> None:
+    """``HeadLostError`` where the cluster's head (its GCS) accepts no connection for ``timeout_s``."""
+    head = head_silent_for(timeout_s)
+    if head is not None:
+        raise HeadLostError(
+            f"the cluster's head {head} (Ray's GCS) accepted no connection for {timeout_s:g} s: "
+            "it was lost or cut off, and a Ray cluster cannot go on without its head"
+        )
 
 
 def get_each(refs: list[Any]) -> list[Any]:

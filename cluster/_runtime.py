@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster._hosts import node_addresses
-from cluster._liveness import LIVENESS_TIMEOUT_S, Key, Liveness
+from cluster._liveness import LIVENESS_TIMEOUT_S, Key, Liveness, check_head
 from cluster._placement import describe_placement
 from cluster._schedule import SCHEDULES
 from cluster._startup import Workers
@@ -104,6 +104,7 @@ class RayRuntime:
         self.liveness.wait_all(calls)
 
     def close(self) -> None:
+        check_head(self.liveness.timeout_s)  # stopping workers needs the head: without it, Ray would hang
         self.started.close()
         self.workers = {}
 

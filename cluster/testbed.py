@@ -19,7 +19,8 @@ Layout, for a testbed named ``NAME``:
   each other (Ray finds its local raylet by listing
   processes), its own hostname, and a private ``/dev/shm`` (Ray's object store).  Worker hosts also
   get a private ``/tmp``, so they share no temporary files with the driver's host (the Python
-  environment and the repository stay visible where they live under ``/tmp``);
+  environment and the repository stay visible where they live under ``/tmp``, and so do the
+  existing directories given as ``shared``, as a cluster's shared filesystem would hold them);
 * Ray's token authentication is on: every process of the testbed gets the testbed's own token in
   ``RAY_AUTH_TOKEN`` with ``RAY_AUTH_MODE=token``.
 
@@ -35,22 +36,32 @@ import argparse
 import json
 import os
 import secrets
-import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from cluster._netns import (
+    PREFIX,
+    TestbedError,
+    destroy,
+    head_temp,
+    kill_all,
+    logs_dir,
+    namespace_pids,
+    namespaces,
+    run_ip,
+    unavailable,
+)
+
+__all__ = ["PREFIX", "Testbed", "TestbedError", "destroy", "main", "namespace_pids", "namespaces", "unavailable"]
 
 SUBNET = "198.51.100"
 """TEST-NET-2 (RFC 5737): documentation addresses, never routed."""
 FIRST_HOST = 10
 RAY_PORT = 6379
 DASHBOARD_PORT = 8265
-PREFIX = "msrltb"
-"""Every testbed's name starts with this, so ``down --all`` and the leftover check find them."""
 _KEEP = Path("/run/msrl-testbed-keep")
 """An empty directory: in a host's own mount namespace the machine's /tmp is bound here for a
 moment, while the paths that must stay visible are bound back into the private /tmp."""
@@ -73,97 +84,32 @@ exec sleep infinity
 """
 
 
-class TestbedError(RuntimeError):
-    """The testbed cannot be made here (not root, no iproute2...) or a step of it failed."""
-
-
-def unavailable() -> str | None:
-    """Why no testbed can be made on this machine, or None when one can."""
-    if sys.platform != "linux":
-        return f"network namespaces need Linux, not {sys.platform}"
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "tc", "unshare"):
-        if shutil.which(tool) is None:
-            return f"`{tool}` is not installed (iproute2, util-linux)"
-    probe = f"{PREFIX}probe{os.getpid()}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
-    if made.returncode:
-        return f"`ip netns add` failed: {made.stderr.strip() or made.returncode}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
-
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True)
-    if check and done.returncode:
-        raise TestbedError(f"ip {' '.join(args)}: {done.stderr.strip()}")
-    return done
-
-
-def namespaces(prefix: str = PREFIX) -> list[str]:
-    """The network namespaces whose names start with ``prefix``."""
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
-    return sorted(line.split()[0] for line in listed if line.startswith(prefix))
-
-
-def namespace_pids(namespace: str) -> list[int]:
-    done = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True)
-    return [int(pid) for pid in done.stdout.split()]
-
-
-def destroy(name: str) -> None:
-    """Kill every process of testbed ``name``'s namespaces by pid, then delete them; idempotent."""
-    owned = [ns for ns in namespaces(name) if ns == f"{name}-br" or ns.startswith(f"{name}-h")]
-    for ns in owned:
-        _kill_all(ns)
-    for ns in owned:
-        _ip("netns", "del", ns, check=False)
-    shutil.rmtree(_head_temp(name), ignore_errors=True)
-    shutil.rmtree(_logs(name), ignore_errors=True)
-
-
-def _kill_all(namespace: str, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while pids := namespace_pids(namespace):
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if time.monotonic() > deadline:
-            raise TestbedError(f"processes {pids} of {namespace} outlived SIGKILL for {timeout_s:.0f} s")
-        time.sleep(0.05)
-
-
-def _logs(name: str) -> Path:
-    """The Ray logs of each host's ``ray start`` and the testbed's state (token, first processes)."""
-    return Path("/tmp") / f"{name}-logs"
-
-
-def _head_temp(name: str) -> Path:
-    """Ray's temporary directory on the head host, which shares the machine's /tmp (short: Unix
-    socket paths live in it)."""
-    return Path("/tmp") / f"{name}-ray"
-
-
 class Testbed:
     """``hosts`` hosts (host 0 the head) with ``cpus`` CPUs each for Ray.  ``up()`` makes the
     network and starts Ray on every host; ``down()`` (or leaving the ``with`` block) removes all."""
 
     __test__ = False  # not a pytest test class, whatever its name
 
-    def __init__(self, hosts: int = 2, cpus: int = 2, name: str | None = None, dashboard: bool = False) -> None:
+    def __init__(
+        self,
+        hosts: int = 2,
+        cpus: int = 2,
+        name: str | None = None,
+        dashboard: bool = False,
+        shared: Sequence[str | os.PathLike] = (),
+    ) -> None:
         if hosts < 1 or hosts > 200:
             raise ValueError(f"hosts must be 1..200, got {hosts}")
         self.hosts, self.cpus, self.dashboard = hosts, cpus, dashboard
+        # directories every host sees, as a cluster's shared filesystem (NFS) would hold them
+        self.shared = [os.path.realpath(path) for path in shared]
         self.name = name or f"{PREFIX}{secrets.token_hex(3)}"
         self.bridge = f"{self.name}-br"
         self.token = secrets.token_hex(32)
         self.ray: list[subprocess.Popen | None] = [None] * hosts
         self.inits: list[subprocess.Popen | None] = [None] * hosts
         self.init_pids: list[int | None] = [None] * hosts
-        self.logs = _logs(self.name)
+        self.logs = logs_dir(self.name)
 
     # -- addresses -----------------------------------------------------------------------------------
     def namespace(self, host: int) -> str:
@@ -214,17 +160,17 @@ class Testbed:
             raise TestbedError(f"no testbed here: {reason}")
         self.logs.mkdir(parents=True, exist_ok=True)
         _KEEP.mkdir(parents=True, exist_ok=True)
-        _ip("netns", "add", self.bridge)
-        _ip("-n", self.bridge, "link", "add", "br0", "type", "bridge")
-        _ip("-n", self.bridge, "link", "set", "br0", "up")
+        run_ip("netns", "add", self.bridge)
+        run_ip("-n", self.bridge, "link", "add", "br0", "type", "bridge")
+        run_ip("-n", self.bridge, "link", "set", "br0", "up")
         for host in range(self.hosts):
             ns = self.namespace(host)
-            _ip("netns", "add", ns)
-            _ip("-n", self.bridge, "link", "add", f"v{host}", "type", "veth", "peer", "name", "eth0", "netns", ns)
-            _ip("-n", self.bridge, "link", "set", f"v{host}", "master", "br0", "up")
-            _ip("-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
-            _ip("-n", ns, "link", "set", "eth0", "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
+            run_ip("netns", "add", ns)
+            run_ip("-n", self.bridge, "link", "add", f"v{host}", "type", "veth", "peer", "name", "eth0", "netns", ns)
+            run_ip("-n", self.bridge, "link", "set", f"v{host}", "master", "br0", "up")
+            run_ip("-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
+            run_ip("-n", ns, "link", "set", "eth0", "up")
+            run_ip("-n", ns, "link", "set", "lo", "up")
             self._start_host(host)
         if start_ray:
             self.start_ray(timeout_s=timeout_s)
@@ -243,7 +189,7 @@ class Testbed:
     # -- processes -----------------------------------------------------------------------------------
     def _start_host(self, host: int) -> None:
         """Host ``host``'s first process: its PID, UTS and mount namespaces, and its mounts."""
-        keep = [p for p in _paths_to_keep() if p.startswith("/tmp/")] if host else []
+        keep = [p for p in (*_paths_to_keep(), *self.shared) if p.startswith("/tmp/")] if host else []
         argv = [
             *("ip", "netns", "exec", self.namespace(host)),
             *("unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--uts", "--mount"),
@@ -293,14 +239,14 @@ class Testbed:
                 "--disable-usage-stats",
             ]
             if host == 0:
-                _head_temp(self.name).mkdir(parents=True, exist_ok=True)
+                head_temp(self.name).mkdir(parents=True, exist_ok=True)
                 dashboard = (
                     [f"--dashboard-host={self.address(0)}", f"--dashboard-port={DASHBOARD_PORT}"]
                     if self.dashboard
                     else ["--include-dashboard=false"]
                 )
                 argv = [ray_bin, "start", "--head", f"--port={RAY_PORT}", *dashboard, *common]
-                argv.append(f"--temp-dir={_head_temp(self.name)}")
+                argv.append(f"--temp-dir={head_temp(self.name)}")
             else:
                 argv = [ray_bin, "start", f"--address={self.head_address}", *common]
             log = (self.logs / f"ray-h{host}.log").open("w")
@@ -330,12 +276,12 @@ class Testbed:
     # -- faults and costs ----------------------------------------------------------------------------
     def kill_host(self, host: int) -> None:
         """The host is lost: every process in its namespace is SIGKILLed."""
-        _kill_all(self.namespace(host))
+        kill_all(self.namespace(host))
         self.init_pids[host] = None
 
     def set_link(self, host: int, up: bool) -> None:
         """Cut the host off the bridge (a partition) or connect it again."""
-        _ip("-n", self.bridge, "link", "set", f"v{host}", "up" if up else "down")
+        run_ip("-n", self.bridge, "link", "set", f"v{host}", "up" if up else "down")
 
     def shape(self, host: int, rate: str, delay: str) -> None:
         """A link with real costs, both directions: e.g. ``shape(1, "1gbit", "0.5ms")``."""
@@ -359,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     up = sub.add_parser("up", help="make a testbed and start Ray on every host")
     up.add_argument("--hosts", type=int, default=3)
     up.add_argument("--cpus", type=int, default=2, help="CPUs each host gives Ray")
+    up.add_argument("--shared", action="append", default=[], metavar="DIR", help="a directory every host sees (repeat)")
     run = sub.add_parser("exec", help="run a command on one host of a testbed")
     run.add_argument("name")
     run.add_argument("host", type=int)
@@ -368,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     down.add_argument("--all", action="store_true", help=f"every testbed ({PREFIX}*)")
     args = parser.parse_args(argv)
     if args.command == "up":
-        bed = Testbed(args.hosts, args.cpus)
+        bed = Testbed(args.hosts, args.cpus, shared=args.shared)
         try:
             bed.up()
         except TestbedError as exc:

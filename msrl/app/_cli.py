@@ -22,7 +22,7 @@ from msrl.app._plan import plan
 from msrl.app._plots import plot_curves
 from msrl.app._run import train
 from msrl.app._run_directory import METRICS_NAME, read_metrics
-from msrl.core import ConfigError, MsrlError
+from msrl.core import ConfigError, HeadLostError, MsrlError
 
 EXIT_BAD_INPUT = 2
 
@@ -130,6 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {"train": _train, "eval": _eval, "graph": _graph, "compare": _compare, "plot": _plot}[args.command](args)
     except MsrlError as exc:
         print(f"msrl: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        if isinstance(exc, HeadLostError):  # Ray's shutdown at exit would hang on the lost head
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_BAD_INPUT)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("msrl: interrupted", file=sys.stderr)

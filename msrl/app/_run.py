@@ -24,7 +24,16 @@ from msrl.app._load import load_components
 from msrl.app._plan import Plan, make_runtime, plan
 from msrl.app._records import check_losses, iteration_record
 from msrl.app._run_directory import CHECKPOINT_NAME, Position, RunDirectory
-from msrl.core import CheckpointError, ConfigError, DivergenceError, EnvError, HostLostError, RunInfo, WorkerLostError
+from msrl.core import (
+    CheckpointError,
+    ConfigError,
+    DivergenceError,
+    EnvError,
+    HeadLostError,
+    HostLostError,
+    RunInfo,
+    WorkerLostError,
+)
 
 COUNTERS = ("iteration", "env_steps", "restarts", "lost_env_steps")
 """Where a run stands, in its checkpoint and in every metrics record: ``restarts`` counts recoveries
@@ -102,7 +111,14 @@ class Trainer:
     def __enter__(self) -> Trainer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        if isinstance(exc, HeadLostError):  # Ray calls would hang now: the workers go with the cluster
+            self.directory.close()
+            where = self.directory.checkpoint_path
+            kept = f"its last checkpoint kept; continue it on a new cluster with: msrl train --resume {where}"
+            if not os.path.exists(where):
+                kept = "it had written no checkpoint yet"
+            raise HeadLostError(f"{exc}; the run stops at iteration {self.iteration}, {kept}") from None
         self.close()
 
     @property

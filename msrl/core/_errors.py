@@ -39,6 +39,12 @@ class HostLostError(MsrlError):
     cannot hold the run's policy: the run stops with the host named, its last checkpoint kept."""
 
 
+class HeadLostError(HostLostError):
+    """The Ray cluster's head (its GCS) stopped answering: no Ray cluster goes on without its head,
+    so the run stops with one line, its last checkpoint kept, to be resumed on a new cluster.  Ray
+    calls would hang from here on, so the run's workers are left to the cluster's end."""
+
+
 class BuildError(MsrlError):
     """An algorithm's ``__init__`` uses a component that msrl does not construct in this
     process (it belongs to another fragment), or a fragment's build does not match the plan."""

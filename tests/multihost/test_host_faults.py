@@ -1,12 +1,15 @@
 """Host faults on the testbed (slow tier: each starts its own cluster of hosts): a worker host lost
-with room left on the others, lost without room (one line naming it), and a partition that heals
-within the liveness timeout.  Run with ``pytest -m slow tests/multihost``."""
+with room left on the others, lost without room (one line naming it), a partition that heals
+within the liveness timeout, and the head host lost (one line, then an exact resume on a new
+cluster).  Run with ``pytest -m slow tests/multihost``."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,7 +24,7 @@ pytestmark = pytest.mark.slow
 LIVENESS_S = 20
 
 
-def _start(bed: Testbed, runs: Path, steps: int) -> subprocess.Popen:
+def _start(bed: Testbed, runs: Path, steps: int, driver: int = 0) -> subprocess.Popen:
     command = train_command(
         bed.head_address,
         runs,
@@ -31,7 +34,7 @@ def _start(bed: Testbed, runs: Path, steps: int) -> subprocess.Popen:
         "checkpoint_every=2",
         f"liveness_timeout_s={LIVENESS_S}",
     )
-    return bed.popen(0, command, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return bed.popen(driver, command, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 180) -> None:
@@ -110,3 +113,42 @@ def test_a_partition_that_heals_within_the_timeout_loses_nothing(tmp_path: Path)
     records = _records(runs / "ppo_cartpole")
     assert [r["iteration"] for r in records] == list(range(1, len(records) + 1))
     assert records[-1]["env_steps"] == steps and records[-1]["restarts"] == 0 and records[-1]["lost_env_steps"] == 0
+
+
+KEYS = ["iteration", "env_steps", "policy_loss", "value_loss", "episode_return"]
+
+
+def test_the_head_host_lost_stops_the_run_with_one_line_and_a_new_cluster_resumes_it_exactly(tmp_path: Path):
+    runs = tmp_path / "runs"  # on a filesystem every host shares, as a cluster's NFS would be
+    runs.mkdir()
+    run_dir = runs / "ppo_cartpole"
+    with Testbed(hosts=2, cpus=2, shared=[runs]) as bed:
+        proc = _start(bed, runs, steps=2_000_000, driver=1)  # the driver on the worker host: it outlives the head
+        _wait_for(run_dir / "checkpoint.pt", proc)
+        lost_at = time.monotonic()
+        bed.kill_host(0)
+        _, err = proc.communicate(timeout=LIVENESS_S + 60)
+        took = time.monotonic() - lost_at
+    assert proc.returncode == 2, err[-3000:]
+    errors = [line for line in err.splitlines() if line.startswith("msrl: error: ")]
+    assert errors == [err.strip().splitlines()[-1]], err[-4000:]  # one line, and the last word
+    line = errors[0]
+    assert f"the cluster's head {bed.address(0)}:6379 (Ray's GCS) accepted no connection for {LIVENESS_S} s" in line
+    assert line.endswith(f"continue it on a new cluster with: msrl train --resume {run_dir / 'checkpoint.pt'}"), line
+    assert took < LIVENESS_S + 20, f"the run took {took:.0f} s to stop"
+    stopped_at = msrl.load(run_dir / "checkpoint.pt")  # kept, and still verifies
+    assert stopped_at is not None
+    stopped = _records(run_dir)
+    budget = stopped[-1]["env_steps"] + 4 * 2048  # four iterations past where the run stopped
+    twin = runs / "twin"  # the uninterrupted run from that checkpoint: a copy, resumed as well
+    shutil.copytree(run_dir, twin)
+    resumed = {}
+    with Testbed(hosts=2, cpus=2, shared=[runs]) as bed:  # a new cluster
+        for directory in (run_dir, twin):
+            command = [sys.executable, "-m", "msrl", "train", "--resume", str(directory / "checkpoint.pt")]
+            command += ["--address", bed.head_address, "--set", f"total_env_steps={budget}"]
+            done = bed.run(1, command, cwd=str(REPO))
+            assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+            resumed[directory.name] = [[r[k] for k in KEYS] for r in _records(directory)]
+    assert len(resumed["ppo_cartpole"]) == len(stopped) + 4, resumed
+    assert resumed["ppo_cartpole"] == resumed["twin"]
