@@ -1,6 +1,7 @@
 """Soft Actor-Critic (Haarnoja et al., 2018) for continuous actions: twin Q-networks with clipped
 double-Q targets, a tanh-squashed Gaussian policy, automatic entropy tuning towards a target
-entropy of ``-dim(A)``, and Polyak-averaged target critics.
+entropy of ``-dim(A)`` (in the policy's (-1, 1) action units, as SB3 and the authors' code),
+and Polyak-averaged target critics.
 
 The loop is DQN's: every iteration steps the environments ``train_frequency`` times (uniformly
 random actions until ``learning_starts`` transitions are in, then the policy's samples) into a
@@ -132,10 +133,18 @@ class SquashedGaussianPolicy(nn.Module):
     def sample(
         self, obs: torch.Tensor, generator: torch.Generator | None = None, noise: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised action in the env's bounds and its log density (``noise``: drawn unless given)."""
+        """A reparameterised action in the env's bounds, and its log density in the policy's own
+        (-1, 1) units, before the rescaling to the bounds (``noise``: drawn unless given).
+
+        The density is the squashed Gaussian's, as the SAC authors' softlearning and SB3 compute it
+        (both act in a [-1, 1] action space and rescale outside the policy): the target entropy
+        -dim(A) then means the same for every env, whatever its action units.  (Taken in the env's
+        units, as CleanRL does, it would lie ``sum(log(scale))`` lower: -1.69 rather than -1 per
+        dimension on Pendulum's [-2, 2].)  Besides a constant in the soft Q-values, the offset
+        moves only the temperature's target."""
         mean, log_std = self(obs)
         squashed, logprob = sample_tanh_gaussian(mean, log_std, generator, noise)
-        return squashed * self.scale + self.bias, logprob - torch.log(self.scale).sum()
+        return squashed * self.scale + self.bias, logprob
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self(obs)[0]) * self.scale + self.bias

@@ -26,7 +26,10 @@ RESUME = {
     "a2c_cartpole": ["total_env_steps=640", "algo.anneal_lr=false"],
     "dqn_cartpole": ["total_env_steps=1536", "algo.learning_starts=256", "algo.gradient_steps=4"],
     "ppo_pendulum": ["total_env_steps=8192", "algo.anneal_lr=false", "algo.update_epochs=1"],
-    "sac_pendulum": ["total_env_steps=384", "algo.learning_starts=64", "algo.gradient_steps=2"],
+    "sac_pendulum": (  # 24 iterations of 4 envs x 4 steps (the shipped one env would make 384)
+        "total_env_steps=384 algo.num_envs=4 algo.train_frequency=4 algo.hidden_sizes=[64,64] "
+        "algo.learning_starts=64 algo.gradient_steps=2"
+    ).split(),
     "impala_cartpole": ["total_env_steps=5120", "algo.anneal_lr=false", "policy=local"],
     "mappo_simple_spread": ["total_env_steps=4000", "algo.update_epochs=2"],
     "ippo_tag": ["total_env_steps=8000", "algo.update_epochs=1", "algo.env_kwargs.max_episode_steps=60"],
