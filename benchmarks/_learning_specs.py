@@ -118,8 +118,10 @@ ZOO_HYPERPARAMS: dict[tuple[str, str], dict[str, Any]] = {
         policy_kwargs=dict(net_arch=[256, 256]),
     ),
     # Not rl-zoo: CleanRL's cleanrl/dqn.py defaults (its CartPole-v1 benchmark, 500k steps) as SB3
-    # DQN arguments, for configs/dqn_cartpole.yaml, which carries them (issue 30).  Both count
-    # target_update_interval in env steps; max_grad_norm inf: CleanRL clips nothing.
+    # DQN arguments, for configs/dqn_cartpole.yaml, which carries them (issue 30) with the same
+    # change: 10 envs stepped 10 times, then 10 gradient steps (CleanRL: 1 env, 1 gradient step
+    # every 10 steps).  Both count target_update_interval in env steps; max_grad_norm inf: CleanRL
+    # clips nothing.
     ("cleanrl/dqn.py", "CartPole-v1 at CleanRL dqn.py's settings"): dict(
         n_timesteps=5e5,
         policy="MlpPolicy",
@@ -129,8 +131,9 @@ ZOO_HYPERPARAMS: dict[tuple[str, str], dict[str, Any]] = {
         batch_size=128,
         tau=1.0,
         gamma=0.99,
+        n_envs=10,
         train_freq=10,
-        gradient_steps=1,
+        gradient_steps=10,
         target_update_interval=500,
         exploration_fraction=0.5,
         exploration_initial_eps=1.0,
