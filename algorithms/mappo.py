@@ -2,10 +2,11 @@
 Cooperative Multi-Agent Games"; de Witt et al., 2020, "Is Independent Learning All You Need in the
 StarCraft Multi-Agent Challenge?").
 
-Read top to bottom: config, network, the actor and the learner, then the algorithm, whose
-``train_step`` only orchestrates component calls, exactly as PPO's does; the rollout buffer, the
-clipped surrogate and the epoch loop are PPO's own, from ``msrl.rl``.  Written against msrl's
-public API alone, so every distribution policy runs it as is.
+Read top to bottom: config, then the algorithm, whose ``train_step`` only orchestrates component
+calls, exactly as PPO's does.  The components (policies, actor, rollout buffer with active masks,
+learner) are in ``algorithms._multi_agent``; the clipped surrogate, GAE, the epoch loop and value
+normalisation are ``msrl.rl``'s.  Written against msrl's public API alone, so every distribution
+policy runs it as is.
 
 * Actors are decentralised: each agent acts on its own observation.  Agents of one group share
   a policy; several groups share one when ``policies`` maps them to the same name (their spaces
@@ -15,53 +16,38 @@ public API alone, so every distribution policy runs it as is.
   "agent-specific global state").  IPPO's critic sees the agent's own observation only, which is
   what scales to thousands of agents per environment.
 * Every agent's transition is a PPO sample: rewards are per agent, GAE runs per agent, the loss
-  averages over all agents of all groups.  Minibatches are drawn over (step, environment) rows, so
-  the centralised critic always sees a whole environment.
+  averages over all agents in the game of all groups.  Minibatches are drawn over (step,
+  environment) rows, so the centralised critic always sees a whole environment.
+* As the paper runs it (its code's defaults, ``marlbenchmark/on-policy``): value normalisation
+  (``value_norm``), active masks (``active_masks``: agents out of the game leave the losses; the
+  environment says who is in through an optional ``active()`` method), a Huber value loss
+  (``huber_delta`` 10) clipped around the rollout's values (``clip_value_loss``), the policies'
+  and the critics' gradients clipped to 10 each.  Not done: the paper's input LayerNorm and
+  recurrent policies (its rMAPPO); one Adam over both networks at one learning rate stands in for
+  its two optimisers at the same rate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
 
 import numpy as np
-import torch
-from torch import nn
 
 import msrl.envs
+from algorithms._multi_agent import Agents, MAPPOLearner, MultiAgentActor, MultiAgentBuffer
 from msrl.core import (
-    Actor,
     AgentGroup,
     Algorithm,
-    Batched,
     Box,
     ConfigError,
     Discrete,
-    Global,
-    Learner,
-    NoValue,
     RunInfo,
     check_unit_interval,
-    deferred,
+    component_class,
     split,
     steps,
 )
-from msrl.rl import (
-    ActorCritic,
-    RolloutBatch,
-    RolloutBuffer,
-    check_action_space,
-    clipped_surrogate,
-    copy_weights,
-    group_batches,
-    linear_lr,
-    load_generator_state,
-    load_state,
-    normalize_advantages,
-    observation_shape,
-    ppo_epochs,
-    save_state,
-)
+from msrl.rl import check_action_space, observation_shape
 
 CENTRAL_INPUT_LIMIT = 4096
 """Largest global state (numbers per environment) the centralised critic takes: beyond it the
@@ -105,6 +91,20 @@ class MAPPOConfig:
     """Global gradient-norm clip (the MAPPO paper's 10)."""
     hidden_size: int = 64
     """Width of the two hidden layers of each policy and critic."""
+    value_norm: bool = True
+    """Train each critic on value targets standardised by running statistics (the paper's
+    ValueNorm, ``msrl.rl.ValueNorm``) and denormalise its outputs for GAE."""
+    active_masks: bool = True
+    """Leave agents out of the game out of the losses, where the environment says who is in
+    (an ``active()`` method); environments without one keep every agent in."""
+    huber_delta: float = 10.0
+    """Huber loss threshold of the value loss (the paper's 10); 0 for half the squared error."""
+    clip_value_loss: bool = True
+    """Clip the value prediction to ``clip_coef`` around the rollout's and take the larger loss."""
+    bootstrap_time_limits: bool = False
+    """Bootstrap the return of an episode cut off by its time limit from the value of its last
+    state (msrl's single-agent rule).  Off, as the paper runs MPE (its ``use_proper_time_limits``):
+    the end of an episode is terminal, so values are returns to the end of the episode."""
 
     @property
     def rows(self) -> int:
@@ -123,6 +123,8 @@ class MAPPOConfig:
             )
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        if self.huber_delta < 0:
+            raise ConfigError(f"algo.huber_delta must be >= 0 (0: squared error), got {self.huber_delta}")
         if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in self.policies.items()):
             raise ConfigError("algo.policies maps group names to policy names (strings)")
 
@@ -163,165 +165,6 @@ def policy_map(
     return mapping
 
 
-# -- network -------------------------------------------------------------------------------------------
-class Agents(nn.Module):
-    """Every policy of the run, and how each group's observations reach its actor and critic."""
-
-    def __init__(
-        self, groups: dict[str, AgentGroup], mapping: dict[str, str], central: bool, hidden: int, run: RunInfo
-    ) -> None:
-        super().__init__()
-        self.groups, self.mapping, self.central = list(groups), mapping, central
-        obs_dims = {g: int(np.prod(observation_shape(f"group {g!r}", groups[g].observation_space))) for g in groups}
-        self.global_dim = sum(groups[g].num_agents * obs_dims[g] for g in groups) if central else 0
-        self.nets = nn.ModuleDict()
-        for index, name in enumerate(dict.fromkeys(mapping.values())):
-            g = next(g for g in groups if mapping[g] == name)
-            # one policy: actor on the agent's observation, critic on global state + observation
-            self.nets[name] = ActorCritic(
-                obs_dims[g],
-                groups[g].action_space,
-                hidden,
-                run.seed_for("weights", index),
-                critic_dim=self.global_dim + obs_dims[g],
-            )
-
-    def net(self, group: str) -> ActorCritic:
-        return cast(ActorCritic, self.nets[self.mapping[group]])
-
-    def critic_inputs(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Per group ``(rows, agents, critic_dim)``: the observation, preceded for a centralised
-        critic by the global state (every agent's observation, groups in order)."""
-        if not self.central:
-            return obs
-        rows = next(iter(obs.values())).shape[0]
-        state = torch.cat([obs[g].reshape(rows, -1) for g in self.groups], dim=1)
-        return {g: torch.cat((state.unsqueeze(1).expand(-1, o.shape[1], -1), o), dim=2) for g, o in obs.items()}
-
-    def values(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {g: self.net(g).value(x) for g, x in self.critic_inputs(obs).items()}
-
-
-# -- components ----------------------------------------------------------------------------------------
-class MultiAgentActor(Actor):
-    """Acts for every agent with its own copy of the policies: ``act(obs) -> (actions,
-    logprobs, values)``, each a dict per group of ``(num_envs, agents)`` tensors."""
-
-    def __init__(self, agents: Agents, run: RunInfo) -> None:
-        self.device = torch.device(run.device)
-        self.agents = agents.to(self.device)
-        self.generator = run.rng("actor")
-
-    def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {g: torch.as_tensor(o, dtype=torch.float32, device=self.device) for g, o in obs.items()}
-
-    @torch.inference_mode()
-    def act(self, obs: Any) -> tuple[Batched, Batched, Batched]:
-        obs = self._obs(obs)
-        actions, logprobs = {}, {}
-        for g, o in obs.items():
-            net = self.agents.net(g)
-            actions[g], logprobs[g] = net.head.sample(net.policy(o), self.generator)
-        return actions, logprobs, self.agents.values(obs)
-
-    @torch.inference_mode()
-    def value(self, obs: Any) -> Batched:
-        return self.agents.values(self._obs(obs))
-
-    @torch.inference_mode()
-    def greedy(self, obs: Any) -> Batched:
-        return {g: self.agents.net(g).head.mode(self.agents.net(g).policy(o)) for g, o in self._obs(obs).items()}
-
-    def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
-        self.agents.load_state_dict(weights)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"agents": self.agents.state_dict(), "generator": self.generator.get_state()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.agents.load_state_dict(state["agents"])
-        load_generator_state(self.generator, state["generator"])
-
-
-class MAPPOLearner(Learner):
-    """The clipped-surrogate PPO update of every policy at once: one loss, the mean over all
-    agents of all groups, one Adam optimiser over every policy's parameters.  It learns from the
-    buffer's grouped batch (``msrl.rl.flat_groups``: one flat mapping, so it crosses fragments as is)."""
-
-    def __init__(self, agents: Agents, config: MAPPOConfig, run: RunInfo) -> None:
-        self.config = config
-        self.device = torch.device(run.device)
-        self.agents = agents.to(self.device)
-        self.params = list(self.agents.parameters())
-        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
-        self.generator = run.rng("learner")  # minibatch order, drawn where the data is
-        self.num_updates = run.num_updates(config.rows)
-        self.updates = 0
-
-    def learn(self, batch: dict[str, torch.Tensor]) -> Global:
-        cfg = self.config
-        data = {key: t.to(self.device) for key, t in batch.items()}
-        if cfg.anneal_lr:
-            self.optimizer.param_groups[0]["lr"] = linear_lr(cfg.learning_rate, self.updates, self.num_updates)
-        self.updates += 1
-        rows = next(iter(data.values())).shape[0]
-        if rows % cfg.num_minibatches:
-            raise ConfigError(
-                f"algo.num_minibatches ({cfg.num_minibatches}) must divide the rows each learner "
-                f"learns from ({rows} = its num_envs x num_steps)"
-            )
-        for minibatch in ppo_epochs(data, cfg.update_epochs, cfg.num_minibatches, self.generator):
-            pg_loss, v_loss, entropy, _ = self.losses(group_batches(minibatch))
-            loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.sync_grads(self.params)
-            nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-            self.optimizer.step()
-        return deferred(self.diagnostics, data)
-
-    def losses(
-        self, data: dict[str, RolloutBatch]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """Surrogate loss, value loss and entropy averaged over every agent sample, and the new
-        log-probabilities per group."""
-        cfg = self.config
-        values = self.agents.values({g: b.obs for g, b in data.items()})
-        total = sum(b.logprobs.numel() for b in data.values())
-        pg_loss = v_loss = entropy = torch.zeros((), device=self.device)
-        logprobs = {}
-        for g, b in data.items():
-            net = self.agents.net(g)
-            params = net.policy(b.obs)
-            logprobs[g] = net.head.log_prob(params, b.actions)
-            adv = normalize_advantages(b.advantages)
-            weight = b.logprobs.numel() / total
-            pg_loss = pg_loss + weight * clipped_surrogate(logprobs[g], b.logprobs, adv, cfg.clip_coef)
-            v_loss = v_loss + weight * 0.5 * (values[g] - b.returns).square().mean()
-            entropy = entropy + weight * net.head.entropy(params).mean()
-        return pg_loss, v_loss, entropy, logprobs
-
-    @torch.no_grad()
-    def diagnostics(self, data: dict[str, torch.Tensor]) -> dict[str, float]:
-        batches = group_batches(data)
-        pg_loss, v_loss, entropy, logprobs = self.losses(batches)
-        log_ratio = torch.cat([(logprobs[g] - b.logprobs).reshape(-1) for g, b in batches.items()])
-        values = torch.stack([pg_loss, v_loss, entropy, ((log_ratio.exp() - 1) - log_ratio).mean()]).tolist()
-        return {
-            **dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl"), values)),
-            "learning_rate": float(self.optimizer.param_groups[0]["lr"]),
-        }
-
-    def get_weights(self) -> Global:
-        return copy_weights(self.agents)
-
-    def state_dict(self) -> dict[str, Any]:
-        return save_state(self, "agents", "optimizer", "generator", "updates")
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        load_state(self, state, "agents", "optimizer", "generator", "updates")
-
-
 # -- algorithms ----------------------------------------------------------------------------------------
 class MAPPO(Algorithm):
     """Multi-agent PPO with decentralised actors and a centralised critic."""
@@ -348,26 +191,40 @@ class MAPPO(Algorithm):
                     f"(limit {CENTRAL_INPUT_LIMIT:,}); use algo.critic: decentralised (IPPO) for "
                     f"{spec.num_agents} agents"
                 )
-        make_agents = lambda: Agents(spec.groups, mapping, central, config.hidden_size, run)  # noqa: E731
+
+        def make_agents() -> Agents:
+            return Agents(spec.groups, mapping, central, config.hidden_size, run, config.value_norm)
+
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), **config.env_kwargs)
+        # Active masks where the environment says which agents are in the game (a constant here,
+        # so the traced graph has no active() calls otherwise).
+        self.masked = config.active_masks and callable(getattr(component_class(self.env), "active", None))
         self.actor = MultiAgentActor(make_agents(), run)
-        self.buffer = RolloutBuffer(
+        self.buffer = MultiAgentBuffer(
             config.num_steps,
             config.num_envs,
-            groups=spec.groups,
-            gamma=config.gamma,
-            gae_lambda=config.gae_lambda,
-            device=run.device,
+            spec.groups,
+            config.gamma,
+            config.gae_lambda,
+            run.device,
+            config.bootstrap_time_limits,
         )
         self.learner = MAPPOLearner(make_agents(), config, run)
 
     def train_step(self) -> dict:
         # Rollout: every agent of every environment acts num_steps times with the current policies.
         obs = self.env.observe()
+        if self.masked:
+            active = self.env.active()
         for _ in steps(self.config.num_steps):
             actions, logprobs, values = self.actor.act(obs)
             next_obs, rewards, terminated, truncated = self.env.step(actions)
-            self.buffer.insert(obs, actions, logprobs, values, rewards, terminated, truncated)
+            if self.masked:  # who was in the game before the step and who is after it
+                next_active = self.env.active()
+                self.buffer.insert(obs, actions, logprobs, values, rewards, terminated, truncated, active, next_active)
+                active = next_active
+            else:
+                self.buffer.insert(obs, actions, logprobs, values, rewards, terminated, truncated)
             obs = next_obs
         # Advantages: bootstrap every agent from its value of the last observation, then GAE per agent.
         batch = self.buffer.drain(self.actor.value(obs))

@@ -1,0 +1,400 @@
+"""MAPPO's and IPPO's components (``algorithms.mappo`` holds the config and the algorithms): the
+policies of every agent group, the actor, the rollout buffer with active masks, and the learner.
+
+* **Value normalisation** (the MAPPO paper's ``ValueNorm``, ``msrl.rl.ValueNorm``): with
+  ``value_norm`` each policy's critic predicts value targets standardised by running statistics of
+  the targets.  The statistics are buffers of the policies' module, so they travel to the actors
+  with the weights and into checkpoints with them; the actor denormalises what the critic says
+  before GAE sees it.  The learner folds each batch's returns in before it learns from them, the
+  sums averaged over learner copies (``Learner.sync_mean``) so every copy normalises alike.
+* **Active masks**: an environment may say which agents are still in the game with an
+  ``active() -> {group: (num_envs, agents)}`` method (1 in the game, 0 out of it: a tagged runner
+  that left, a PettingZoo agent removed before the episode ended), for the latest observation.
+  A step an agent takes while out of the game leaves every loss, advantage normalisation and the
+  value statistics, and the step on which it leaves ends its own episode in GAE (it is terminal for
+  that agent; the environment's other agents play on).  Environments without ``active()`` keep
+  every agent in the game.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+
+from msrl.core import Actor, AgentGroup, Batched, Buffer, ConfigError, Global, Learner, NoValue, RunInfo, deferred
+from msrl.rl import (
+    GROUP_SEPARATOR,
+    ActorCritic,
+    ValueNorm,
+    action_layout,
+    clip_grad_norm_,
+    clipped_surrogate,
+    copy_weights,
+    gae,
+    linear_lr,
+    load_generator_state,
+    load_state,
+    observation_shape,
+    ppo_epochs,
+    save_state,
+)
+
+FIELDS = ("obs", "actions", "logprobs", "values", "advantages", "returns", "active")
+"""What the buffer hands the learner per group, as ``"group/field"`` keys of one flat mapping."""
+
+
+# -- network -------------------------------------------------------------------------------------------
+class Agents(nn.Module):
+    """Every policy of the run, how each group's observations reach its actor and critic, and (with
+    ``value_norm``) each policy's value statistics."""
+
+    def __init__(
+        self,
+        groups: Mapping[str, AgentGroup],
+        mapping: dict[str, str],
+        central: bool,
+        hidden: int,
+        run: RunInfo,
+        value_norm: bool = False,
+    ) -> None:
+        super().__init__()
+        self.groups, self.mapping, self.central = list(groups), mapping, central
+        obs_dims = {g: int(np.prod(observation_shape(f"group {g!r}", groups[g].observation_space))) for g in groups}
+        self.global_dim = sum(groups[g].num_agents * obs_dims[g] for g in groups) if central else 0
+        self.nets = nn.ModuleDict()
+        for index, name in enumerate(dict.fromkeys(mapping.values())):
+            g = next(g for g in groups if mapping[g] == name)
+            # one policy: actor on the agent's observation, critic on global state + observation
+            self.nets[name] = ActorCritic(
+                obs_dims[g],
+                groups[g].action_space,
+                hidden,
+                run.seed_for("weights", index),
+                critic_dim=self.global_dim + obs_dims[g],
+            )
+        self.value_norms = nn.ModuleDict({name: ValueNorm() for name in self.nets} if value_norm else {})
+
+    def net(self, group: str) -> ActorCritic:
+        return cast(ActorCritic, self.nets[self.mapping[group]])
+
+    def value_norm(self, group: str) -> ValueNorm | None:
+        name = self.mapping[group]
+        return cast(ValueNorm, self.value_norms[name]) if name in self.value_norms else None
+
+    def critic_inputs(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Per group ``(rows, agents, critic_dim)``: the observation, preceded for a centralised
+        critic by the global state (every agent's observation, groups in order)."""
+        if not self.central:
+            return obs
+        rows = next(iter(obs.values())).shape[0]
+        state = torch.cat([obs[g].reshape(rows, -1) for g in self.groups], dim=1)
+        return {g: torch.cat((state.unsqueeze(1).expand(-1, o.shape[1], -1), o), dim=2) for g, o in obs.items()}
+
+    def predictions(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """What each critic outputs: normalised values with ``value_norm``, else values."""
+        return {g: self.net(g).value(x) for g, x in self.critic_inputs(obs).items()}
+
+    def values(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Values in the rewards' units, for GAE: the predictions, denormalised."""
+        out = self.predictions(obs)
+        for g, v in out.items():
+            norm = self.value_norm(g)
+            if norm is not None:
+                out[g] = norm.denormalize(v)
+        return out
+
+    def parameter_groups(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+        """The policies' parameters and the critics' (each clipped to ``max_grad_norm`` on its own,
+        as the MAPPO paper's separate actor and critic optimisers do)."""
+        critics = [p for net in self.nets.values() for p in cast(ActorCritic, net).critic.parameters()]
+        ids = {id(p) for p in critics}
+        return [p for p in self.parameters() if id(p) not in ids], critics
+
+
+# -- components ----------------------------------------------------------------------------------------
+class MultiAgentActor(Actor):
+    """Acts for every agent with its own copy of the policies: ``act(obs) -> (actions,
+    logprobs, values)``, each a dict per group of ``(num_envs, agents)`` tensors."""
+
+    def __init__(self, agents: Agents, run: RunInfo) -> None:
+        self.device = torch.device(run.device)
+        self.agents = agents.to(self.device)
+        self.generator = run.rng("actor")
+
+    def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return {g: torch.as_tensor(o, dtype=torch.float32, device=self.device) for g, o in obs.items()}
+
+    @torch.inference_mode()
+    def act(self, obs: Any) -> tuple[Batched, Batched, Batched]:
+        obs = self._obs(obs)
+        actions, logprobs = {}, {}
+        for g, o in obs.items():
+            net = self.agents.net(g)
+            actions[g], logprobs[g] = net.head.sample(net.policy(o), self.generator)
+        return actions, logprobs, self.agents.values(obs)
+
+    @torch.inference_mode()
+    def value(self, obs: Any) -> Batched:
+        return self.agents.values(self._obs(obs))
+
+    @torch.inference_mode()
+    def greedy(self, obs: Any) -> Batched:
+        return {g: self.agents.net(g).head.mode(self.agents.net(g).policy(o)) for g, o in self._obs(obs).items()}
+
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
+        self.agents.load_state_dict(weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"agents": self.agents.state_dict(), "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agents.load_state_dict(state["agents"])
+        load_generator_state(self.generator, state["generator"])
+
+
+class MultiAgentBuffer(Buffer):
+    """``num_steps`` steps of ``num_envs`` environments of every group's agents.  ``drain`` runs GAE
+    per agent and returns ``"group/field" -> (rows, agents, ...)`` tensors (``FIELDS``, rows =
+    (step, env)).  ``insert`` takes what the environment said per step, and with active masks the
+    agents in the game before the step (``active``) and after it (``next_active``): an agent in the
+    game before and out after, in an environment that goes on, ended its own episode there.  With
+    ``bootstrap_time_limits`` off an episode cut off by its time limit ends as a terminal state would
+    (the MAPPO paper's runs: its ``use_proper_time_limits`` is off)."""
+
+    def __init__(
+        self,
+        num_steps: int,
+        num_envs: int,
+        groups: Mapping[str, AgentGroup],
+        gamma: float,
+        gae_lambda: float,
+        device: str,
+        bootstrap_time_limits: bool = True,
+    ) -> None:
+        self.num_steps, self.num_envs, self.gamma, self.gae_lambda = num_steps, num_envs, gamma, gae_lambda
+        self.bootstrap_time_limits = bootstrap_time_limits
+        self.position = 0
+        self.tracks: dict[str, dict[str, torch.Tensor]] = {}
+        for name, group in groups.items():
+            lead = (num_steps, num_envs, group.num_agents)
+            action_shape, action_dtype = action_layout(group.action_space)
+            obs_shape = observation_shape(f"group {name!r}", group.observation_space)
+            track = {key: torch.zeros(lead, device=device) for key in ("logprobs", "values", "rewards", "left")}
+            track["obs"] = torch.zeros(lead + tuple(obs_shape), device=device)
+            track["actions"] = torch.zeros(lead + tuple(action_shape), dtype=action_dtype, device=device)
+            track["active"] = torch.ones(lead, device=device)
+            self.tracks[name] = track
+        self.terminated = torch.zeros((num_steps, num_envs), device=device)
+        self.truncated = torch.zeros((num_steps, num_envs), device=device)
+
+    def insert(
+        self,
+        obs: Any,
+        actions: Any,
+        logprobs: Any,
+        values: Any,
+        rewards: Any,
+        terminated: Any,
+        truncated: Any,
+        active: Any = None,
+        next_active: Any = None,
+    ) -> NoValue:
+        t = self.position
+        if t >= self.num_steps:
+            raise RuntimeError(f"rollout buffer is full ({self.num_steps} steps); drain it first")
+        self.terminated[t] = torch.as_tensor(terminated)
+        self.truncated[t] = torch.as_tensor(truncated)
+        goes_on = 1.0 - torch.maximum(self.terminated[t], self.truncated[t])
+        for name, track in self.tracks.items():
+            for key, value in (("obs", obs), ("actions", actions), ("logprobs", logprobs), ("values", values)):
+                track[key][t] = torch.as_tensor(value[name])
+            track["rewards"][t] = torch.as_tensor(rewards[name])
+            if active is not None:
+                now, after = torch.as_tensor(active[name]), torch.as_tensor(next_active[name])
+                track["active"][t] = now
+                track["left"][t] = now * (1.0 - after) * goes_on[:, None]
+        self.position = t + 1
+
+    def drain(self, last_value: Any) -> Batched:
+        if self.position != self.num_steps:
+            raise RuntimeError(f"rollout buffer holds {self.position} of {self.num_steps} steps")
+        self.position = 0
+        out: dict[str, torch.Tensor] = {}
+        terminated, truncated = self.terminated, self.truncated
+        if not self.bootstrap_time_limits:  # a time limit ends the episode like a terminal state
+            terminated, truncated = torch.maximum(terminated, truncated), torch.zeros_like(truncated)
+        for name, track in self.tracks.items():
+            shape = track["rewards"].shape
+            ended = torch.maximum(terminated[..., None].expand(shape), track["left"])
+            advantages, returns = gae(
+                track["rewards"],
+                track["values"],
+                ended,
+                truncated[..., None].expand(shape),
+                torch.as_tensor(last_value[name]),
+                self.gamma,
+                self.gae_lambda,
+            )
+            fields = {k: track[k] for k in ("obs", "actions", "logprobs", "values", "active")}
+            fields.update(advantages=advantages, returns=returns)
+            for key in FIELDS:  # (step, env) -> rows
+                out[f"{name}{GROUP_SEPARATOR}{key}"] = fields[key].reshape((-1,) + fields[key].shape[2:]).clone()
+            track["active"].fill_(1.0)
+            track["left"].zero_()
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"position": self.position}  # checkpoints are taken between iterations, the buffer empty
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.position = int(state.get("position", 0))
+
+
+def split_groups(flat: Mapping[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """``"group/field" -> tensor`` as ``{group: {field: tensor}}``, groups in the order they came."""
+    groups: dict[str, dict[str, torch.Tensor]] = {}
+    for key, tensor in flat.items():
+        group, _, field = key.rpartition(GROUP_SEPARATOR)
+        groups.setdefault(group, {})[field] = tensor
+    return groups
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def normalize_masked(advantages: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Advantages standardised over the samples in the game (the others set to 0)."""
+    count = mask.sum().clamp(min=1.0)
+    mean = (advantages * mask).sum() / count
+    var = ((advantages - mean).square() * mask).sum() / (count - 1.0).clamp(min=1.0)
+    return (advantages - mean) / (var.sqrt() + eps) * mask
+
+
+class MAPPOLearner(Learner):
+    """The clipped-surrogate PPO update of every policy at once: one loss, the mean over the agent
+    samples in the game of all groups, one Adam optimiser; the policies' and the critics' gradients
+    each clipped to ``max_grad_norm``.  The value loss is the paper's: Huber (``huber_delta``) on
+    the (normalised) targets, clipped around the rollout's values when ``clip_value_loss``."""
+
+    def __init__(self, agents: Agents, config: Any, run: RunInfo) -> None:
+        self.config = config
+        self.device = torch.device(run.device)
+        self.agents = agents.to(self.device)
+        self.params = list(self.agents.parameters())
+        self.actor_params, self.critic_params = self.agents.parameter_groups()
+        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
+        self.generator = run.rng("learner")  # minibatch order, drawn where the data is
+        self.num_updates = run.num_updates(config.rows)
+        self.updates = 0
+
+    def learn(self, batch: dict[str, torch.Tensor]) -> Global:
+        cfg = self.config
+        data = {key: t.to(self.device) for key, t in batch.items()}
+        if cfg.anneal_lr:
+            self.optimizer.param_groups[0]["lr"] = linear_lr(cfg.learning_rate, self.updates, self.num_updates)
+        self.updates += 1
+        rows = next(iter(data.values())).shape[0]
+        if rows % cfg.num_minibatches:
+            raise ConfigError(
+                f"algo.num_minibatches ({cfg.num_minibatches}) must divide the rows each learner "
+                f"learns from ({rows} = its num_envs x num_steps)"
+            )
+        self.fold_in_returns(data)
+        for minibatch in ppo_epochs(data, cfg.update_epochs, cfg.num_minibatches, self.generator):
+            pg_loss, v_loss, entropy, _ = self.losses(split_groups(minibatch))
+            loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.sync_grads(self.params)
+            clip_grad_norm_(self.actor_params, cfg.max_grad_norm)
+            clip_grad_norm_(self.critic_params, cfg.max_grad_norm)
+            self.optimizer.step()
+        return deferred(self.diagnostics, data)
+
+    def fold_in_returns(self, data: dict[str, torch.Tensor]) -> None:
+        """With value normalisation: the rollout's values in the critic's units under the statistics
+        the actors used (``"group/old_predictions"``, for the clipped value loss), then each policy's
+        statistics updated with the returns of its groups' agents in the game, the sums averaged
+        over learner copies."""
+        if not len(self.agents.value_norms):
+            return
+        groups = split_groups(data)
+        for g, b in groups.items():
+            data[f"{g}{GROUP_SEPARATOR}old_predictions"] = cast(ValueNorm, self.agents.value_norm(g)).normalize(
+                b["values"]
+            )
+        names = list(self.agents.value_norms)
+        sums = [torch.zeros(3, dtype=torch.float64, device=self.device) for _ in names]
+        for g, b in groups.items():
+            index = names.index(self.agents.mapping[g])
+            sums[index] = sums[index] + cast(ValueNorm, self.agents.value_norm(g)).batch_sums(b["returns"], b["active"])
+        self.sync_mean(sums)
+        for name, total in zip(names, sums):
+            cast(ValueNorm, self.agents.value_norms[name]).update_from_sums(total)
+
+    def losses(
+        self, data: dict[str, dict[str, torch.Tensor]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Surrogate loss, value loss and entropy averaged over every agent sample in the game, and
+        the new log-probabilities per group."""
+        cfg = self.config
+        predictions = self.agents.predictions({g: b["obs"] for g, b in data.items()})
+        total = torch.stack([b["active"].sum() for b in data.values()]).sum().clamp(min=1.0)
+        pg_loss = v_loss = entropy = torch.zeros((), device=self.device)
+        logprobs = {}
+        for g, b in data.items():
+            net, norm, mask = self.agents.net(g), self.agents.value_norm(g), b["active"]
+            params = net.policy(b["obs"])
+            logprobs[g] = net.head.log_prob(params, b["actions"])
+            weight = mask.sum() / total
+            adv = normalize_masked(b["advantages"], mask)  # 0 out of the game: no gradient there
+            surrogate = clipped_surrogate(logprobs[g], b["logprobs"], adv, cfg.clip_coef) * mask.numel()
+            pg_loss = pg_loss + surrogate / total
+            target = b["returns"] if norm is None else norm.normalize(b["returns"])
+            old = b["values"] if norm is None else b["old_predictions"]
+            v_loss = v_loss + weight * masked_mean(self.value_error(predictions[g], old, target), mask)
+            entropy = entropy + weight * masked_mean(net.head.entropy(params), mask)
+        return pg_loss, v_loss, entropy, logprobs
+
+    def value_error(self, value: torch.Tensor, old: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Per sample: Huber (or half the squared error with ``huber_delta`` 0), the larger of the
+        unclipped and the clipped prediction's with ``clip_value_loss``."""
+        cfg = self.config
+
+        def error(v: torch.Tensor) -> torch.Tensor:
+            if cfg.huber_delta > 0:
+                return F.huber_loss(v, target, reduction="none", delta=cfg.huber_delta)
+            return 0.5 * (v - target).square()
+
+        if not cfg.clip_value_loss:
+            return error(value)
+        clipped = old + (value - old).clamp(-cfg.clip_coef, cfg.clip_coef)
+        return torch.max(error(value), error(clipped))
+
+    @torch.no_grad()
+    def diagnostics(self, data: dict[str, torch.Tensor]) -> dict[str, float]:
+        groups = split_groups(data)
+        pg_loss, v_loss, entropy, logprobs = self.losses(groups)
+        masks = torch.cat([b["active"].reshape(-1) for b in groups.values()])
+        log_ratio = torch.cat([(logprobs[g] - b["logprobs"]).reshape(-1) for g, b in groups.items()])
+        kl = masked_mean((log_ratio.exp() - 1) - log_ratio, masks)
+        values = torch.stack([pg_loss, v_loss, entropy, kl, masks.mean()]).tolist()
+        return {
+            **dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "active_fraction"), values)),
+            "learning_rate": float(self.optimizer.param_groups[0]["lr"]),
+        }
+
+    def get_weights(self) -> Global:
+        return copy_weights(self.agents)
+
+    def state_dict(self) -> dict[str, Any]:
+        return save_state(self, "agents", "optimizer", "generator", "updates")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        load_state(self, state, "agents", "optimizer", "generator", "updates")
