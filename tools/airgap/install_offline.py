@@ -140,9 +140,7 @@ def make_venv(args: argparse.Namespace, want: str) -> Path:
     venv: Path = args.venv.resolve()
     py = venv / "bin" / "python"
     if (venv / "pyvenv.cfg").is_file():
-        print(f"venv: reusing {venv}")
-    elif venv.exists() and (not venv.is_dir() or any(venv.iterdir())):
-        raise UsageError(f"--venv {venv} exists and is not a virtual environment: name a new folder")
+        print(f"venv: reusing {venv}", flush=True)
     else:
         run([args.python, "-m", "venv", str(venv)], "creating the venv")
     have = python_version(str(py))
@@ -185,7 +183,7 @@ def cuda_root() -> tuple[Path, Path] | None:
 def build_pycuda(py: Path, wheelhouse: Path, info: dict, root: Path, extra_lib_dirs: list[str]) -> None:
     """Build pycuda from its sdist against the toolkit in ``root`` and install it into the venv."""
     sdists = sorted(wheelhouse.glob("pycuda-*.tar.gz"))
-    print(f"pycuda: building {sdists[0].name} against the CUDA toolkit in {root}")
+    print(f"pycuda: building {sdists[0].name} against the CUDA toolkit in {root}", flush=True)
     # the build runs without build isolation: its own requirements come from the wheelhouse first
     pip_install(py, wheelhouse, *info.get("source_requires", []))
     lib_dirs = [str(root / d) for d in ("lib64", "lib", "lib64/stubs", "lib/stubs")] + extra_lib_dirs
@@ -193,7 +191,10 @@ def build_pycuda(py: Path, wheelhouse: Path, info: dict, root: Path, extra_lib_d
     for lib in ("cudadrv", "cudart", "curand"):
         configure.append(f"--{lib}-lib-dir={','.join(lib_dirs)}")
     if not (root / "include" / "curand.h").is_file():
-        print(f"pycuda: no curand.h under {root}/include: building without pycuda.curandom (msrl does not use it)")
+        print(
+            f"pycuda: no curand.h under {root}/include: building without pycuda.curandom (msrl does not use it)",
+            flush=True,
+        )
         configure.append("--no-cuda-enable-curand")
     with tempfile.TemporaryDirectory(prefix="pycuda-build-") as tmp:
         with tarfile.open(sdists[0]) as tf:
@@ -212,7 +213,7 @@ def build_pycuda(py: Path, wheelhouse: Path, info: dict, root: Path, extra_lib_d
     out = subprocess.run([str(py), "-c", check], capture_output=True).stdout.decode().strip()
     if not out:
         raise StepError("pycuda installed without its _driver extension module")
-    print(f"pycuda: built {out}")
+    print(f"pycuda: built {out}", flush=True)
 
 
 # -- 4. the smoke check ------------------------------------------------------------------------------
@@ -232,14 +233,17 @@ def smoke_check(py: Path, no_deps: bool, pycuda_built: bool) -> None:
         run([str(py), "-c", "import importlib.metadata as m; print('msrl', m.version('msrl'))"], "msrl's metadata")
         if not (bindir / "msrl").is_file():
             raise StepError(f"no msrl command in {bindir}")
-        print("smoke check: msrl is installed without its dependencies (a --no-deps wheelhouse): msrl --help not run")
+        print(
+            "smoke check: msrl is installed without its dependencies (a --no-deps wheelhouse): msrl --help not run",
+            flush=True,
+        )
     else:
         run([str(bindir / "msrl"), "--help"], "msrl --help")
-        print("smoke check: msrl --help ran")
+        print("smoke check: msrl --help ran", flush=True)
     if pycuda_built and gpu_present():
         run([str(py), "-c", "import pycuda.driver as d; d.init(); print('pycuda: GPUs', d.Device.count())"], "pycuda")
     elif pycuda_built:
-        print("smoke check: no GPU here (nvidia-smi -L lists none): pycuda.driver not imported")
+        print("smoke check: no GPU here (nvidia-smi -L lists none): pycuda.driver not imported", flush=True)
 
 
 def plan(args: argparse.Namespace, wheelhouse: Path, info: dict) -> tuple[list[str], Path | None]:
@@ -251,34 +255,39 @@ def plan(args: argparse.Namespace, wheelhouse: Path, info: dict) -> tuple[list[s
         made = ", ".join(info["extras"]) or "none"
         raise UsageError(f"the wheelhouse was not made for the extra {missing[0]!r}: choose from its extras ({made})")
     if not (args.venv / "pyvenv.cfg").is_file():
+        if args.venv.exists() and (not args.venv.is_dir() or any(args.venv.iterdir())):
+            raise UsageError(f"--venv {args.venv} exists and is not a virtual environment: name a new folder")
         have = python_version(args.python)
         if have != info["python"]:
             raise UsageError(
                 f"the wheelhouse is for Python {info['python']}, {args.python} is {have}: pass --python "
                 f"python{info['python']}, or make the wheelhouse with --python-version {have}"
             )
-    print(f"msrl {info['msrl']}: extras {','.join(extras) or 'none'}, Python {info['python']}")
+    print(f"msrl {info['msrl']}: extras {','.join(extras) or 'none'}, Python {info['python']}", flush=True)
     if SOURCE_EXTRA not in extras:
         return extras, None
     found = cuda_root()
     if found is None:
-        print("pycuda: skipped: no nvcc on PATH or under CUDA_HOME (msrl's cuda executor needs it; see " + DOC + ")")
+        print(
+            "pycuda: skipped: no nvcc on PATH or under CUDA_HOME (msrl's cuda executor needs it; see " + DOC + ")",
+            flush=True,
+        )
         return extras, None
     root, nvcc = found
-    print(f"pycuda: nvcc {nvcc}, CUDA toolkit in {root}")
+    print(f"pycuda: nvcc {nvcc}, CUDA toolkit in {root}", flush=True)
     if not (root / "include" / "cuda.h").is_file():
         raise UsageError(f"no cuda.h under {root}/include: set CUDA_HOME to the CUDA toolkit's root")
     sdists = sorted(wheelhouse.glob("pycuda-*.tar.gz"))
     if not sdists:
         raise UsageError(f"the wheelhouse has no pycuda source distribution: make it with --extras {SOURCE_EXTRA}")
-    print(f"pycuda: {sdists[0].name} will be built against that toolkit")
+    print(f"pycuda: {sdists[0].name} will be built against that toolkit", flush=True)
     return extras, root
 
 
 def install(args: argparse.Namespace) -> None:
     wheelhouse: Path = args.wheelhouse.resolve()
     count = verify(wheelhouse)
-    print(f"wheelhouse: {count} files match {wheelhouse / MANIFEST}")
+    print(f"wheelhouse: {count} files match {wheelhouse / MANIFEST}", flush=True)
     info = json.loads((wheelhouse / INFO).read_text())
     extras, cuda = plan(args, wheelhouse, info)
     if args.check:
@@ -289,7 +298,7 @@ def install(args: argparse.Namespace) -> None:
     if cuda is not None:
         build_pycuda(py, wheelhouse, info, cuda, args.cuda_lib_dir)
     smoke_check(py, info["no_deps"], cuda is not None)
-    print(f"msrl installed in {py.parent.parent}: source {py.parent / 'activate'} to use it")
+    print(f"msrl installed in {py.parent.parent}: source {py.parent / 'activate'} to use it", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

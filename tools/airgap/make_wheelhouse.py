@@ -47,6 +47,7 @@ INFO = "wheelhouse.json"
 INSTALLER = "install_offline.py"
 SOURCE_EXTRA = "cuda"  # the extra whose packages are built from source on the target machine
 TOP_LEVEL_SKIP = {"build", "dist", "runs"}  # a checkout's outputs, never part of the wheel
+MANYLINUX_ALIASES = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}  # glibc 2.x minor -> PEP 599 name
 PYCUDA_BUILD_REQUIRES = ["setuptools", "wheel", "numpy>=1.24"]  # pycuda's pyproject, used without tomllib
 
 
@@ -63,7 +64,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--platform",
         action="append",
         default=[],
-        help="target wheel platform tag, e.g. manylinux_2_28_x86_64 (repeatable; default: this machine's)",
+        help="target platform tag, e.g. manylinux_2_28_x86_64 for glibc 2.28 (older manylinux tags are included; "
+        "repeatable; default: this machine's)",
     )
     p.add_argument("--torch", help='torch requirement replacing the pin in constraints.txt, e.g. "torch==2.13.0+cu126"')
     p.add_argument("--torch-index", help="an extra index for torch, e.g. https://download.pytorch.org/whl/cu126")
@@ -153,14 +155,32 @@ def constraints_file(args: argparse.Namespace, tmp: Path) -> Path | None:
     return copy
 
 
+def platform_tags(tag: str) -> list[str]:
+    """A manylinux tag and every older one: pip takes a named platform literally, so a wheel tagged
+    only ``manylinux2014_x86_64`` (Ray's) would not match ``manylinux_2_28_x86_64`` on its own."""
+    m = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", tag) or re.fullmatch(r"(manylinux\d{4}|manylinux1)_(\w+)", tag)
+    if m is None:
+        return [tag]
+    aliases = {v: k for k, v in MANYLINUX_ALIASES.items()}
+    glibc_minor = int(m.group(1)) if m.group(1).isdigit() else aliases[m.group(1)]
+    tags = []
+    for minor in range(glibc_minor, 4, -1):
+        tags.append(f"manylinux_2_{minor}_{m.group(2)}")
+        if minor in MANYLINUX_ALIASES:
+            tags.append(f"{MANYLINUX_ALIASES[minor]}_{m.group(2)}")
+    return tags
+
+
 def target_options(args: argparse.Namespace) -> list[str]:
     opts: list[str] = []
     if args.python_version:
         if not re.fullmatch(r"3\.\d{1,2}", args.python_version):
             raise UsageError(f"--python-version must be MAJOR.MINOR such as 3.11, not {args.python_version!r}")
         opts += ["--python-version", args.python_version, "--implementation", "cp"]
-    for tag in args.platform:
-        opts += ["--platform", tag]
+    for given in args.platform:
+        for tag in platform_tags(given):
+            if tag not in opts:
+                opts += ["--platform", tag]
     return opts
 
 
@@ -233,8 +253,8 @@ def build(args: argparse.Namespace) -> None:
     }
     (out / INFO).write_text(json.dumps(info, indent=2) + "\n")
     count = write_manifest(out)
-    print(f"wheelhouse: {out} ({count} files listed in {MANIFEST}; torch: {info['torch'] or 'none'})")
-    print(f"next: copy the folder to the air-gapped machine and run python {out.name}/{INSTALLER}")
+    print(f"wheelhouse: {out} ({count} files listed in {MANIFEST}; torch: {info['torch'] or 'none'})", flush=True)
+    print(f"next: copy the folder to the air-gapped machine and run python {out.name}/{INSTALLER}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
