@@ -48,6 +48,9 @@ from msrl.rl import (
     save_state,
 )
 
+LOSSES = {"huber": nn.functional.smooth_l1_loss, "mse": nn.functional.mse_loss}
+"""The TD losses ``algo.loss`` chooses from."""
+
 
 @dataclass
 class DQNConfig:
@@ -70,7 +73,10 @@ class DQNConfig:
     gamma: float = 0.99
     """Discount factor."""
     target_update_interval: int = 128
-    """Gradient steps between target-network updates."""
+    """Gradient steps between target-network updates.  CleanRL and SB3 count this interval in env
+    steps instead; at ``gradient_steps`` steps every ``train_frequency`` steps of ``num_envs``
+    environments, their N env steps are ``N * gradient_steps / (train_frequency * num_envs)``
+    gradient steps here (CleanRL's 500 at one step every 10 env steps of 1 env: 50)."""
     tau: float = 1.0
     """Target update rate (1 copies the online network; below 1 is Polyak averaging)."""
     exploration_fraction: float = 0.16
@@ -81,8 +87,10 @@ class DQNConfig:
     """Epsilon after the decay."""
     double_dqn: bool = False
     """Pick the next action with the online network and value it with the target network."""
+    loss: str = "huber"
+    """The TD regression loss: ``huber`` (smooth L1, as SB3) or ``mse`` (squared error, as CleanRL)."""
     max_grad_norm: float = 10.0
-    """Global gradient-norm clip."""
+    """Global gradient-norm clip (SB3's default); 0 clips nothing (as CleanRL)."""
     hidden_sizes: tuple = (256, 256)
     """Widths of the Q-network's hidden layers (ReLU)."""
     compile: bool | str = "auto"
@@ -104,6 +112,10 @@ class DQNConfig:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        if self.loss not in LOSSES:
+            raise ConfigError(f"unknown algo.loss {self.loss!r}; valid choices: {', '.join(LOSSES)}")
+        if self.max_grad_norm < 0:
+            raise ConfigError(f"algo.max_grad_norm must be >= 0 (0: no clip), got {self.max_grad_norm}")
         if not 0.0 < self.tau <= 1.0:
             raise ConfigError(f"algo.tau must be in (0, 1], got {self.tau}")
         if not 0.0 <= self.end_epsilon <= self.start_epsilon <= 1.0:
@@ -164,7 +176,7 @@ class DQNActor(Actor):
 
 
 class DQNLearner(Learner):
-    """Huber-loss TD regression on replayed batches against a target network (as SB3)."""
+    """TD regression (Huber as SB3, or squared error as CleanRL) on replayed batches against a target network."""
 
     def __init__(self, obs_dim: int, num_actions: int, config: DQNConfig, run: RunInfo) -> None:
         self.config = config
@@ -195,7 +207,8 @@ class DQNLearner(Learner):
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self.sync_grads(self.params)
-                clip_grad_norm_(self.params, cfg.max_grad_norm)
+                if cfg.max_grad_norm:
+                    clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
             self.gradient_steps_taken += 1
             losses.append(terms[0])
@@ -214,7 +227,7 @@ class DQNLearner(Learner):
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The Huber TD loss on a minibatch, and the loss and mean Q-value (detached) to report."""
+        """The TD loss (``algo.loss``) on a minibatch, and the loss and mean Q-value (detached) to report."""
         cfg = self.config
         with torch.no_grad():
             next_q = self.q_target(next_obs)
@@ -224,7 +237,7 @@ class DQNLearner(Learner):
                 next_value = next_q.max(-1).values
             target = rewards + cfg.gamma * (1.0 - terminated) * next_value
         q = self.q(obs).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-        loss = nn.functional.smooth_l1_loss(q, target)
+        loss = LOSSES[cfg.loss](q, target)
         return loss, torch.stack([loss.detach(), q.detach().mean()])
 
     def get_weights(self) -> Global:
