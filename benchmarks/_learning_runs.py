@@ -11,6 +11,7 @@ import statistics
 import sys
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,16 +92,19 @@ def msrl_overrides(seed: int, budget: int, eval_episodes: int, runs_dir: str) ->
     ]
 
 
-def run_msrl(config: str, seed: int, budget: int, eval_episodes: int, runs_dir: str) -> RunResult:
-    """``msrl.train`` as a user calls it; the curve comes from its per-iteration metrics, whose
-    ``wall_time`` is that iteration's seconds (summed here into wall seconds so far)."""
+def run_msrl(
+    config: str, seed: int, budget: int, eval_episodes: int, runs_dir: str, extra: Sequence[str] = ()
+) -> RunResult:
+    """``msrl.train`` as a user calls it, with ``extra`` overrides before the run's own (seed, budget,
+    ...); the curve comes from its per-iteration metrics, whose ``wall_time`` is that iteration's
+    seconds (summed here into wall seconds so far)."""
     import msrl
 
     stream = io.StringIO()
     try:
         run = msrl.train(
             str(CONFIG_DIR / f"{config}.yaml"),
-            overrides=msrl_overrides(seed, budget, eval_episodes, runs_dir),
+            overrides=[*extra, *msrl_overrides(seed, budget, eval_episodes, runs_dir)],
             stream=stream,
         )
     except BaseException:

@@ -35,6 +35,17 @@ The numbers in BENCHMARKS.md come from::
 which writes ``summary.md``, ``summary.csv``, ``runs.csv``, ``curves.json`` and ``<config>.png``
 under ``benchmarks/results/learning``.  SB3 comes from the ``bench`` extra:
 ``pip install -c constraints.txt -e '.[bench]'`` (and ``'.[mujoco]'`` for HalfCheetah).
+
+The learning regression gate (msrl only, no SB3)::
+
+    python benchmarks/learning.py --quick                 # run the quick rows, compare with the bands
+    python benchmarks/learning.py --quick --write-bands   # refresh benchmarks/learning_bands.json
+    python benchmarks/learning.py --check RESULT.json     # compare a saved quick.json only
+
+``--quick`` runs the CartPole rows of ``_learning_gate.QUICK_ROWS`` (reduced budgets and settings
+pinned there, fixed seeds, the ``local`` policy), writes ``quick.json`` and ``quick.md`` under
+``benchmarks/results/learning-quick`` and exits 1, naming the row, the value and the band, when a
+row is outside ``benchmarks/learning_bands.json``.
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from _learning_gate import BANDS_FILE, QUICK_OUT, QUICK_ROWS, BandsError, check_bands, load_json, report, run_quick
 from _learning_report import (
     framework_label,
     jsonable,
@@ -96,9 +108,13 @@ def mujoco_problem(env_id: str) -> str | None:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--configs", default=",".join(SPECS), help=f"comma-separated configs (default: all: {','.join(SPECS)})"
+        "--configs",
+        default=None,
+        help=f"comma-separated configs (default: all: {','.join(SPECS)}; with --quick: {','.join(QUICK_ROWS)})",
     )
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per framework (default 3)")
+    parser.add_argument(
+        "--seeds", type=int, default=None, help="seeds 0..N-1 per framework (default 3; with --quick: each row's own)"
+    )
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument(
         "--steps-scale", type=float, default=1.0, help="multiply each config's total_env_steps (default 1.0)"
@@ -111,16 +127,35 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--out", type=Path, default=DEFAULT_OUT, help="output directory (default benchmarks/results/learning)"
     )
     parser.add_argument("--eval-episodes", type=int, default=20, help="final greedy episodes per run (default 20)")
+    gate = parser.add_argument_group("learning regression gate")
+    gate.add_argument(
+        "--quick", action="store_true", help="run the gate's quick rows (msrl only) and compare them with the bands"
+    )
+    gate.add_argument("--write-bands", action="store_true", help="with --quick: refresh the bands from this run")
+    gate.add_argument("--check", type=Path, metavar="RESULT", help="compare a saved quick.json with the bands only")
+    gate.add_argument(
+        "--bands", type=Path, default=BANDS_FILE, help="bands file (default benchmarks/learning_bands.json)"
+    )
     args = parser.parse_args(argv)
-    args.configs = [c.strip() for c in args.configs.split(",") if c.strip()]
-    unknown = [c for c in args.configs if c not in SPECS]
+    args.bands = args.bands.resolve()
+    args.check = args.check.resolve() if args.check else None
+    if args.write_bands and not args.quick:
+        parser.error("--write-bands needs --quick")
+    if args.quick and args.check:
+        parser.error("--quick and --check: choose one")
+    valid = QUICK_ROWS if args.quick else SPECS
+    args.configs = [c.strip() for c in (args.configs or ",".join(valid)).split(",") if c.strip()]
+    unknown = [c for c in args.configs if c not in valid]
     if unknown or not args.configs:
-        parser.error(f"unknown config {unknown[0] if unknown else ''!r}; valid choices: {', '.join(SPECS)}")
+        parser.error(f"unknown config {unknown[0] if unknown else ''!r}; valid choices: {', '.join(valid)}")
     args.frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     if not args.frameworks or any(f not in FRAMEWORKS for f in args.frameworks):
         parser.error(f"--frameworks takes a comma-separated subset of {','.join(FRAMEWORKS)}")
+    quick_seeds = args.seeds
+    args.seeds = 3 if args.seeds is None else args.seeds
     if args.seeds < 1 or args.eval_episodes < 1 or (args.steps is not None and args.steps < 1) or args.steps_scale <= 0:
         parser.error("--seeds, --eval-episodes and --steps must be >= 1, --steps-scale > 0")
+    args.quick_seeds = None if quick_seeds is None else tuple(range(quick_seeds))
     return args
 
 
@@ -179,7 +214,13 @@ def plan_configs(args: argparse.Namespace) -> tuple[list[Plan], list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if "sb3" in args.frameworks:
+    if args.check:
+        try:
+            return report(check_bands(load_json(args.check, "result"), load_json(args.bands, "bands file")), args.bands)
+        except BandsError as exc:
+            print(f"learning.py: error: {exc}", file=sys.stderr)
+            return 2
+    if "sb3" in args.frameworks and not args.quick:
         try:
             import stable_baselines3  # noqa: F401
         except ImportError:
@@ -187,11 +228,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "learning.py: error: stable-baselines3 is not installed; pip install -c constraints.txt -e '.[bench]'"
             )
     command = shlex.join(["python", *sys.argv]) if argv is None else shlex.join(["python", __file__, *argv])
-    out: Path = args.out.resolve()
+    out: Path = (QUICK_OUT if args.quick and args.out == DEFAULT_OUT else args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     cwd = os.getcwd()
     os.chdir(out)  # MuJoCo writes MUJOCO_LOG.TXT into the working directory: keep it out of the checkout
     try:
+        if args.quick:
+            try:
+                return run_quick(args.configs, out, command, args.bands, args.write_bands, args.quick_seeds, args.steps)
+            except BandsError as exc:
+                print(f"learning.py: error: {exc}", file=sys.stderr)
+                return 2
         return run_benchmark(args, out, command)
     finally:
         os.chdir(cwd)
