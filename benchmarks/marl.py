@@ -1,0 +1,259 @@
+"""MAPPO and IPPO on simple_spread over seeds, and IPPO's Tag curves (issue 30).
+
+``spread``: ``configs/mappo_simple_spread.yaml`` (the MAPPO paper's settings) at a reduced budget,
+MAPPO and IPPO (the same config with ``algo.critic=decentralised``) interleaved seed by seed, one
+torch thread.  Each run records its training curve (``episode_return``, the per-agent return of
+the sampled policy) and its greedy evaluation over 32 episodes; both are also given in the paper's
+units (below).  ``tag``: a short run of ``configs/ippo_tag.yaml``; every ``--every`` iterations the
+policies as trained so far (``msrl.load`` of a checkpoint) play ``--episodes`` fresh Tag episodes,
+which give the taggers' tag rate (runners tagged per tagger per episode) and the runners' survival
+time (steps in the game, the episode's length for one never tagged), saved as PNG curves.
+
+    OMP_NUM_THREADS=1 python benchmarks/marl.py spread --seeds 1 2 3 4 5 --steps 300000 --out spread.jsonl
+    OMP_NUM_THREADS=1 python benchmarks/marl.py tag --steps 200000 --out tag.jsonl
+    python benchmarks/marl.py report spread.jsonl tag.jsonl      # tables and figures
+
+The paper's units.  The MAPPO paper's code (marlbenchmark/on-policy, its MPE fork) gives every agent
+the *sum* over agents of ``g - (1 + c_i)`` per step (``g`` minus the summed distances from each
+landmark to its nearest agent, ``c_i`` the other agents within collision distance of agent ``i``;
+its loop over agents counts the agent's own disc, the 1), and reports the mean of that over 25
+steps: ``3 sum_t g - 75 - sum_t sum_i c_i`` per episode.  msrl's (mpe2's) simple_spread_v3 gives
+agent ``i`` ``0.5 g - 0.5 c_i`` and msrl reports the mean over agents of their episode returns,
+``R = 0.5 sum_t g - (1/6) sum_t sum_i c_i``; so the paper's figure is ``6 R - 75`` for the same
+trajectories.  (The paper's fork also draws landmarks from ``0.8 [-1, 1)^2``, mpe2 from ``[-1,
+1)^2``: the tasks differ by that much, which no conversion removes.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import msrl
+import msrl.envs
+from msrl.app import Trainer
+
+REPO = Path(__file__).resolve().parents[1]
+SPREAD = str(REPO / "configs" / "mappo_simple_spread.yaml")
+TAG = str(REPO / "configs" / "ippo_tag.yaml")
+FIGURES = REPO / "benchmarks" / "figures"
+CRITIC = {"mappo": "centralised", "ippo": "decentralised"}
+
+
+def paper_units(per_agent_return: float, steps: int = 25) -> float:
+    """msrl's per-agent simple_spread return as the MAPPO paper's code counts an episode."""
+    return 6.0 * per_agent_return - 3.0 * steps
+
+
+# -- simple_spread ------------------------------------------------------------------------------------
+def spread_run(algorithm: str, seed: int, steps: int, extra: list[str]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as runs:
+        start = time.perf_counter()
+        run = msrl.train(
+            SPREAD,
+            [
+                f"runs_dir={runs}",
+                "progress=false",
+                "checkpoint_every=0",
+                f"seed={seed}",
+                f"total_env_steps={steps}",
+                f"algo.critic={CRITIC[algorithm]}",
+                *extra,
+            ],
+        )
+        wall = time.perf_counter() - start
+    curve = [(r["env_steps"], r["episode_return"]) for r in run.metrics if "episode_return" in r]
+    last = [ret for _, ret in curve[-5:]]
+    return {
+        "kind": "spread",
+        "algorithm": algorithm,
+        "seed": seed,
+        "env_steps": run.env_steps,
+        "overrides": extra,
+        "greedy_return": run.evaluation.mean,
+        "greedy_episodes": run.evaluation.episodes,
+        "train_return_last5": float(np.mean(last)),
+        "curve": curve,
+        "wall_s": wall,
+    }
+
+
+# -- Tag ------------------------------------------------------------------------------------------------
+def tag_statistics(algorithm: Any, env_kwargs: dict[str, Any], episodes: int, seed: int) -> dict[str, float]:
+    """One episode in each of ``episodes`` fresh environments with the policies sampling their
+    actions.  A runner is tagged in the step its reward carries ``tag_penalty_for_runner``
+    (-1 against at most +-1.1 of step, edge and end-of-game rewards at the default constants)."""
+    env = msrl.envs.make("Tag-v0", num_envs=episodes, seed=seed, **env_kwargs)
+    try:
+        taggers = env.groups["taggers"].num_agents
+        runners = env.groups["runners"].num_agents
+        obs = env.reset(seed=seed)
+        running = np.ones(episodes, dtype=bool)
+        tagged_at = np.full((episodes, runners), -1)
+        length = np.zeros(episodes, dtype=np.int64)
+        t = 0
+        while running.any():
+            actions = algorithm.actor.act(obs)[0]
+            obs, rewards, terminated, truncated = env.step(actions)
+            hit = (np.asarray(rewards["runners"]) < -0.5) & (tagged_at < 0) & running[:, None]
+            tagged_at[hit] = t
+            t += 1
+            length[running] = t
+            running &= ~((np.asarray(terminated) + np.asarray(truncated)) > 0)
+        survival = np.where(tagged_at >= 0, tagged_at + 1, length[:, None])
+        return {
+            "tags_per_tagger": float((tagged_at >= 0).sum(1).mean() / taggers),
+            "runner_survival_steps": float(survival.mean()),
+            "runners_left_at_end": float((tagged_at < 0).mean()),
+            "episode_length": float(length.mean()),
+        }
+    finally:
+        env.close()
+
+
+def tag_run(steps: int, every: int, episodes: int, extra: list[str]) -> dict[str, Any]:
+    config = msrl.app.load_config(TAG, extra)
+    env_kwargs = dict(config.algo.env_kwargs)
+    points = []
+    with tempfile.TemporaryDirectory() as runs:
+        start = time.perf_counter()
+        overrides = [f"runs_dir={runs}", "progress=false", "checkpoint_every=0", "eval_episodes=0"]
+        with Trainer(TAG, [*overrides, f"total_env_steps={steps}", *extra]) as trainer:
+            while True:
+                if trainer.iteration % every == 0 or trainer.done:
+                    trainer.save()
+                    policy = msrl.load(Path(trainer.run_dir) / "checkpoint.pt")
+                    stats = tag_statistics(policy, env_kwargs, episodes, seed=10_000 + trainer.iteration)
+                    points.append({"env_steps": trainer.env_steps, **stats})
+                    print(json.dumps(points[-1]), flush=True)
+                if trainer.done:
+                    break
+                trainer.step()
+        wall = time.perf_counter() - start
+    return {
+        "kind": "tag",
+        "env_steps": steps,
+        "overrides": extra,
+        "episodes": episodes,
+        "points": points,
+        "wall_s": wall,
+    }
+
+
+# -- report ---------------------------------------------------------------------------------------------
+def report(paths: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines() if line.strip()]
+    spread = [r for r in records if r["kind"] == "spread"]
+    if spread:
+        print(
+            "| algorithm | seeds | env steps | greedy, per agent | greedy, paper units | training (last 5), per agent "
+            "| training, paper units | wall s per run |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for algorithm in ("mappo", "ippo"):
+            rows = [r for r in spread if r["algorithm"] == algorithm]
+            if not rows:
+                continue
+            greedy = np.array([r["greedy_return"] for r in rows])
+            train = np.array([r["train_return_last5"] for r in rows])
+            print(
+                f"| {algorithm.upper()} | {', '.join(str(r['seed']) for r in rows)} | {rows[0]['env_steps']:,} "
+                f"| {greedy.mean():.1f} ± {greedy.std():.1f} "
+                f"| {paper_units(greedy.mean()):.0f} ± {6 * greedy.std():.0f} "
+                f"| {train.mean():.1f} ± {train.std():.1f} "
+                f"| {paper_units(train.mean()):.0f} ± {6 * train.std():.0f} "
+                f"| {np.mean([r['wall_s'] for r in rows]):.0f} |"
+            )
+            n = min(len(r["curve"]) for r in rows)
+            steps = np.array([p[0] for p in rows[0]["curve"][:n]])
+            ys = np.array([[paper_units(p[1]) for p in r["curve"][:n]] for r in rows])
+            ax.plot(steps, ys.mean(0), label=f"{algorithm.upper()} ({len(rows)} seeds)")
+            ax.fill_between(steps, ys.min(0), ys.max(0), alpha=0.2)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("episode reward, MAPPO paper's units (6 R - 75)")
+        ax.set_title("simple_spread_v3, configs/mappo_simple_spread.yaml")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(FIGURES / "marl_simple_spread.png", dpi=100)
+        print(f"\nwrote {FIGURES / 'marl_simple_spread.png'}")
+    for record in (r for r in records if r["kind"] == "tag"):
+        points = record["points"]
+        xs = [p["env_steps"] for p in points]
+        for key, label, name in (
+            ("tags_per_tagger", "runners tagged per tagger per episode", "tag_rate"),
+            ("runner_survival_steps", "runner survival (steps in the game)", "runner_survival"),
+        ):
+            fig, ax = plt.subplots(figsize=(6, 4))
+            ax.plot(xs, [p[key] for p in points], marker="o")
+            ax.set_xlabel("env steps")
+            ax.set_ylabel(label)
+            ax.set_title(f"IPPO on Tag (configs/ippo_tag.yaml), {record['episodes']} episodes per point")
+            fig.tight_layout()
+            fig.savefig(FIGURES / f"ippo_tag_{name}.png", dpi=100)
+        print("| env steps | tags per tagger per episode | runner survival (steps) | runners never tagged |")
+        print("|---:|---:|---:|---:|")
+        for p in points:
+            print(
+                f"| {p['env_steps']:,} | {p['tags_per_tagger']:.2f} | {p['runner_survival_steps']:.1f} "
+                f"| {p['runners_left_at_end']:.0%} |"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    spread = sub.add_parser("spread")
+    spread.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    spread.add_argument("--steps", type=int, default=300_000)
+    spread.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"], choices=sorted(CRITIC))
+    spread.add_argument("--set", action="append", default=[], help="an extra config override, e.g. algo.num_envs=32")
+    spread.add_argument("--out", required=True)
+    tag = sub.add_parser("tag")
+    tag.add_argument("--steps", type=int, default=200_000)
+    tag.add_argument("--every", type=int, default=10, help="iterations between measurements")
+    tag.add_argument("--episodes", type=int, default=64)
+    tag.add_argument("--set", action="append", default=[])
+    tag.add_argument("--out", required=True)
+    rep = sub.add_parser("report")
+    rep.add_argument("paths", nargs="+")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.command == "report":
+        report(args.paths)
+        return
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, torch threads 1")
+    with open(args.out, "a", encoding="utf-8") as out:
+        if args.command == "spread":
+            for seed in args.seeds:  # interleaved: the machine's load falls on both algorithms alike
+                for algorithm in args.algorithms:
+                    record = spread_run(algorithm, seed, args.steps, args.set)
+                    out.write(json.dumps(record) + "\n")
+                    out.flush()
+                    print(
+                        algorithm,
+                        seed,
+                        f"greedy {record['greedy_return']:.2f}",
+                        f"train {record['train_return_last5']:.2f}",
+                        f"{record['wall_s']:.0f} s",
+                        flush=True,
+                    )
+        else:
+            out.write(json.dumps(tag_run(args.steps, args.every, args.episodes, args.set)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
