@@ -23,6 +23,7 @@ busiest interface, plus ``header`` bytes of framing a message."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -65,6 +66,12 @@ class Traffic:
     ring_steps: int
     trips: int
 
+    @property
+    def messages(self) -> int:
+        """Messages through the busiest interface, for their framing bytes (a ring step sends one
+        message and receives one)."""
+        return self.calls + 2 * self.ring_steps
+
 
 def traffic(preset: str, replicas: int, w: Workload = Workload(), remote: int | None = None) -> Traffic:
     """``remote``: how many of the replicas sit on other hosts than the learner (all by default); those
@@ -78,9 +85,10 @@ def traffic(preset: str, replicas: int, w: Workload = Workload(), remote: int | 
     if preset == "single_learner_fine":
         payload = s * far * (e // r) * (4 * w.obs_dim + 4 + 1 + 8)  # up: obs, reward, done; down: int64 action
         return Traffic(payload, 2 * r * s + driver, 0, 2 * s + driver)
-    if preset == "multi_learner":
+    if preset in ("multi_learner", "multi_learner_hd"):
         rounds = w.epochs * w.minibatches
-        steps = rounds * 2 * (r - 1)
+        # a ring: 2(R-1) steps; halving-doubling (hypothetical here: msrl leaves the choice to gloo): 2 log2 R
+        steps = rounds * 2 * ((r - 1) if preset == "multi_learner" else math.ceil(math.log2(r)) if r > 1 else 0)
         payload = rounds * 2 * (2 * (r - 1) / r) * w.weight_bytes if far else 0.0  # sent and received by a host
         return Traffic(payload, driver, steps, steps + driver)
     if preset == "gpu_only":
@@ -92,35 +100,41 @@ def traffic(preset: str, replicas: int, w: Workload = Workload(), remote: int | 
 class Constants:
     alpha: float  # seconds of software per Ray message at its busiest end
     alpha_ring: float  # seconds of software per ring step of the all-reduce
+    header: float = 0.0  # bytes of framing per message (Ray's task spec and gRPC, TCP/IP headers)
 
 
 def communication(t: Traffic, link: Link, c: Constants) -> float:
     """Seconds of an iteration spent communicating."""
-    wire = t.bytes * 8 / link.rate_bits if link.rate_bits != float("inf") else 0.0
+    wire = (t.bytes + c.header * t.messages) * 8 / link.rate_bits if link.rate_bits != float("inf") else 0.0
     return t.calls * c.alpha + t.ring_steps * c.alpha_ring + t.trips * link.delay_s + wire
 
 
 @dataclass(frozen=True)
 class Compute:
-    """Seconds of compute, from the fragments' phases: a rollout replica's per env step, the learner's
-    per sample learned (all epochs)."""
+    """Seconds of compute, from the fragments' phases: per env step of a replica's environments
+    (``per_env_step``) and of its policy inference and buffer (``per_infer_step``), and the learner's
+    ``per_update`` plus ``per_sample`` for every sample it learns on (all epochs)."""
 
     per_env_step: float
+    per_infer_step: float
     per_sample: float
+    per_update: float = 0.0
 
 
 def compute(preset: str, replicas: int, envs_per_replica: int, c: Compute, w: Workload = Workload()) -> float:
     """Seconds of compute on an iteration's critical path with ``replicas`` replicas of
     ``envs_per_replica`` environments each (weak scaling: the batch grows with the replicas)."""
-    rollout = c.per_env_step * envs_per_replica * w.num_steps
-    samples = replicas * envs_per_replica * w.num_steps
-    if preset == "multi_learner":
-        return rollout + c.per_sample * envs_per_replica * w.num_steps
-    if preset == "async_single_learner":
-        return max(rollout, c.per_sample * samples)
-    if preset == "gpu_only":
-        return rollout + c.per_sample * envs_per_replica * w.num_steps
-    return rollout + c.per_sample * samples
+    steps = envs_per_replica * w.num_steps  # one replica's env steps
+    total = replicas * steps
+    if preset == "single_learner_fine":  # the environments on their replicas, inference for all on the learner
+        return c.per_env_step * steps + c.per_infer_step * total + c.per_update + c.per_sample * total
+    rollout = (c.per_env_step + c.per_infer_step) * steps
+    if preset in ("multi_learner", "multi_learner_hd", "gpu_only"):  # each replica learns its own samples
+        return rollout + c.per_update + c.per_sample * steps
+    learn = c.per_update + c.per_sample * total
+    if preset == "async_single_learner":  # the rollouts overlap the learner's update
+        return max(rollout, learn)
+    return rollout + learn
 
 
 def predict(
@@ -131,11 +145,7 @@ def predict(
     replicas = 1 if preset == "gpu_only" else hosts
     scaled = Workload(replicas * envs_per_host, w.num_steps, w.obs_dim, w.params, w.epochs, w.minibatches)
     comm = communication(traffic(preset, replicas, scaled), link, k)
-    if preset == "async_single_learner":  # the learner's messages overlap the rollouts as well
-        comp = compute(preset, replicas, envs_per_host, c, w)
-        comm = max(0.0, comm - max(0.0, comp - c.per_env_step * envs_per_host * w.num_steps))
-    else:
-        comp = compute(preset, replicas, envs_per_host, c, w)
+    comp = compute(preset, replicas, envs_per_host, c, w)
     seconds = comp + comm
     return {
         "compute_s": comp,
@@ -179,9 +189,24 @@ def fit(rows: list[dict]) -> Constants:
         sxx, sxy, syy = sxx + x1 * x1, sxy + x1 * x2, syy + x2 * x2
         bx, by = bx + x1 * y, by + x2 * y
     det = sxx * syy - sxy * sxy
+    header = fit_header(rows)
     if abs(det) < 1e-12:  # no all-reduce among the rows: alpha alone
-        return Constants(bx / sxx, 0.0)
-    return Constants((bx * syy - by * sxy) / det, (sxx * by - sxy * bx) / det)
+        return Constants(bx / sxx, 0.0, header)
+    return Constants((bx * syy - by * sxy) / det, (sxx * by - sxy * bx) / det, header)
+
+
+def fit_header(rows: list[dict]) -> float:
+    """Framing bytes per message, by least squares on what the busiest interface moved beyond the
+    payload the model counts (runs whose busiest interface carries messages of the run)."""
+    num = den = 0.0
+    for row in rows:
+        t = row_traffic(row)
+        # more ranks than hosts: a host may hold two ranks apart in the ring, and carry two ring links
+        doubled = row["preset"] == "multi_learner" and row["replicas"] > row["hosts"]
+        if t.bytes > 0 and not doubled:
+            num += t.messages * (busiest_bytes(row) - t.bytes)
+            den += t.messages * t.messages
+    return num / den if den else 0.0
 
 
 def check(row: dict, k: Constants) -> dict[str, float]:
@@ -194,6 +219,6 @@ def check(row: dict, k: Constants) -> dict[str, float]:
         "comm_predicted_s": comm,
         "iteration_predicted_s": predicted,
         "time_error": predicted / row["iteration_s"] - 1,
-        "bytes_predicted": t.bytes,
+        "bytes_predicted": t.bytes + k.header * t.messages,
         "bytes_measured": busiest_bytes(row),
     }

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _multihost_bed import PROFILES, REPO, Run, apply_profile, netem_missing, timed_run  # noqa: E402
+from _multihost_report import report  # noqa: E402
 
 from cluster.testbed import Testbed, TestbedError, unavailable  # noqa: E402
 
@@ -172,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="times through every preset x profile")
     parser.add_argument("--idle-s", type=float, default=5.0, help="idle window before each run, for the idle rate")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--report", action="store_true", help="no runs: fit the scaling model on --out's results")
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.out))
+        return 0
     why_not = unavailable()
     if why_not:
         print(f"multihost: error: no testbed here: {why_not}", file=sys.stderr)

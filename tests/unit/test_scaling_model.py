@@ -79,7 +79,7 @@ def test_the_fit_recovers_the_constants_the_rows_were_made_with(model: ModuleTyp
 
 def test_predictions_a_single_learner_saturates_and_a_ring_stops_scaling(model: ModuleType) -> None:
     k = model.Constants(alpha=1e-3, alpha_ring=1e-4)
-    c = model.Compute(per_env_step=50e-6, per_sample=100e-6)
+    c = model.Compute(per_env_step=20e-6, per_infer_step=30e-6, per_sample=100e-6)
     link = model.Link(10e9, 0.2e-3)
 
     def steps(preset: str, hosts: int) -> float:
