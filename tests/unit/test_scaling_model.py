@@ -69,8 +69,9 @@ def test_the_fit_recovers_the_constants_the_rows_were_made_with(model: ModuleTyp
                     placement += "; fragment learner[0] on node 10.0.0.99 (x)"
                 host = {"rx_bytes": t.bytes / 2, "tx_bytes": t.bytes / 2}
                 rows.append(
-                    {"preset": preset, "replicas": replicas, "profile": profile, "communication_s": comm,
-                     "compute_s": 0.1, "iteration_s": 0.1 + comm, "per_host": [host], "placement": placement}
+                    {"preset": preset, "replicas": replicas, "hosts": replicas, "profile": profile,
+                     "communication_s": comm, "compute_s": 0.1, "iteration_s": 0.1 + comm, "per_host": [host],
+                     "placement": placement}
                 )  # fmt: skip
     fitted = model.fit(rows)
     assert fitted.alpha == pytest.approx(truth.alpha) and fitted.alpha_ring == pytest.approx(truth.alpha_ring)
