@@ -34,10 +34,12 @@ PROFILES = {  # name -> (rate, one-way delay per shaped link), applied both ways
 RATE_BITS = {"10gbit": 10e9, "1gbit": 1e9, "100mbit": 100e6}
 
 
-def apply_profile(bed: Testbed, profile: str, delay: bool) -> None:
+def apply_profile(bed: Testbed, profile: str, delay: bool, burst: int = 0) -> None:
     """Every host's link (both ends of its veth pair) shaped to ``profile``; ``none`` removes it.  With
     ``delay`` the testbed's ``shape`` (tc netem: rate and delay); without it a token bucket (tc tbf)
-    gives the rate alone, for kernels without sch_netem.  A packet between two hosts crosses two
+    gives the rate alone, for kernels without sch_netem: a bucket of ``burst`` bytes (0: a millisecond
+    of the rate, at least 64 KiB), so a message smaller than the bucket that finds it full passes at
+    the veth's speed; two frames (3028) make every message pay the rate.  A packet between two hosts crosses two
     shaped links, so its one-way delay is twice the profile's."""
     shaping = PROFILES[profile]
     for host in range(bed.hosts):
@@ -47,7 +49,7 @@ def apply_profile(bed: Testbed, profile: str, delay: bool) -> None:
             if shaping is None or delay:
                 continue
             rate = RATE_BITS[shaping[0]]
-            burst = max(int(rate / 8 * 1e-3), 65536)  # a millisecond of the rate, at least one GSO packet
+            bucket = burst or max(int(rate / 8 * 1e-3), 65536)  # a millisecond of the rate, at least one GSO packet
             tbf = [
                 "qdisc",
                 "add",
@@ -58,7 +60,7 @@ def apply_profile(bed: Testbed, profile: str, delay: bool) -> None:
                 "rate",
                 shaping[0],
                 "burst",
-                str(burst),
+                str(bucket),
                 "latency",
                 "50ms",
             ]

@@ -29,11 +29,12 @@ GPU_LAUNCH_S = 1e-3
 costs about a kernel-launch-bound millisecond, whatever the minibatch up to 512 hosts' samples."""
 
 
-def load(out: Path) -> dict[int, list[dict[str, Any]]]:
+def load(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each results file's rows (``hosts3``, ``hosts2``, ``hosts2-burst3028``), marked with its tbf bucket."""
     found = {}
     for path in sorted(out.glob("hosts*.json")):
         data = json.loads(path.read_text())
-        found[data["meta"]["hosts"]] = data["rows"]
+        found[path.stem] = [{**row, "tbf_burst": data["meta"].get("tbf_burst", 0)} for row in data["rows"]]
     return found
 
 
@@ -111,20 +112,22 @@ def limits(preset: str, link: Link, k: Constants, c: Compute) -> str:
 
 def report(out: Path) -> str:
     runs = load(out)
-    main = runs[max(runs)]
+    main = runs["hosts3"]
     base = [r for r in main if r["replicas"] <= 2]
     k2, k = fit(base), fit(main)
     c = compute_constants(main)
-    parts = [constants(f"fitted on the {len(base)} runs with 2 replicas on {max(runs)} hosts", k2)]
-    parts.append(constants(f"fitted on all {len(main)} runs on {max(runs)} hosts (used for the predictions)", k))
+    parts = [constants(f"fitted on the {len(base)} runs with 2 replicas on 3 hosts", k2)]
+    parts.append(constants(f"fitted on all {len(main)} runs on 3 hosts (used for the predictions)", k))
     parts.append(
         f"compute: {1e6 * c.per_env_step:.1f} us env and {1e6 * c.per_infer_step:.1f} us inference + buffer per env "
         f"step of a replica, {1e6 * c.per_sample:.1f} us per sample learned (4 epochs)"
     )
     wider = [r for r in main if r["replicas"] > 2]
-    sections = [(f"{max(runs)} hosts, 2 replicas (fitted on)", base)]
-    sections += [(f"{max(runs)} hosts, 4 replicas (not fitted on: predicted)", wider)] if wider else []
-    sections += [(f"{h} hosts (not fitted on: predicted)", rows) for h, rows in sorted(runs.items()) if h != max(runs)]
+    sections = [("3 hosts, 2 replicas (fitted on)", base)]
+    sections += [("3 hosts, 4 replicas (not fitted on: predicted)", wider)] if wider else []
+    sections += [
+        (f"{name} (not fitted on: predicted)", rows) for name, rows in sorted(runs.items()) if name != "hosts3"
+    ]
     for title, rows in sections:
         parts += [f"\n{title}: {errors(rows, k2)}", checked(rows, k2)]
     parts += ["\npredicted env steps/s, one replica of 32 envs per host (weak scaling), constants fitted here"]

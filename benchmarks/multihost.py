@@ -136,7 +136,7 @@ def table(rows: list[dict[str, Any]], hosts: int, delay_applied: bool) -> str:
 
 def write(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"hosts{meta['hosts']}"
+    stem = out / (f"hosts{meta['hosts']}" + (f"-burst{meta['tbf_burst']}" if meta["tbf_burst"] else ""))
     stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     with stem.with_suffix(".csv").open("w", newline="") as f:
         w = csv.writer(f)
@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=1, help="times through every preset x profile")
     parser.add_argument("--idle-s", type=float, default=5.0, help="idle window before each run, for the idle rate")
+    parser.add_argument("--burst", type=int, default=0, help="tc tbf bucket in bytes (0: 1 ms of the rate, >= 64 KiB)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--report", action="store_true", help="no runs: fit the scaling model on --out's results")
     args = parser.parse_args(argv)
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {**_meta(args, argv), "delay_applied": not no_netem, "no_netem": no_netem}
     with started(args.hosts, args.cpus) as bed, tempfile.TemporaryDirectory(prefix="msrl-mh-") as tmp:
         for n, (preset, count, profile) in enumerate(schedule(args.presets, args.replicas, args.profiles, args.rounds)):
-            apply_profile(bed, profile, delay=not no_netem)
+            apply_profile(bed, profile, delay=not no_netem, burst=args.burst)
             count = count if preset in REPLICAS else 1
             run = timed_run(
                 bed,
@@ -250,6 +251,7 @@ def _meta(args: argparse.Namespace, argv: list[str] | None) -> dict[str, Any]:
         "cpus_per_host": args.cpus,
         "iterations": args.iterations,
         "rounds": args.rounds,
+        "tbf_burst": args.burst,
         "started_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} {os.cpu_count()} cores (shared by every host and other work)",
         "command": "python benchmarks/multihost.py " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -71,7 +71,7 @@ def test_the_fit_recovers_the_constants_the_rows_were_made_with(model: ModuleTyp
                 rows.append(
                     {"preset": preset, "replicas": replicas, "hosts": replicas, "profile": profile,
                      "communication_s": comm, "compute_s": 0.1, "iteration_s": 0.1 + comm, "per_host": [host],
-                     "placement": placement}
+                     "placement": placement, "tbf_burst": 3028}
                 )  # fmt: skip
     fitted = model.fit(rows)
     assert fitted.alpha == pytest.approx(truth.alpha) and fitted.alpha_ring == pytest.approx(truth.alpha_ring)
