@@ -4,13 +4,23 @@ share the suite's longest tests out.  Both under ``-m slow`` (DQN about 15 s, SA
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from test_algorithm_learning import learns_with_its_config
 
-LEARNING = {"dqn_cartpole": 475.0, "sac_pendulum": -250.0}
+from msrl.app import load_config
+from msrl.core import ConfigError
+
+LEARNING = {
+    # DQN at CleanRL's settings is still learning at a 30k budget (greedy 392.9 at seed 1; none of
+    # 5 seeds reached 475 at 100k, BENCHMARKS.md): the bar is learning far above random (~22)
+    "dqn_cartpole": 300.0,
+    "sac_pendulum": -250.0,
+}
 OVERRIDES: dict[str, list[str]] = {
+    "dqn_cartpole": ["total_env_steps=30000", "algo.learning_starts=2000"],  # of CleanRL's 500k and 10k
     "sac_pendulum": ["total_env_steps=8000", "algo.hidden_sizes=[64,64]"],  # of rl-zoo's 20k and [256, 256]
 }
 """config -> its reduced budget as overrides (the shipped file keeps the reference's)."""
@@ -20,3 +30,16 @@ OVERRIDES: dict[str, list[str]] = {
 @pytest.mark.parametrize("name", sorted(LEARNING))
 def test_off_policy_algorithm_learns_with_its_config(name: str, tmp_path: Path) -> None:
     learns_with_its_config(name, LEARNING[name], tmp_path, OVERRIDES.get(name, []))
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("algo.loss=l1", "unknown algo.loss 'l1'; valid choices: huber, mse"),
+        ("algo.max_grad_norm=-1", "algo.max_grad_norm must be >= 0 (0: no clip), got -1.0"),
+    ],
+)
+def test_dqn_refuses_an_unknown_loss_or_a_negative_clip_naming_what_is_valid(override: str, message: str) -> None:
+    config = Path(__file__).resolve().parents[2] / "configs" / "dqn_cartpole.yaml"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(str(config), [override])
