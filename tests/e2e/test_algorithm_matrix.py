@@ -28,6 +28,30 @@ PRESETS = {
     "gpu_only": ["policy=gpu_only", "policy.device=cpu"],
 }
 BAR = {"CartPole-v1": 200.0, "Pendulum-v1": -600.0}
+MATRIX: dict[str, list[str]] = {
+    # The shipped files carry their references' settings and budgets (issue 30): 500k steps of A2C and
+    # DQN and SAC's one env stepped once per gradient step would make this matrix a day, and one env
+    # cannot be split over a multi-replica preset's two replicas.  The matrix runs the settings of
+    # BENCHMARKS.md's matrix table instead (A2C and SAC as shipped before issue 30; DQN at its
+    # learning test's reduced budget of CleanRL's settings).
+    "a2c_cartpole": [
+        "total_env_steps=200000",
+        "algo.num_envs=16",
+        "algo.optimizer=adam",
+        "algo.learning_rate=1.0e-3",
+        "algo.anneal_lr=true",
+    ],
+    "dqn_cartpole": ["total_env_steps=30000", "algo.learning_starts=2000"],
+    "sac_pendulum": [
+        "total_env_steps=12000",
+        "algo.num_envs=4",
+        "algo.train_frequency=4",
+        "algo.gradient_steps=8",
+        "algo.learning_starts=400",
+        "algo.hidden_sizes=[64,64]",
+    ],
+}
+"""config -> the overrides its matrix runs take (absent: the shipped config as it is)."""
 
 
 @pytest.mark.slow
@@ -35,11 +59,9 @@ BAR = {"CartPole-v1": 200.0, "Pendulum-v1": -600.0}
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 @pytest.mark.parametrize("name", CONFIGS)
 def test_every_algorithm_learns_under_every_preset(name: str, preset: str, seed: int, tmp_path: Path) -> None:
-    config = msrl.app.load_config(str(REPO / "configs" / f"{name}.yaml"))
-    run = msrl.train(
-        str(REPO / "configs" / f"{name}.yaml"),
-        [f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0", f"seed={seed}", *PRESETS[preset]],
-    )
+    overrides = [*MATRIX.get(name, []), f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0", f"seed={seed}"]
+    config = msrl.app.load_config(str(REPO / "configs" / f"{name}.yaml"), overrides)
+    run = msrl.train(str(REPO / "configs" / f"{name}.yaml"), [*overrides, *PRESETS[preset]])
     lags = [r["policy_lag"] for r in run.metrics if "policy_lag" in r]
     result = {
         "config": name,
