@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -229,12 +230,8 @@ class _Seed:
         return self.wall_s
 
     def reached(self, threshold: float) -> Any:
-        return None if self.steps_to_threshold is None else _Hit(self.steps_to_threshold)
-
-
-@dataclass
-class _Hit:
-    env_steps: int
+        """Where the run first reached the threshold: something with its ``env_steps``, or None."""
+        return None if self.steps_to_threshold is None else SimpleNamespace(env_steps=self.steps_to_threshold)
 
 
 # -- the comparison -----------------------------------------------------------------------------------
