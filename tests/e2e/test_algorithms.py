@@ -31,7 +31,7 @@ RESUME = {
         "algo.learning_starts=64 algo.gradient_steps=2"
     ).split(),
     "impala_cartpole": ["total_env_steps=5120", "algo.anneal_lr=false", "policy=local"],
-    "mappo_simple_spread": ["total_env_steps=4000", "algo.update_epochs=2"],
+    "mappo_simple_spread": ["total_env_steps=4000", "algo.update_epochs=2", "algo.num_envs=32"],
     "ippo_tag": ["total_env_steps=8000", "algo.update_epochs=1", "algo.env_kwargs.max_episode_steps=60"],
 }
 
