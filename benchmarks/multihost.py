@@ -4,7 +4,9 @@ A testbed of ``--hosts`` hosts (network namespaces on a bridge, each its own Ray
 ``--cpus`` CPUs: ``cluster.testbed``) trains PPO CartPole (configs/ppo_cartpole.yaml) for
 ``--iterations`` iterations of 2048 env steps under every Ray preset, with a placement that spreads
 the replicas (SPREAD; STRICT_SPREAD for multi_learner; gpu_only has one fragment), with every host's
-link shaped to each profile in turn (tc netem on both ends of the host's veth pair, both ways).
+link shaped to each profile in turn (both ends of the host's veth pair, both ways: the testbed's
+``shape``, tc netem, where the kernel has netem; else a token bucket, tc tbf, which gives the rate
+and no delay, its bucket set by ``--burst``).
 
 Per preset x profile it reports, over the steady iterations (the first one, with worker start-up,
 left out): env steps/s; the iteration's wall time split into compute (the fragments' env,
@@ -19,8 +21,9 @@ bytes are what carry over to real hosts.  Presets run one after another, each wi
 back to back in an order rotated per preset (reversed in a second round), so drift of the shared
 machine falls on every profile alike.
 
-    sudo python benchmarks/multihost.py                        # 3 hosts, every preset and profile
-    sudo python benchmarks/multihost.py --hosts 2 --profiles none 100mbit-2ms
+    python benchmarks/multihost.py --replicas 2 4              # as root: 3 hosts, every preset and profile
+    python benchmarks/multihost.py --hosts 2 --profiles none 100mbit-2ms --burst 3028
+    python benchmarks/multihost.py --report                    # the scaling model (docs/scaling.md)
 """
 
 from __future__ import annotations
