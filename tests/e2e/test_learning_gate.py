@@ -116,7 +116,8 @@ def test_an_unreadable_result_is_one_error(script: ModuleType, tmp_path: Path, c
     assert "learning.py: error: cannot read result" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # the quick rows: a few minutes on 2 cores
+@pytest.mark.slow  # the quick rows: about 2 CPU minutes; past 10 minutes on a loaded 2-core VM
+@pytest.mark.timeout(1800)
 def test_the_quick_gate_passes(script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     code = script.main(["--quick", "--out", str(tmp_path)])
     out = capsys.readouterr().out
