@@ -1,0 +1,173 @@
+"""Per-step transport: Ray Compiled Graphs against the paths msrl uses (issue 29, item 8).
+
+``single_learner_fine`` moves an observation batch up and an action batch down every env step.
+Between replicas on one node msrl sends them over its own Unix sockets (``cluster._direct``);
+between nodes over Ray actor calls.  This script times one such round trip (observations 32x4
+float32 one way, 32 int64 actions back) on each path, and over Ray Compiled Graphs
+(``experimental_compile``: shared-memory channels on a node, Ray's transfer between nodes):
+
+* one node, on an embedded Ray: msrl's socket ping-pong between two actors (as
+  ``benchmarks/dp_overhead.py`` times it), the same over actor calls, and driver -> actor -> driver
+  as a compiled graph and as an actor call;
+* across two testbed hosts (``--hosts``, needs root; see ``cluster/testbed.py``): driver on host 0,
+  the env actor on host 1, driver -> env -> driver and driver -> env -> policy (host 0) -> driver,
+  each as a compiled graph and as actor calls.
+
+Rounds alternate between the paths, so a slow spell of the machine hits each alike.
+
+    python benchmarks/compiled_graphs.py            # one node
+    python benchmarks/compiled_graphs.py --hosts    # and across two testbed hosts
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def timed(fn: Callable[[], object], rounds: int) -> list[float]:
+    for _ in range(rounds // 10):  # warm-up
+        fn()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def summary(times: list[float]) -> str:
+    ordered = sorted(times)
+    return f"{ordered[len(ordered) // 2] * 1e6:,.0f} µs | {ordered[int(len(ordered) * 0.9)] * 1e6:,.0f} µs"
+
+
+def _actors():  # type: ignore[no-untyped-def]
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Env:
+        def __init__(self) -> None:
+            self.obs = np.zeros((32, 4), np.float32)
+
+        def step(self, action: np.ndarray) -> np.ndarray:
+            return self.obs
+
+    @ray.remote(num_cpus=0)
+    class Policy:
+        def act(self, obs: np.ndarray) -> np.ndarray:
+            return np.zeros(32, np.int64)
+
+    return Env, Policy
+
+
+def compiled(dag_of: Callable[[object], object]) -> tuple[Callable[[], object], Callable[[], None]]:
+    """A compiled graph of ``dag_of(input)`` and its execute-and-wait, with its teardown."""
+    import ray
+    from ray.dag import InputNode
+
+    with InputNode() as inp:
+        graph = dag_of(inp).experimental_compile()  # type: ignore[attr-defined]
+    action = np.zeros(32, np.int64)
+    return (lambda: ray.get(graph.execute(action))), graph.teardown
+
+
+def one_node(rounds: int, repeats: int) -> dict[str, list[float]]:
+    import ray
+    from dp_overhead import round_trip
+
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        runtime_env={"env_vars": {"PYTHONPATH": str(HERE)}},
+    )
+    env_cls, _ = _actors()
+    env = env_cls.remote()
+    action = np.zeros(32, np.int64)
+    out: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        for label, times in round_trip(rounds).items():
+            out.setdefault(f"actor <-> actor, {label}", []).extend(times)
+        run, teardown = compiled(lambda inp: env.step.bind(inp))  # type: ignore[attr-defined]
+        out.setdefault("driver -> actor -> driver, compiled graph", []).extend(timed(run, rounds))
+        teardown()
+        call = lambda: ray.get(env.step.remote(action))  # noqa: E731
+        out.setdefault("driver -> actor -> driver, actor call", []).extend(timed(call, rounds))
+    ray.shutdown()
+    return out
+
+
+def across_hosts(address: str, rounds: int, repeats: int) -> dict[str, list[float]]:
+    """Run on the testbed's head host: the env actor on the other host."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    here = ray.get_runtime_context().get_node_id()
+    there = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != here)
+    env_cls, policy_cls = _actors()
+    env = env_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(there, soft=False)).remote()
+    policy = policy_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
+    action = np.zeros(32, np.int64)
+    out: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        run, teardown = compiled(lambda inp: env.step.bind(inp))  # type: ignore[attr-defined]
+        out.setdefault("driver (h0) -> env (h1) -> driver, compiled graph", []).extend(timed(run, rounds))
+        teardown()
+        call = lambda: ray.get(env.step.remote(action))  # noqa: E731
+        out.setdefault("driver (h0) -> env (h1) -> driver, actor call", []).extend(timed(call, rounds))
+        run, teardown = compiled(lambda inp: policy.act.bind(env.step.bind(inp)))  # type: ignore[attr-defined]
+        out.setdefault("driver -> env (h1) -> policy (h0) -> driver, compiled graph", []).extend(timed(run, rounds))
+        teardown()
+        chain = lambda: ray.get(policy.act.remote(env.step.remote(action)))  # noqa: E731
+        out.setdefault("driver -> env (h1) -> policy (h0) -> driver, actor calls", []).extend(timed(chain, rounds))
+    ray.shutdown()
+    return out
+
+
+def print_table(title: str, rows: dict[str, list[float]]) -> None:
+    print(f"\n| {title} | median | p90 |\n|---|---:|---:|")
+    for label, times in rows.items():
+        print(f"| {label} | {summary(times)} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=1000, help="round trips per path and repeat")
+    parser.add_argument("--repeats", type=int, default=2, help="alternations of the paths")
+    parser.add_argument("--hosts", action="store_true", help="also across two testbed hosts (root)")
+    parser.add_argument("--address", help=argparse.SUPPRESS)  # the run inside the testbed
+    args = parser.parse_args()
+    if args.address:
+        rows = across_hosts(args.address, args.rounds, args.repeats)
+        for label, times in rows.items():
+            print(f"{label}\t{' '.join(f'{t:.9f}' for t in times)}")
+        return
+    print_table("one node (round trip)", one_node(args.rounds, args.repeats))
+    if args.hosts:
+        sys.path.insert(0, str(HERE.parent))
+        from cluster.testbed import Testbed
+
+        with Testbed(hosts=2, cpus=2) as bed:
+            argv = [sys.executable, __file__, "--address", bed.head_address, "--rounds", str(args.rounds)]
+            done = bed.run(0, [*argv, "--repeats", str(args.repeats)], timeout=900)
+        if done.returncode:
+            raise SystemExit(f"compiled_graphs.py: error: the run across hosts failed: {done.stderr[-2000:]}")
+        rows = {}
+        for line in done.stdout.splitlines():
+            if "\t" in line:
+                label, values = line.split("\t")
+                rows[label] = [float(v) for v in values.split()]
+        print_table("two testbed hosts (round trip)", rows)
+
+
+if __name__ == "__main__":
+    main()
