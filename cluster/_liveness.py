@@ -95,8 +95,15 @@ class Liveness:
                 )
 
 
+HEAD_TIMEOUT_MAX_S = 45.0
+"""The longest the head may stay silent before the run stops: Ray itself ends a driver whose GCS
+stayed unreachable for 60 s (``gcs_rpc_server_reconnect_timeout_s``), with no word on the run."""
+
+
 def check_head(timeout_s: float) -> None:
-    """``HeadLostError`` where the cluster's head (its GCS) accepts no connection for ``timeout_s``."""
+    """``HeadLostError`` where the cluster's head (its GCS) accepts no connection for ``timeout_s``
+    (at most ``HEAD_TIMEOUT_MAX_S``)."""
+    timeout_s = min(timeout_s, HEAD_TIMEOUT_MAX_S)
     head = head_silent_for(timeout_s)
     if head is not None:
         raise HeadLostError(

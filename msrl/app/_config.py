@@ -57,7 +57,8 @@ class RunConfig:
     back to its last checkpoint, or its start) before the run stops with an error; 0 = stop at once."""
     liveness_timeout_s: float = 30.0
     """Ray runs: a worker that answers no liveness check for this long while the run waits on it
-    counts as stuck (killed and recovered from, like a lost one)."""
+    counts as stuck (killed and recovered from, like a lost one).  The cluster's head gets at most
+    45 s of it: Ray ends a driver that lost its head for 60 s."""
     algo: dict = field(default_factory=dict)
     """The algorithm's hyper-parameters, checked against its Config dataclass."""
 
