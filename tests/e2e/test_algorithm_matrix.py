@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
+from test_algorithm_learning import OVERRIDES
+from test_off_policy_learning import OVERRIDES as OFF_POLICY
 
 import msrl
 import msrl.app
@@ -34,14 +36,8 @@ MATRIX: dict[str, list[str]] = {
     # cannot be split over a multi-replica preset's two replicas.  The matrix runs the settings of
     # BENCHMARKS.md's matrix table instead (A2C and SAC as shipped before issue 30; DQN at its
     # learning test's reduced budget of CleanRL's settings).
-    "a2c_cartpole": [
-        "total_env_steps=200000",
-        "algo.num_envs=16",
-        "algo.optimizer=adam",
-        "algo.learning_rate=1.0e-3",
-        "algo.anneal_lr=true",
-    ],
-    "dqn_cartpole": ["total_env_steps=30000", "algo.learning_starts=2000"],
+    "a2c_cartpole": OVERRIDES["a2c_cartpole"],
+    "dqn_cartpole": OFF_POLICY["dqn_cartpole"],
     "sac_pendulum": [
         "total_env_steps=12000",
         "algo.num_envs=4",
