@@ -39,13 +39,14 @@ import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+# The installer travels alone inside the wheelhouse and reads these names: one copy of them, there.
+# (SOURCE_EXTRA: the extra whose packages are built from source on the target machine.)
+from install_offline import INFO, MANIFEST, SOURCE_EXTRA
+
 PROG = "make_wheelhouse"
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-MANIFEST = "SHA256SUMS"
-INFO = "wheelhouse.json"
 INSTALLER = "install_offline.py"
-SOURCE_EXTRA = "cuda"  # the extra whose packages are built from source on the target machine
 TOP_LEVEL_SKIP = {"build", "dist", "runs"}  # a checkout's outputs, never part of the wheel
 MANYLINUX_ALIASES = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}  # glibc 2.x minor -> PEP 599 name
 PYCUDA_BUILD_REQUIRES = ["setuptools", "wheel", "numpy>=1.24"]  # pycuda's pyproject, used without tomllib
