@@ -31,7 +31,9 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
 def framework_label(spec: Spec, framework: str) -> str:
     if framework == "msrl":
         return f"msrl {spec.msrl_algo}"
-    return f"SB3 {spec.sb3_algo} (rl-zoo {spec.zoo_env})"
+    if spec.settings_source == "rl-zoo":
+        return f"SB3 {spec.sb3_algo} (rl-zoo {spec.zoo_env})"
+    return f"SB3 {spec.sb3_algo} ({spec.zoo_env})"  # e.g. "CartPole-v1 at CleanRL dqn.py's settings"
 
 
 def summarize(config: str, spec: Spec, framework: str, results: Sequence[RunResult], budget: int) -> dict[str, Any]:

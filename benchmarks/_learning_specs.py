@@ -32,6 +32,11 @@ class Spec:
     zoo_env: str  # the entry's key in that file
     note: str = ""
 
+    @property
+    def settings_source(self) -> str:
+        """Whose hyper-parameters SB3 is given: rl-zoo's entry, or a CleanRL script's defaults."""
+        return "CleanRL" if self.zoo_file.startswith("cleanrl/") else "rl-zoo"
+
 
 SPECS: dict[str, Spec] = {
     "a2c_cartpole": Spec("CartPole-v1", "a2c", "A2C", "a2c.yml", "CartPole-v1"),
