@@ -1,14 +1,18 @@
 """The network-namespace plumbing of ``cluster.testbed``: whether namespaces can be made here, and
-finding, killing and deleting a testbed's namespaces by the names it made."""
+finding, killing and deleting a testbed's namespaces by the names it made, and giving a link a rate
+and a delay (tc)."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 PREFIX = "msrltb"
@@ -87,3 +91,77 @@ def head_temp(name: str) -> Path:
     """Ray's temporary directory on the head host, which shares the machine's /tmp (short: Unix
     socket paths live in it)."""
     return Path("/tmp") / f"{name}-ray"
+
+
+# -- link costs (tc) ---------------------------------------------------------------------------------
+
+NETEM = "sch_netem"
+"""The kernel module behind ``tc ... netem`` (delay); a rate alone needs only ``sch_tbf``."""
+_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+class NetemMissing(TestbedError):
+    """A link delay was asked for and this kernel has no sch_netem."""
+
+
+def rate_bits(rate: str) -> float:
+    """A tc rate (``100mbit``, ``1gbit``, ``12.5mbps``, ``10kibit``...) in bits per second."""
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgt]i?)?(bit|bps)?", rate.strip().lower())
+    if not found or float(found[1]) <= 0:
+        raise ValueError(f"not a tc rate: {rate!r} (e.g. 100mbit, 1gbit, 12.5mbps)")
+    number, prefix, unit = float(found[1]), found[2] or "", found[3] or "bit"
+    return number * _UNITS[prefix] * (8 if unit == "bps" else 1)
+
+
+@functools.cache
+def netem_missing() -> str | None:
+    """One line saying why no link delay can be applied here (``no sch_netem in this kernel: ...``),
+    or None when ``tc netem`` works; probed once, on the loopback of a namespace of its own."""
+    probe = f"{PREFIX}netem{os.getpid()}"
+    run_ip("netns", "add", probe)
+    try:
+        argv = ["qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]
+        done = subprocess.run(["tc", "-n", probe, *argv], capture_output=True, text=True)
+        if done.returncode == 0:
+            return None
+        said = " ".join(done.stderr.split()) or f"exit {done.returncode}"
+        return f"no {NETEM} in this kernel: `tc {' '.join(argv)}` failed ({said}); a rate alone still works (tc tbf)"
+    finally:
+        run_ip("netns", "del", probe, check=False)
+
+
+def shape_link(
+    ends: Sequence[tuple[str, str]], what: str, rate: str | None, delay: str | None, burst: int | None
+) -> None:
+    """Both ``ends`` (namespace, device) of one link shaped on their egress: ``tc netem`` where a
+    delay is asked for, else a token bucket (``tc tbf``) of ``burst`` bytes (default: a millisecond
+    of the rate, at least 64 KiB).  Bad input or a missing sch_netem raises before either end is
+    touched."""
+    if rate is None and delay is None:
+        raise ValueError("shape needs a rate, a delay or both")
+    bits = rate_bits(rate) if rate is not None else 0.0
+    if delay is not None:
+        if not re.fullmatch(r"\d+(\.\d+)?(us|ms|s)", delay.strip()):
+            raise ValueError(f"not a tc delay: {delay!r} (e.g. 0.5ms, 2ms, 100us)")
+        if burst is not None:
+            raise ValueError("burst is tc tbf's bucket, for a rate without a delay; netem paces every packet")
+        why = netem_missing()
+        if why:
+            asked = f"rate {rate} and delay {delay}" if rate else f"delay {delay}"
+            raise NetemMissing(f"{what}: {asked} asked for, but {why}")
+        qdisc = ["netem", "delay", delay, *(("rate", rate) if rate else ())]
+    else:
+        bucket = burst if burst is not None else max(int(bits / 8 * 1e-3), 65536)
+        qdisc = ["tbf", "rate", str(rate), "burst", str(bucket), "latency", "50ms"]
+    for ns, dev in ends:
+        unshape_link([(ns, dev)])
+        argv = ["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", *qdisc]
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode:
+            raise TestbedError(f"{what}: {' '.join(argv)}: {done.stderr.strip()}")
+
+
+def unshape_link(ends: Sequence[tuple[str, str]]) -> None:
+    """Back to the device's default queue on both ends (no shaping there already is fine)."""
+    for ns, dev in ends:
+        subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], capture_output=True)

@@ -6,6 +6,7 @@ iproute2 (``ip``, ``tc``) and util-linux's ``unshare``.
     python -m cluster.testbed up --hosts 3             # prints the name, the hosts and the head's address
     python -m cluster.testbed exec NAME 0 -- msrl train configs/ppo_cartpole.yaml \\
         --address 198.51.100.10:6379 --set policy=single_learner_coarse --set policy.placement=SPREAD
+    python -m cluster.testbed shape NAME 1 --rate 100mbit --delay 2ms   # --off: unshaped again
     python -m cluster.testbed down NAME                # or: down --all
 
 Layout, for a testbed named ``NAME``:
@@ -26,8 +27,11 @@ Layout, for a testbed named ``NAME``:
 
 A host is lost by ``kill_host`` (every process of its namespace SIGKILLed), cut off by
 ``set_link(i, False)`` and healed by ``set_link(i, True)``; ``shape`` gives its link a rate and a
-delay (``tc netem``).  ``down`` kills by pid (``ip netns pids``) and deletes the namespaces by the
-names it made, and runs from ``with Testbed(...)`` even when the body failed.
+delay (``tc netem``), or a rate alone (``tc tbf``, which needs no netem), and ``unshape`` takes them
+off.  A kernel without ``sch_netem`` cannot delay a link: ``shape`` with a delay then raises one
+line saying so (``netem_missing()`` says it beforehand).  ``down`` kills by pid (``ip netns pids``)
+and deletes the namespaces by the names it made, and runs from ``with Testbed(...)`` even when the
+body failed.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from typing import Any
 
 from cluster._netns import (
     PREFIX,
+    NetemMissing,
     TestbedError,
     destroy,
     head_temp,
@@ -51,11 +56,25 @@ from cluster._netns import (
     logs_dir,
     namespace_pids,
     namespaces,
+    netem_missing,
     run_ip,
+    shape_link,
     unavailable,
+    unshape_link,
 )
 
-__all__ = ["PREFIX", "Testbed", "TestbedError", "destroy", "main", "namespace_pids", "namespaces", "unavailable"]
+__all__ = [
+    "PREFIX",
+    "NetemMissing",
+    "Testbed",
+    "TestbedError",
+    "destroy",
+    "main",
+    "namespace_pids",
+    "namespaces",
+    "netem_missing",
+    "unavailable",
+]
 
 SUBNET = "198.51.100"
 """TEST-NET-2 (RFC 5737): documentation addresses, never routed."""
@@ -283,13 +302,26 @@ class Testbed:
         """Cut the host off the bridge (a partition) or connect it again."""
         run_ip("-n", self.bridge, "link", "set", f"v{host}", "up" if up else "down")
 
-    def shape(self, host: int, rate: str, delay: str) -> None:
-        """A link with real costs, both directions: e.g. ``shape(1, "1gbit", "0.5ms")``."""
-        for ns, dev in ((self.bridge, f"v{host}"), (self.namespace(host), "eth0")):
-            netem = ["qdisc", "replace", "dev", dev, "root", "netem", "delay", delay, "rate", rate]
-            done = subprocess.run(["tc", "-n", ns, *netem], capture_output=True, text=True)
-            if done.returncode:
-                raise TestbedError(f"tc -n {ns} {' '.join(netem)}: {done.stderr.strip()}")
+    def link(self, host: int) -> list[tuple[str, str]]:
+        """Host ``host``'s link as its two ends (namespace, device): the bridge's side, whose queue
+        holds what the host receives, and the host's ``eth0``, whose queue holds what it sends."""
+        return [(self.bridge, f"v{host}"), (self.namespace(host), "eth0")]
+
+    def shape(self, host: int, rate: str | None = None, delay: str | None = None, burst: int | None = None) -> None:
+        """A link with real costs, both directions: ``shape(1, "1gbit", "0.5ms")`` (tc netem, whose
+        rate paces every packet), or a rate alone, ``shape(1, "100mbit")``: a token bucket (tc tbf)
+        of ``burst`` bytes, by default a millisecond of the rate and at least 64 KiB, so a message
+        smaller than the bucket that finds it full passes at the veth's speed while a bulk transfer
+        pays the rate (``burst=3028``, two frames, makes every message pay it).  A delay needs the
+        kernel's sch_netem: where it is missing this raises ``NetemMissing`` with one line
+        (``netem_missing()`` gives that line beforehand, e.g. to skip a test) and leaves the link
+        as it was.  A packet between two shaped hosts pays both hosts' links."""
+        what = f"host {host}'s link ({self.namespace(host)})"
+        shape_link(self.link(host), what, rate, delay, burst)
+
+    def unshape(self, host: int) -> None:
+        """Host ``host``'s link back to no added cost."""
+        unshape_link(self.link(host))
 
 
 def _paths_to_keep() -> list[str]:
@@ -310,6 +342,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("name")
     run.add_argument("host", type=int)
     run.add_argument("argv", nargs=argparse.REMAINDER)
+    shape = sub.add_parser("shape", help="give one host's link a rate and/or a delay (tc), both ways")
+    shape.add_argument("name")
+    shape.add_argument("host", type=int)
+    shape.add_argument("--rate", help="e.g. 100mbit, 1gbit (tc tbf alone where no --delay)")
+    shape.add_argument("--delay", help="one way, e.g. 2ms (tc netem: the kernel needs sch_netem)")
+    shape.add_argument("--burst", type=int, help="tc tbf's bucket in bytes (a rate without a delay)")
+    shape.add_argument("--off", action="store_true", help="take the host's shaping off")
     down = sub.add_parser("down", help="remove a testbed (kill its processes, delete its namespaces)")
     down.add_argument("name", nargs="?")
     down.add_argument("--all", action="store_true", help=f"every testbed ({PREFIX}*)")
@@ -334,6 +373,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         bed.token, bed.init_pids = state["token"], state["init_pids"]
         argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
         return subprocess.call(bed.command(args.host, argv), env=bed.env)
+    if args.command == "shape":
+        hosts = len(namespaces(f"{args.name}-h"))
+        if not 0 <= args.host < hosts:
+            parser.error(f"testbed {args.name} has no host {args.host} (it has {hosts})")
+        bed = Testbed(hosts, name=args.name)
+        try:
+            bed.unshape(args.host) if args.off else bed.shape(args.host, args.rate, args.delay, args.burst)
+        except (TestbedError, ValueError) as exc:
+            print(f"testbed: error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     names = sorted({ns.rsplit("-", 1)[0] for ns in namespaces()}) if args.all else [args.name]
     if names == [None]:
         parser.error("down needs a name or --all")
