@@ -1,18 +1,25 @@
-"""PPO on CartPole-v1: msrl (``local`` policy) against Stable-Baselines3, on one machine.
+"""PPO on CartPole-v1: msrl (``local`` policy) against Stable-Baselines3 and RLlib, on one machine.
 
-Both frameworks get the same env-step budget and the same evaluation schedule
+Every framework gets the same env-step budget and the same evaluation schedule
 (greedy policy, 20 fresh environments, one episode each, every ``--eval-every``
-env steps), and both run with one torch thread, so the comparison measures the
+env steps), and each runs with one torch thread, so the comparison measures the
 frameworks rather than how many cores each happens to grab.  Evaluation time is
 kept off the training clock: a framework that evaluates more slowly should not
-look like it learns more slowly.
+look like it learns more slowly.  Seeds are interleaved: msrl, then each peer, per seed.
 
-SB3 uses the tuned rl-zoo hyper-parameters for CartPole-v1; msrl uses
-``configs/ppo_cartpole.yaml`` as shipped.
+msrl uses ``configs/ppo_cartpole.yaml`` as shipped (``--set KEY=VALUE`` overrides it, msrl
+only).  SB3 uses the tuned rl-zoo hyper-parameters for CartPole-v1.  RLlib (``--peers sb3,rllib``)
+runs its new API stack PPO at the shipped config's settings (``_ppo_cartpole_rllib.py`` says
+what is matched and what cannot be), sampling in this process; Ray is started once, on
+loopback, before the first run, so every framework runs beside the same idle Ray.  A peer
+that is not installed is skipped with one line.
 
-    python benchmarks/ppo_cartpole.py --budget 100000 --seeds 1 2 3
+    python benchmarks/ppo_cartpole.py --budget 150000 --seeds 1 2 3 --peers sb3,rllib
 
-The markdown table at the end can be pasted into BENCHMARKS.md as is.
+Two times to the threshold are reported: to the first greedy evaluation at or above it
+(only as fine as ``--eval-every``), and to the first point where the mean return of the last
+100 *training* episodes reaches it (msrl reports one mean per iteration, counted as that many
+episodes).  The markdown table at the end can be pasted into BENCHMARKS.md as is.
 
 Device mode (msrl alone, large batches, the shipped PPO settings: 4 epochs x 8 minibatches):
 
@@ -28,6 +35,7 @@ start-up and tracing excluded; the first iteration, CUDA warm-up included, is ti
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import shlex
@@ -37,13 +45,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from _ppo_cartpole_measure import EvalSchedule, RunRecord, Stopwatch
+from _ppo_cartpole_measure import EvalSchedule, RunRecord, Stopwatch, device_table, markdown_table, ratio_summary
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MSRL_CONFIG = REPO_ROOT / "configs" / "ppo_cartpole.yaml"
 TORCH_THREADS = 1
 EVAL_SEED_OFFSET = 7919
 """Evaluation environments are seeded apart from training ones, identically at every evaluation."""
+PEERS = ("sb3", "rllib")
 
 
 # -- msrl -------------------------------------------------------------------------------------------
@@ -78,6 +87,9 @@ def run_msrl(seed: int, budget: int, eval_every: int, eval_episodes: int, overri
                 step = trainer.step()
                 record.env_steps = step["env_steps"]
                 record.iterations += 1
+                if step.get("episodes") and math.isfinite(step.get("episode_return", math.nan)):
+                    count = int(step["episodes"])
+                    record.add_episodes(record.env_steps, clock.seconds, [step["episode_return"]] * count)
                 for key, value in step.items():
                     if key.startswith("time_") and "/" not in key:
                         record.phase_seconds[key[5:]] = record.phase_seconds.get(key[5:], 0.0) + value
@@ -85,7 +97,7 @@ def run_msrl(seed: int, budget: int, eval_every: int, eval_episodes: int, overri
             clock.stop()
         finally:
             trainer.close()
-    _finish(record, clock, schedule)
+    schedule.finish()
     return record
 
 
@@ -121,8 +133,9 @@ def run_sb3(seed: int, budget: int, eval_every: int, eval_episodes: int) -> RunR
     record, clock = RunRecord("SB3", seed), Stopwatch()
     eval_seed = seed + EVAL_SEED_OFFSET
     eval_env = make_vec_env("CartPole-v1", n_envs=eval_episodes, seed=eval_seed)
+    train_env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
     model = PPO(
-        env=make_vec_env("CartPole-v1", n_envs=8, seed=seed),
+        env=train_env,
         device="cpu",
         seed=seed,
         verbose=0,
@@ -134,6 +147,7 @@ def run_sb3(seed: int, budget: int, eval_every: int, eval_episodes: int) -> RunR
         returns, _ = evaluate_policy(
             model, eval_env, n_eval_episodes=eval_episodes, deterministic=True, return_episode_rewards=True
         )
+        assert isinstance(returns, list)  # return_episode_rewards=True: one return per episode
         return [float(r) for r in returns]
 
     schedule = EvalSchedule(record, clock, eval_every, greedy_returns)
@@ -145,79 +159,45 @@ def run_sb3(seed: int, budget: int, eval_every: int, eval_episodes: int) -> RunR
         def _on_rollout_start(self) -> None:
             schedule.maybe_evaluate(self.num_timesteps)
 
-        def _on_step(self) -> bool:
+        def _on_step(self) -> bool:  # Monitor's info["episode"] marks each training episode's end
+            ended = [float(info["episode"]["r"]) for info in self.locals["infos"] if "episode" in info]
+            record.add_episodes(self.num_timesteps, clock.seconds, ended)
             return True
 
     model.learn(total_timesteps=budget, callback=ScheduledEval())
     clock.stop()
     record.env_steps = model.num_timesteps
-    _finish(record, clock, schedule)
+    schedule.finish()
     eval_env.close()
-    model.get_env().close()
+    train_env.close()
     return record
 
 
-def _finish(record: RunRecord, clock: Stopwatch, schedule: EvalSchedule) -> None:
-    """Freeze the training time and make sure the curve ends with the final policy."""
-    clock.stop()
-    if not record.curve or record.curve[-1].env_steps != record.env_steps:
-        schedule.maybe_evaluate(record.env_steps, force=True)
-    record.train_seconds = clock.seconds
+# -- RLlib --------------------------------------------------------------------------------------------
+def run_rllib(seed: int, budget: int, eval_every: int, eval_episodes: int) -> RunRecord:
+    """RLlib's PPO at the settings of the shipped msrl config (without ``--set``'s overrides)."""
+    from _ppo_cartpole_rllib import shipped_settings, train_rllib
+
+    return train_rllib(shipped_settings(MSRL_CONFIG), seed, budget, eval_every, eval_episodes, seed + EVAL_SEED_OFFSET)
 
 
-# -- report -----------------------------------------------------------------------------------------
-def _seconds(value: float | None) -> str:
-    return "not reached" if value is None else f"{value:.1f}"
+def missing_peer(peer: str) -> str | None:
+    """One line saying why ``peer`` cannot run here, or None when it can."""
+    if peer == "rllib":
+        from _ppo_cartpole_rllib import rllib_missing
+
+        return rllib_missing()
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError as exc:
+        return f"SB3 skipped: stable-baselines3 is not importable ({exc}); `make install-bench` installs it"
+    return None
 
 
-def _ratio(numerator: float | None, denominator: float | None) -> str:
-    if numerator is None or denominator is None or denominator <= 0:
-        return "n/a"
-    return f"{numerator / denominator:.2f}x"
+RUNNERS = {"sb3": run_sb3, "rllib": run_rllib}
 
 
-def markdown_table(records: Sequence[RunRecord], threshold: float) -> str:
-    """One row per framework and seed; msrl rows carry their ratio to SB3 with the same seed."""
-    sb3 = {r.seed: r for r in records if r.framework == "SB3"}
-    lines = [
-        f"| framework | seed | env steps | env steps/s | wall s to greedy >= {threshold:g} | final greedy return "
-        "| steps/s msrl/SB3 | time-to-threshold SB3/msrl |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in records:
-        other = sb3.get(r.seed) if r.framework == "msrl" else None
-        speed = _ratio(r.steps_per_second, other.steps_per_second) if other else ""
-        time_ratio = _ratio(other.seconds_to(threshold), r.seconds_to(threshold)) if other else ""
-        lines.append(
-            f"| {r.framework} | {r.seed} | {r.env_steps:,} | {r.steps_per_second:,.0f} | "
-            f"{_seconds(r.seconds_to(threshold))} | {r.final_return:.1f} | {speed} | {time_ratio} |"
-        )
-    return "\n".join(lines)
-
-
-def device_table(records: Sequence[RunRecord], threshold: float) -> str:
-    """Device mode: one row per number of environments and seed, with the time split per iteration."""
-    phases = ("env", "inference", "buffer", "learn", "communication")
-    lines = [
-        "| num_envs | seed | env steps | env steps/s | s/iter | "
-        + " | ".join(f"{p} s/iter" for p in phases)
-        + f" | s to greedy >= {threshold:g} | final greedy return |",
-        "|---:|---:|---:|---:|---:|" + "---:|" * len(phases) + "---:|---:|",
-    ]
-    for r in records:
-
-        def per(seconds: float, r: RunRecord = r) -> str:
-            return f"{seconds / r.iterations:.4f}" if r.iterations else "n/a"
-
-        lines.append(
-            f"| {r.num_envs:,} | {r.seed} | {r.env_steps:,} | {r.steps_per_second:,.0f} | "
-            f"{per(r.train_seconds)} | "
-            + " | ".join(per(r.phase_seconds.get(p, 0.0)) for p in phases)
-            + f" | {_seconds(r.seconds_to(threshold))} | {r.final_return:.1f} |"
-        )
-    return "\n".join(lines)
-
-
+# -- device mode and report -------------------------------------------------------------------------
 def device_name(device: str) -> str:
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
@@ -248,7 +228,7 @@ def run_device_mode(args: argparse.Namespace, command: str) -> int:
     return 0
 
 
-def machine_info() -> str:
+def machine_info(peers: Sequence[str] = ("sb3",)) -> str:
     import gymnasium
 
     versions = [
@@ -262,11 +242,15 @@ def machine_info() -> str:
         versions.append(f"stable-baselines3 {stable_baselines3.__version__}")
     except ImportError:
         pass
+    if "rllib" in peers and missing_peer("rllib") is None:
+        from _ppo_cartpole_rllib import ray_version
+
+        versions.append(f"ray[rllib] {ray_version()}")
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (
         f"{platform.platform()}, {platform.processor() or platform.machine()}, "
         f"cpu_count {os.cpu_count()} ({usable} usable); {', '.join(versions)}; "
-        f"torch.set_num_threads({TORCH_THREADS}) for both frameworks"
+        f"torch.set_num_threads({TORCH_THREADS}) for every framework"
     )
 
 
@@ -285,7 +269,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--threshold", type=float, default=475.0, help="greedy mean return counted as solved (default 475)"
     )
-    parser.add_argument("--skip-sb3", action="store_true", help="run msrl only")
+    parser.add_argument(
+        "--peers",
+        default="sb3",
+        help=f"comma-separated frameworks to run beside msrl, from {', '.join(PEERS)}, or 'none' (default sb3)",
+    )
+    parser.add_argument("--skip-sb3", action="store_true", help="leave SB3 out of --peers")
     parser.add_argument("--device", help="device mode: msrl alone on this torch device (cuda, cuda:N, cpu)")
     parser.add_argument(
         "--num-envs",
@@ -306,9 +295,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override msrl's config (configs/ppo_cartpole.yaml), as with 'msrl train --set'",
+        help="override msrl's config (configs/ppo_cartpole.yaml), as with 'msrl train --set'; repeatable, "
+        "msrl only (e.g. --set algo.compile=true)",
     )
     args = parser.parse_args(argv)
+    names = [p.strip().lower() for p in args.peers.split(",") if p.strip() and p.strip().lower() != "none"]
+    unknown = [p for p in names if p not in PEERS]
+    if unknown:
+        parser.error(f"--peers: unknown {', '.join(unknown)}; choose from {', '.join(PEERS)} or none")
+    args.peers = [p for p in dict.fromkeys(names) if not (args.skip_sb3 and p == "sb3")]
     for name in ("budget", "eval_every", "eval_episodes"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -321,20 +316,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(TORCH_THREADS)
     command = shlex.join(["python", *sys.argv])
-    print(f"command: {command}\nmachine: {machine_info()}\n", flush=True)
+    print(f"command: {command}\nmachine: {machine_info(args.peers)}\n", flush=True)
     if args.device:
         return run_device_mode(args, command)
+    peers = []
+    for peer in args.peers:
+        missing = missing_peer(peer)
+        if missing:
+            print(missing, flush=True)
+        else:
+            peers.append(peer)
+    if "rllib" in peers:  # before the first run, so that every framework runs beside the same idle Ray
+        from _ppo_cartpole_rllib import start_ray
+
+        start_ray()
     records: list[RunRecord] = []
-    for seed in args.seeds:  # interleave frameworks so drifting machine load hits both alike
+    for seed in args.seeds:  # interleave frameworks so drifting machine load hits all alike
         records.append(run_msrl(seed, args.budget, args.eval_every, args.eval_episodes, args.overrides))
-        if not args.skip_sb3:
-            records.append(run_sb3(seed, args.budget, args.eval_every, args.eval_episodes))
+        for peer in peers:
+            records.append(RUNNERS[peer](seed, args.budget, args.eval_every, args.eval_episodes))
     print(
         f"\nPPO CartPole-v1, budget {args.budget:,} env steps, greedy eval of {args.eval_episodes} episodes "
         f"every {args.eval_every:,} steps (eval time excluded), torch threads {TORCH_THREADS}.\n"
     )
     print(markdown_table(records, args.threshold))
-    print(f"\n`{command}` -- {machine_info()}")
+    print("", *ratio_summary(records, args.threshold), sep="\n")
+    print(f"\n`{command}` -- {machine_info(peers)}")
     return 0
 
 
