@@ -10,7 +10,10 @@ loss and RLlib does not, so RLlib's ``vf_loss_coeff`` is half of msrl's ``vf_coe
 
 What cannot be matched: RLlib normalises advantages once over the whole batch (msrl per minibatch);
 its batch carries one masked extra step per episode chunk (the bootstrap value), so its minibatches
-of 256 rows hold slightly fewer real steps; it draws its own seeds and minibatch order.
+of 256 rows hold slightly fewer real steps; it draws its own seeds and minibatch order.  Its env
+runner steps all 64 envs until at least 2,048 transitions are in (a step that only resets an env
+does not count), so a batch holds 2,048 to 2,111 of them; the run ends at the first batch at or past
+the budget, which can be one batch before msrl's last, its lr then not yet at 0 (1/74 of the start at 150k).
 
 Sampling is local (``num_env_runners=0``): the env runner and the learner share this process, as
 msrl's ``local`` policy does.  That was the faster layout on the 2-core VM at one torch thread:
