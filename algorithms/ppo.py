@@ -12,9 +12,8 @@ so every policy normalises alike) and sends them to the actors with the weights;
 scales rewards.  Checkpoints hold both.
 
 The default learner is plain torch modules and autograd.  ``fused: true`` swaps in
-``FusedPPOLearner`` (discrete actions only): the same update with ``msrl.rl.TwinMLP`` and
-``msrl.rl.ppo_losses``' closed-form gradients, about twice as fast on small CPU models;
-``tests/unit/test_ppo_fused.py`` checks the two give the same update.
+``FusedPPOLearner`` (discrete actions only): ``msrl.rl.TwinMLP`` and ``msrl.rl.ppo_losses``'
+closed-form gradients, about twice as fast on small CPU models (``tests/unit/test_ppo_fused.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +44,7 @@ from msrl.rl import (
     OBS_STATS,
     ActorCritic,
     ActorCriticActor,
+    CompiledGradientStep,
     CompiledPPOUpdate,
     PPOStepConfig,
     RolloutBatch,
@@ -115,9 +115,8 @@ class PPOConfig:
     fused: bool = False
     """Use the fused fast path (TwinMLP and closed-form loss gradients; Discrete actions only)."""
     compile: bool | str = "auto"
-    """``true``: each minibatch step of the fused path (``fused: true``) is one ``torch.compile``d
-    region (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only, where the saved
-    launch overhead pays for it (docs/guide.md, "compiled learner")."""
+    """``true``: each minibatch step is one compiled region (built ahead of time on the CPU, a CUDA
+    graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md)."""
 
     @property
     def batch_size(self) -> int:
@@ -139,8 +138,6 @@ class PPOConfig:
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
         check_compile_option(self.compile)
-        if self.compile in (True, "true") and not self.fused:
-            raise ConfigError("algo.compile: true compiles the fused path: set algo.fused: true as well")
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -169,6 +166,9 @@ class PPOLearner(Learner):
         self.num_updates = run.num_updates(config.batch_size)
         self.updates = 0
         self.obs_stats = RunningMeanStd(obs_shape or (obs_dim,), device=self.device) if config.normalize_obs else None
+        mode = None if config.fused else compile_mode(config.compile, self.device)  # the fused learner has its own
+        step = CompiledGradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, mode) if mode else None
+        self.compiled: Any = step
 
     @staticmethod
     def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic | TwinMLP:
@@ -195,15 +195,23 @@ class PPOLearner(Learner):
         """PPO's epochs of minibatch gradient steps."""
         cfg = self.config
         for minibatch in ppo_epochs(data, cfg.update_epochs, cfg.num_minibatches, self.generator):
-            pg_loss, v_loss, entropy, _ = self.losses(*minibatch)
-            loss = pg_loss + cfg.vf_coef * v_loss
-            if cfg.ent_coef:
-                loss = loss - cfg.ent_coef * entropy.mean()
+            if self.compiled is not None:
+                self.compiled(*minibatch, sync_grads=None if self.grad_sync is None else self.sync_mean)
+                continue
+            loss, _ = self.loss(*minibatch)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.sync_grads(self.params)
             self.clip_gradients()
             self.optimizer.step()
+
+    def loss(self, *minibatch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The minibatch loss minimised, and itself detached (the compiled step's metrics)."""
+        pg_loss, v_loss, entropy, _ = self.losses(*minibatch)
+        loss = pg_loss + self.config.vf_coef * v_loss
+        if self.config.ent_coef:
+            loss = loss - self.config.ent_coef * entropy.mean()
+        return loss, loss.detach().reshape(1)
 
     def losses(
         self,
@@ -239,10 +247,11 @@ class PPOLearner(Learner):
         ratio = log_ratio.exp()
         clipfrac = ((ratio - 1.0).abs() > self.config.clip_coef).float().mean()
         values = torch.stack([pg_loss, v_loss, entropy.mean(), ((ratio - 1) - log_ratio).mean(), clipfrac]).tolist()
-        return {
-            **dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"), values)),
-            "learning_rate": float(self.optimizer.param_groups[0]["lr"]),
-        }
+        metrics = dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"), values))
+        metrics["learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
+        if self.compiled is not None:  # the first update's extra time, apart from training time
+            metrics["compile_seconds"] = self.compiled.compile_seconds
+        return metrics
 
     def get_weights(self) -> Global:
         weights: dict[str, Any] = copy_weights(self.net)
@@ -295,12 +304,6 @@ class FusedPPOLearner(PPOLearner):
         sync = None if self.grad_sync is None else (lambda grad: self.sync_mean([grad]))
         cfg, params = self.config, self.params[0]
         self.compiled(params, self.optimizer, tuple(data), cfg.update_epochs, cfg.num_minibatches, self.generator, sync)
-
-    def diagnostics(self, *data: torch.Tensor) -> dict[str, float]:
-        metrics = super().diagnostics(*data)
-        if self.compiled is not None:  # the first update's extra time, apart from training time
-            metrics["compile_seconds"] = self.compiled.compile_seconds
-        return metrics
 
     @staticmethod
     def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic | TwinMLP:

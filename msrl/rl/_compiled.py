@@ -21,6 +21,7 @@ call cost, reported apart from the training time as the learner's ``compile_seco
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 import torch
 
 from msrl.core import ConfigError
+from msrl.rl._aot import AheadOfTimeStep
 
 
 def check_compile_option(value: Any) -> None:
@@ -51,19 +53,37 @@ def compile_mode(option: Any, device: torch.device | str) -> str | None:
 
 
 class CompiledStep:
-    """``fn`` compiled whole (``fullgraph=True``: a graph break is an error, not a slow path) with
-    static shapes; the seconds its first call took (tracing, code generation, one run) are kept in
-    ``compile_seconds``, apart from the time the later calls train.  ``mode=None`` runs ``fn`` as
-    it is, eagerly: the same arithmetic, for the tests that watch every operation it dispatches;
-    ``backend="aot_eager"`` traces it as inductor would but skips code generation (tests again)."""
+    """``fn`` compiled whole (a graph break is an error, not a slow path) with static shapes; the
+    seconds its first call took (tracing or loading, code generation, one run) are kept in
+    ``compile_seconds``, apart from the time the later calls train.
 
-    def __init__(self, fn: Callable[..., Any], mode: str | None, backend: str = "inductor") -> None:
+    On the CPU (``mode="default"``) with inductor, the step is built ahead of time
+    (``msrl.rl._aot``: exported, compiled to a library by AOTInductor, cached on disk under
+    ``key`` and loaded by later runs in milliseconds); elsewhere, and with ``ahead_of_time=False``,
+    it is ``torch.compile(fullgraph=True)``.  Where the step cannot be built (no C++ compiler, an
+    operation the exporter refuses), one line says so and the step runs eagerly.  ``mode=None``
+    runs ``fn`` as it is, eagerly: the same arithmetic, for the tests that watch every operation it
+    dispatches; ``backend="aot_eager"`` traces it as inductor would but skips code generation."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        mode: str | None,
+        backend: str = "inductor",
+        key: str | None = None,
+        ahead_of_time: bool = True,
+    ) -> None:
         self.fn, self.mode = fn, mode
-        self.compiled = fn
+        self.compiled: Callable[..., Any] = fn
+        self.aot: AheadOfTimeStep | None = None
         if mode is not None:
             use_inductor_cache_dir()
-            options: dict[str, Any] = {"mode": mode} if backend == "inductor" else {}
-            self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, backend=backend, **options)
+            if mode == "default" and backend == "inductor" and ahead_of_time:
+                self.aot = AheadOfTimeStep(fn, Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]) / "aoti", key)
+                self.compiled = self.aot
+            else:
+                options: dict[str, Any] = {"mode": mode} if backend == "inductor" else {}
+                self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, backend=backend, **options)
         self.compile_seconds = 0.0
         self._warm = mode is None
 
@@ -71,6 +91,14 @@ class CompiledStep:
         if self._warm:
             return self.compiled(*args)
         start = time.perf_counter()
+        if self.aot is not None:
+            try:
+                self.aot.prepare(args)
+            except Exception as error:  # noqa: BLE001 - any failure to build falls back, with its reason
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                line = f"msrl: the compiled learner step could not be built ({reason[:200]}); running it eagerly"
+                print(line, file=sys.stderr)
+                self.compiled, self.aot = self.fn, None
         out = self.compiled(*args)
         self.compile_seconds += time.perf_counter() - start
         self._warm = True

@@ -153,7 +153,9 @@ class CompiledPPOUpdate:
         def apply(flat: torch.Tensor, grad: torch.Tensor, adam: _Adam, lr: torch.Tensor) -> None:
             apply_grad_(flat, grad, adam, lr, cfg)
 
-        self.steps, self.grad, self.apply = (CompiledStep(fn, mode, backend) for fn in (steps, grad, apply))
+        self.steps, self.grad, self.apply = (
+            CompiledStep(fn, mode, backend, key=f"ppo_twin_{fn.__name__}:{cfg!r}") for fn in (steps, grad, apply)
+        )
 
     @property
     def compile_seconds(self) -> float:

@@ -187,12 +187,6 @@ def test_a_bad_compile_option_names_the_choices(value: Any) -> None:
         _config(compile=value).validate()
 
 
-def test_compile_needs_the_fused_path() -> None:
-    with pytest.raises(ConfigError, match="fused"):
-        _config(fused=False, compile=True).validate()
-    _config(fused=False, compile="auto").validate()  # auto compiles what it can: here nothing
-
-
 def test_auto_compiles_on_cuda_only() -> None:
     assert compile_mode("auto", "cpu") is None and compile_mode(False, "cuda") is None
     assert compile_mode("true", "cpu") == "default"
