@@ -79,7 +79,7 @@ class A2CConfig:
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
     compile: bool | str = "auto"
-    """``true``: the gradient step (loss, gradient, clip, optimiser) is one ``torch.compile``d region
+    """``true``: the gradient step (loss, gradient, clip, optimiser) is one compiled region
     (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md,
     "compiled learner")."""
 

@@ -94,7 +94,7 @@ class DQNConfig:
     hidden_sizes: tuple = (256, 256)
     """Widths of the Q-network's hidden layers (ReLU)."""
     compile: bool | str = "auto"
-    """``true``: each TD gradient step (loss, gradient, clip, Adam) is one ``torch.compile``d region
+    """``true``: each TD gradient step (loss, gradient, clip, Adam) is one compiled region
     (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md,
     "compiled learner")."""
 

@@ -84,7 +84,7 @@ class IMPALAConfig:
     """Width of the two hidden layers of the policy and value networks."""
     compile: bool | str = "auto"
     """``true``: each minibatch's gradient step (loss, gradient, clip, Adam) is one
-    ``torch.compile``d region (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA
+    compiled region (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA
     only (docs/guide.md, "compiled learner")."""
 
     def validate(self) -> None:

@@ -90,7 +90,7 @@ class SACConfig:
     hidden_sizes: tuple = (256, 256)
     """Widths of the hidden layers (ReLU) of the policy and Q-networks."""
     compile: bool | str = "auto"
-    """``true``: the critics' and the policy's gradient steps are each one ``torch.compile``d region
+    """``true``: the critics' and the policy's gradient steps are each one compiled region
     (CUDA graphs on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md)."""
 
     def validate(self) -> None:

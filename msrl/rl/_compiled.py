@@ -2,20 +2,22 @@
 that compiles and times it, and the optimiser and clipping written as plain tensor functions.
 
 At the sizes of small RL networks on the CPU a gradient step is a few hundred microseconds of
-arithmetic behind a millisecond of Python and dispatcher overhead.  ``torch.compile(fullgraph=True)``
-turns the whole step (minibatch forward, loss, backward, gradient clip, optimiser) into one
-generated kernel set with fixed shapes; on CUDA ``mode="reduce-overhead"`` replays it as a CUDA
-graph.  That needs a step without host syncs (``.item()``, ``.cpu()``, Python branches on tensor
-values) and without data-dependent shapes, which ``tests/unit/test_compiled_learner.py`` checks
-on the CPU, so the region stays capture-ready without a GPU.
+arithmetic behind a millisecond of Python and dispatcher overhead.  The whole step (minibatch
+forward, loss, backward, gradient clip, optimiser) becomes one generated kernel set with fixed
+shapes: on the CPU built ahead of time by AOTInductor (``msrl.rl._aot``), on CUDA
+``torch.compile(fullgraph=True, mode="reduce-overhead")``, replayed as a CUDA graph.  That needs
+a step without host syncs (``.item()``, ``.cpu()``, Python branches on tensor values) and without
+data-dependent shapes, which ``tests/unit/test_compiled_learner.py`` checks on the CPU, so the
+region stays capture-ready without a GPU.
 
 The learning rate and the step count are 0-d tensors, not Python numbers, so an annealed rate
 does not recompile the step each update.  Inductor caches what it generates on disk; unless
 ``TORCHINDUCTOR_CACHE_DIR`` says otherwise, in the user's cache directory
 (``$XDG_CACHE_HOME/msrl/torchinductor``, by default ``~/.cache/msrl/torchinductor``) rather than
-inductor's default under ``/tmp``, which many systems wipe at boot.  A run that finds the cache
-compiles in a few seconds instead of tens; ``CompiledStep.compile_seconds`` is what the first
-call cost, reported apart from the training time as the learner's ``compile_seconds``.
+inductor's default under ``/tmp``, which many systems wipe at boot; the CPU's packages live in its
+``aoti`` folder.  A run that finds its package loads it in milliseconds instead of building it for
+tens of seconds; ``CompiledStep.compile_seconds`` is what the first call cost, reported apart from
+the training time as the learner's ``compile_seconds``.
 """
 
 from __future__ import annotations
