@@ -187,8 +187,9 @@ class DQNLearner(Learner):
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, fused=True)
         self.gradient_steps_taken = 0
         mode = compile_mode(config.compile, self.device)
-        step = CompiledGradientStep(self.q, self.optimizer, self.loss, config.max_grad_norm, mode) if mode else None
-        self.compiled = step
+        frozen = (self.q_target,)  # read by the loss: an input of the compiled step, never a constant of it
+        step = CompiledGradientStep(self.q, self.optimizer, self.loss, config.max_grad_norm, mode, frozen=frozen)
+        self.compiled = step if mode else None
 
     def learn(self, batch: ReplayBatch) -> Global:
         cfg = self.config

@@ -225,8 +225,14 @@ class SACLearner(Learner):
         mode, clip = compile_mode(config.compile, self.device), config.max_grad_norm
         self.compiled: tuple[CompiledGradientStep, CompiledGradientStep] | None = None
         if mode:  # the critics' and the policy's steps; the temperature's scalar Adam step stays eager
-            critic = CompiledGradientStep(self.critic, self.critic_optimizer, self.critic_loss, clip, mode)
-            policy = CompiledGradientStep(self.policy, self.policy_optimizer, self.policy_loss, clip, mode)
+            # the modules each loss reads without differentiating: inputs of its step, not constants
+            critic_read, policy_read = (self.critic_target, self.policy), (self.critic,)
+            critic = CompiledGradientStep(
+                self.critic, self.critic_optimizer, self.critic_loss, clip, mode, frozen=critic_read
+            )
+            policy = CompiledGradientStep(
+                self.policy, self.policy_optimizer, self.policy_loss, clip, mode, frozen=policy_read
+            )
             self.compiled = (critic, policy)
 
     def _step(self, optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor], loss: torch.Tensor) -> None:

@@ -25,11 +25,14 @@ Loss = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 class _LossModule(nn.Module):
     """The learner's network and its loss as one module, so ``functional_call`` swaps the
-    network's parameters for the traced ones while the loss runs (whatever methods it calls)."""
+    network's parameters for the traced ones while the loss runs (whatever methods it calls); the
+    modules the loss only reads (a target network) are swapped likewise, for inputs of the step
+    that are not differentiated, so a compiled step reads their weights at each call."""
 
-    def __init__(self, net: nn.Module, loss: Loss) -> None:
+    def __init__(self, net: nn.Module, loss: Loss, frozen: Sequence[nn.Module] = ()) -> None:
         super().__init__()
         self.net = net
+        self.frozen = nn.ModuleList(frozen)
         self.loss = loss
 
     def forward(self, *batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,7 +65,9 @@ def clip_grads(grads: Sequence[torch.Tensor], max_norm: float) -> list[torch.Ten
 class CompiledGradientStep:
     """``loss``'s gradient, the clip and the optimiser step on ``net``'s parameters, compiled.
 
-    ``optimizer`` is the learner's ``torch.optim.Adam`` or ``RMSprop`` (one parameter group, no
+    ``frozen``: the other modules ``loss`` reads (a target network, the critic in an actor's loss),
+    whose parameters and buffers enter the step as inputs rather than as constants of a compiled
+    library.  ``optimizer`` is the learner's ``torch.optim.Adam`` or ``RMSprop`` (one parameter group, no
     weight decay): its hyper-parameters are read once, its learning rate at every call.  A
     ``max_grad_norm`` of 0 clips nothing.  Calling
     the step returns ``loss``'s metrics tensor.  With ``sync_grads`` (gradients averaged over
@@ -77,10 +82,14 @@ class CompiledGradientStep:
         max_grad_norm: float,
         mode: str | None,
         backend: str = "inductor",
+        frozen: Sequence[nn.Module] = (),
     ) -> None:
-        self.module = _LossModule(net, loss)
+        self.module = _LossModule(net, loss, frozen)
         self.names = [f"net.{name}" for name, _ in net.named_parameters()]
         self.params = list(net.parameters())
+        read: list[tuple[str, torch.Tensor]] = [(f"frozen.{n}", t) for n, t in self.module.frozen.named_parameters()]
+        read += [(name, t) for name, t in self.module.named_buffers()]
+        self.read_names, self.read = [name for name, _ in read], [t for _, t in read]
         self.optimizer = optimizer
         group = optimizer.param_groups[0]
         if isinstance(optimizer, torch.optim.Adam):
@@ -94,9 +103,10 @@ class CompiledGradientStep:
         else:
             raise TypeError(f"CompiledGradientStep: Adam or RMSprop, not {type(optimizer).__name__}")
 
-        def grad(params: tuple[torch.Tensor, ...], *batch: torch.Tensor) -> tuple[Any, torch.Tensor]:
+        def grad(params: tuple[torch.Tensor, ...], read: Any, *batch: torch.Tensor) -> tuple[Any, torch.Tensor]:
             def objective(ps: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-                return torch.func.functional_call(self.module, dict(zip(self.names, ps)), batch)
+                swapped = {**dict(zip(self.read_names, read)), **dict(zip(self.names, ps))}
+                return torch.func.functional_call(self.module, swapped, batch)
 
             return torch.func.grad(objective, has_aux=True)(params)
 
@@ -104,8 +114,10 @@ class CompiledGradientStep:
             for param, g, state in zip(params, clip_grads(grads, max_grad_norm) if max_grad_norm else grads, states):
                 update(param, g, state, lr)
 
-        def step(params: tuple[torch.Tensor, ...], states: Any, lr: torch.Tensor, *batch: torch.Tensor) -> Any:
-            grads, metrics = grad(params, *batch)
+        def step(
+            params: tuple[torch.Tensor, ...], read: Any, states: Any, lr: torch.Tensor, *batch: torch.Tensor
+        ) -> Any:
+            grads, metrics = grad(params, read, *batch)
             apply(params, grads, states, lr)
             return metrics
 
@@ -134,9 +146,10 @@ class CompiledGradientStep:
         params, states = tuple(p.detach() for p in self.params), self.states()
         keep_in_place(self.step.mode, [*params, *(t for state in states for t in state)])
         lr = torch.as_tensor(self.optimizer.param_groups[0]["lr"], dtype=params[0].dtype, device=params[0].device)
+        read = tuple(t.detach() for t in self.read)
         if sync_grads is None:
-            return self.step(params, states, lr, *batch)
-        grads, metrics = self.grad(params, *batch)
+            return self.step(params, read, states, lr, *batch)
+        grads, metrics = self.grad(params, read, *batch)
         sync_grads(list(grads))
         self.apply(params, grads, states, lr)
         return metrics

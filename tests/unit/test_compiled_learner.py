@@ -1,6 +1,5 @@
 """The compiled learner step (``algo.compile``) is capture-ready without a GPU: one graph, no graph
 break, no host sync inside an update, and the same update as the eager fused path.
-
 The sync check runs the very function that gets compiled, eagerly, under a dispatch mode that
 sees every aten operation (a ``.item()``, ``if tensor:``, a data-dependent shape or a copy to the
 host shows up as the aten call that makes the host wait).  Steps are compared with eager after
@@ -259,8 +258,8 @@ Learners = A2CLearner | IMPALALearner | DQNLearner
 
 def _func_step(learner: Learners, mode: str | None, backend: str = "inductor") -> CompiledGradientStep:
     config = learner.config
-    net = learner.q if isinstance(learner, DQNLearner) else learner.net
-    return CompiledGradientStep(net, learner.optimizer, learner.loss, config.max_grad_norm, mode, backend)
+    net, read = (learner.q, (learner.q_target,)) if isinstance(learner, DQNLearner) else (learner.net, ())
+    return CompiledGradientStep(net, learner.optimizer, learner.loss, config.max_grad_norm, mode, backend, read)
 
 
 def _func_args(learner: Learners) -> tuple[Any, ...]:
@@ -286,7 +285,8 @@ def test_the_func_step_has_one_graph_and_no_break(case: str) -> None:
     learner = FUNC_CASES[case]()
     step = _func_step(learner, None)
     params = tuple(p.detach() for p in step.params)
-    explanation = torch._dynamo.explain(step.step.fn)(params, step.states(), torch.tensor(1e-3), *_func_args(learner))
+    read, lr = tuple(t.detach() for t in step.read), torch.tensor(1e-3)
+    explanation = torch._dynamo.explain(step.step.fn)(params, read, step.states(), lr, *_func_args(learner))
     assert explanation.graph_break_count == 0, explanation.break_reasons
     assert explanation.graph_count == 1
 
@@ -343,8 +343,13 @@ def _sac(compile: bool | str = False) -> SACLearner:
 
 def _sac_steps(learner: SACLearner, mode: str | None, backend: str = "inductor") -> tuple[Any, Any]:
     clip = learner.config.max_grad_norm
-    critic = CompiledGradientStep(learner.critic, learner.critic_optimizer, learner.critic_loss, clip, mode, backend)
-    policy = CompiledGradientStep(learner.policy, learner.policy_optimizer, learner.policy_loss, clip, mode, backend)
+    critic_read, policy_read = (learner.critic_target, learner.policy), (learner.critic,)  # what each loss reads
+    critic = CompiledGradientStep(
+        learner.critic, learner.critic_optimizer, learner.critic_loss, clip, mode, backend, critic_read
+    )
+    policy = CompiledGradientStep(
+        learner.policy, learner.policy_optimizer, learner.policy_loss, clip, mode, backend, policy_read
+    )
     return critic, policy
 
 
@@ -366,7 +371,8 @@ def test_the_sac_steps_have_one_graph_no_break_and_no_sync() -> None:
     learner = _sac()
     for step, args in zip(_sac_steps(learner, None), _sac_args(learner)):
         params = tuple(p.detach() for p in step.params)
-        explanation = torch._dynamo.explain(step.step.fn)(params, step.states(), torch.tensor(1e-3), *args)
+        read = tuple(t.detach() for t in step.read)
+        explanation = torch._dynamo.explain(step.step.fn)(params, read, step.states(), torch.tensor(1e-3), *args)
         assert explanation.graph_break_count == 0, explanation.break_reasons
         assert explanation.graph_count == 1
         with SyncCounter() as counter:
