@@ -54,12 +54,20 @@ def ray_version() -> str:
     return str(ray.__version__)
 
 
+RAY_SETTLE_S = 20.0
+
+
 def start_ray() -> None:
     """A local Ray for RLlib, listening on 127.0.0.1 only and without a dashboard (msrl's own
     ``cluster.connect``), unless this process is connected already.  It stays up for the next runs."""
+    import time
+
     from cluster import connect
 
     connect(num_cpus=2)
+    # Ray prestarts its idle workers (each imports its runtime, seconds of CPU): let that finish
+    # before the first timed run, which would otherwise share the cores with it.
+    time.sleep(RAY_SETTLE_S)
 
 
 def shipped_settings(config: Path) -> Any:
