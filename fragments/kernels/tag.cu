@@ -184,28 +184,29 @@ __device__ void tag_write_obs(const real* s, real t, int i, float* out) {
     }
 #else
     // The M nearest by the key (squared distance, index), an inactive agent's
-    // distance being +inf: one selection pass per slot, each finding the
-    // smallest key above the previous slot's (keys are distinct: indices are).
-    // O(M N) per agent and no memory: the key list is never materialised.
-    real last_d = -(real)INFINITY;
-    int last_j = -1;
-    for (int m = 0; m < TAG_M; ++m) {
-        real best_d = (real)INFINITY;
-        int best_j = TAG_N;
-        for (int j = 0; j < TAG_N; ++j) {
-            if (j == i) continue;
-            const real d = tag_is_active(s, j) ? tag_distance2(s, i, j) : (real)INFINITY;
-            const bool after_last = d > last_d || (d == last_d && j > last_j);
-            const bool before_best = d < best_d || (d == best_d && j < best_j);
-            if (after_last && before_best) {
-                best_d = d;
-                best_j = j;
-            }
+    // distance being +inf, in ascending key order: one pass over the others,
+    // each distance computed once and inserted into the M smallest kept so far
+    // (M keys of the thread's own, in registers or local memory).  Keys are
+    // distinct (indices are) and j rises, so a new key goes after every kept
+    // key of equal distance.  O(N) per agent when few insertions happen.
+    real near_d[TAG_M];
+    int near_j[TAG_M];
+    int kept = 0;
+    for (int j = 0; j < TAG_N; ++j) {
+        if (j == i) continue;
+        const real d = tag_is_active(s, j) ? tag_distance2(s, i, j) : (real)INFINITY;
+        if (kept == TAG_M && !(d < near_d[TAG_M - 1])) continue;
+        int k = kept < TAG_M ? kept++ : TAG_M - 1;
+        for (; k > 0 && d < near_d[k - 1]; --k) {
+            near_d[k] = near_d[k - 1];
+            near_j[k] = near_j[k - 1];
         }
-        tag_write_other(s, i, best_j, o);
+        near_d[k] = d;
+        near_j[k] = j;
+    }
+    for (int m = 0; m < TAG_M; ++m) {
+        tag_write_other(s, i, near_j[m], o);
         o += 5;
-        last_d = best_d;
-        last_j = best_j;
     }
 #endif
 }
