@@ -2,7 +2,8 @@
 
 What it measures, per config in ``configs/`` (a2c_cartpole, dqn_cartpole, ppo_cartpole,
 ppo_pendulum, sac_pendulum, impala_cartpole, ppo_halfcheetah, sac_halfcheetah), for msrl as
-configured there and for SB3's same algorithm with rl-zoo's tuned hyper-parameters for the env:
+configured there and for SB3's same algorithm with rl-zoo's tuned hyper-parameters for the env
+(DQN CartPole: CleanRL ``dqn.py``'s settings, which the shipped config follows):
 
 * the final greedy return: after training, one deterministic episode in each of
   ``--eval-episodes`` fresh environments (seeded ``seed + 7919``, apart from training's);
@@ -276,9 +277,9 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
                 "msrl_algorithm": p.spec.msrl_algo,
                 "sb3_algorithm": p.spec.sb3_algo,
                 "sb3_torch_threads": p.threads,
-                "rl_zoo_entry": f"hyperparams/{p.spec.zoo_file} {p.spec.zoo_env}",
+                "sb3_settings": f"{p.spec.settings_source}: hyperparams/{p.spec.zoo_file} {p.spec.zoo_env}",
                 "note": p.spec.note,
-                "rl_zoo_hyperparameters": jsonable(zoo_hyperparameters(p.spec)),
+                "sb3_hyperparameters": jsonable(zoo_hyperparameters(p.spec)),
                 "published": [asdict(x) for x in PUBLISHED.get(p.config, [])],
             }
             mine: list[RunResult] = []
@@ -309,7 +310,7 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
             write_outputs(out, rows, results, meta, table)
     seeds = "seed 0" if args.seeds == 1 else f"seeds 0–{args.seeds - 1} interleaved"
     header = (
-        f"Learning quality, msrl vs SB3 (rl-zoo hyper-parameters): same env-step budget per config, "
+        f"Learning quality, msrl vs SB3 (rl-zoo hyper-parameters; DQN: CleanRL's): same env-step budget per config, "
         f"{seeds}, final greedy return over {args.eval_episodes} fresh episodes "
         f"(mean ± std over seeds), threshold on the mean of the last {WINDOW} training episodes "
         f"(time/steps: mean over the seeds that reached it)."
