@@ -8,7 +8,11 @@ contract: float32 observations (``Box``) or int64 indices (``Discrete``),
 float32 rewards and 0/1 ``terminated``/``truncated`` flags, the obs of a
 finished environment being the first of its next episode; actions checked by
 the same ``ActionCheck`` and episodes counted by the same ``EpisodeTracker`` as
-the built-in environments, so ``metrics()`` has the same keys.
+the built-in environments, so ``metrics()`` has the same keys.  ``Box`` actions
+are clipped to the space's bounds before gymnasium sees them (CleanRL's
+``ClipAction``, SB3's rollout clip): some environments charge a control cost on
+the action they are given (MuJoCo's, ``MountainCarContinuous``), and a Gaussian
+policy's samples leave the bounds.
 
 gymnasium is imported when an environment is first made or looked up, never
 by ``import msrl.envs``.  Checkpoints cannot snapshot a gymnasium environment
@@ -123,6 +127,7 @@ class GymnasiumEnv(Environment):
         self._action_offset = int(getattr(single_act, "start", 0))
         self._action_dtype = np.int64 if isinstance(self.action_space, Discrete) else single_act.dtype
         self._action_shape: tuple[int, ...] = tuple(getattr(self.action_space, "shape", ()))  # a Box's
+        self._action_bounds = (getattr(single_act, "low", None), getattr(single_act, "high", None))
         self._arrays = NumpyArrays()
         self._check_action = ActionCheck(env_id, self.action_space, self.num_envs, self._arrays)
         self._episodes = EpisodeTracker(self._arrays, self.num_envs)
@@ -151,7 +156,8 @@ class GymnasiumEnv(Environment):
     def _to_gymnasium(self, action: np.ndarray) -> np.ndarray:
         if isinstance(self.action_space, Discrete):
             return np.asarray(action, dtype=np.int64) + self._action_offset
-        return np.asarray(action, dtype=self._action_dtype).reshape(self.num_envs, *self._action_shape)
+        box = np.asarray(action, dtype=self._action_dtype).reshape(self.num_envs, *self._action_shape)
+        return np.clip(box, *self._action_bounds)
 
     # -- Environment API ---------------------------------------------------------
     def reset(self, seed: int | None = None) -> Batched:

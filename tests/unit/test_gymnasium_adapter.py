@@ -143,6 +143,21 @@ def test_actions_are_checked_like_the_built_in_envs():
     assert continuous.action_space.shape == (1,) and continuous.step(np.ones((2, 1)))[0].shape == (2, 2)
 
 
+def test_box_actions_are_clipped_to_the_bounds_before_gymnasium_sees_them():
+    """MountainCarContinuous charges 0.1 * action**2 on the action it is given, as MuJoCo's
+    control cost does: an out-of-bounds sample must cost what the bound costs (CleanRL's
+    ClipAction, SB3's rollout clip), not nine times more."""
+    rewards = {}
+    for name, value in (("outside", 3.0), ("bound", 1.0)):
+        env = msrl.envs.make("MountainCarContinuous-v0", 2, seed=0, backend="gymnasium")
+        obs, rewards[name], _, _ = env.step(np.array([[value], [-value]], np.float32))
+        rewards[name + "_obs"] = obs
+        env.close()
+    np.testing.assert_array_equal(rewards["outside"], rewards["bound"])
+    np.testing.assert_array_equal(rewards["outside_obs"], rewards["bound_obs"])
+    assert rewards["bound"][0] == pytest.approx(-0.1, abs=1e-6)
+
+
 def test_checkpoint_restarts_episodes_reproducibly():
     env = msrl.envs.make("CartPole-v1", 4, seed=2, backend="gymnasium")
     rng = np.random.default_rng(2)
