@@ -12,10 +12,12 @@ The untrained policy is the same config and seed that does not learn: PPO with a
   steps, where the margin asks for +40.  Runs that did not learn ended below the untrained policy:
   -29 after 5,000 steps and -207 after 12,000 with [64, 64] networks, both tuning it from 1.0.
 * PPO: the mean training return of the last 10 episodes.  At this budget PPO's greedy return is
-  still near 0 (-15 after 40,960 steps at seed 1, the untrained policy's -0.3), so the test reads the
-  return the learner maximises, with its Gaussian exploration noise: untrained -683.5, most of it the
-  control cost of actions drawn with standard deviation 1; trained -511.9 (+172), where the margin
-  asks for +100 (the greedy return passes 0 later: 888 after 200k steps at seed 0, BENCHMARKS.md).
+  still near 0, so the test reads the return the learner maximises, with its Gaussian exploration
+  noise: untrained -325.9 at seed 1, most of it the control cost of actions drawn with standard
+  deviation 1 (clipped to the bounds); trained -211.1 (+115), where the margin asks for +60: a
+  learner that does not learn gains nothing, and a margin close to the measured gain would not
+  survive the rounding differences of another CPU.  (Before Box actions were clipped for gymnasium,
+  untrained -683.5 and trained -511.9.)
 
 Both under ``-m slow`` (150 s and 200 s on 2 shared cores); skipped when the ``mujoco`` extra is
 not installed."""
@@ -32,7 +34,7 @@ pytest.importorskip("mujoco", reason="HalfCheetah-v5 needs the mujoco extra: pip
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 COMMON = ["progress=false", "checkpoint_every=0", "eval_episodes=3"]
-PPO_MARGIN = 100.0
+PPO_MARGIN = 60.0
 """Training return (mean of the last 10 episodes) PPO must gain over the untrained policy's."""
 SAC_MARGIN = 40.0
 """Greedy return (3 episodes) SAC must gain over the untrained policy's."""
