@@ -115,15 +115,12 @@ class _Runner:
         return pytree.tree_unflatten(self.loader.boxed_run(tensors), self.out_spec)
 
 
-def _load(path: Path) -> _Runner:
-    return _Runner(path)
-
-
 class AheadOfTimeStep:
     """``fn`` exported and compiled by AOTInductor at its first call, or loaded from ``directory``
     where an earlier run left it.  Later calls run the package: no guards, no Python between the
-    kernels.  ``fn`` must be whole (no graph break), free of host syncs and of random draws (a
-    random op inside an exported graph would draw from the package's own generator)."""
+    kernels.  ``fn`` must be whole (no graph break) and free of host syncs; a random op inside it
+    would draw from torch's default generator, not from a learner's own, so the learners draw
+    their noise outside the step and pass it in (SAC)."""
 
     def __init__(self, fn: Callable[..., Any], directory: Path, key: str | None) -> None:
         self.fn, self.directory, self.key = fn, directory, key
@@ -154,7 +151,7 @@ class AheadOfTimeStep:
                 if os.path.exists(partial):
                     os.unlink(partial)
         self.path = path
-        return _load(path)
+        return _Runner(path)
 
     def prepare(self, args: tuple[Any, ...]) -> None:
         """Load or build the package for ``args``' layout (the first call does it otherwise)."""
