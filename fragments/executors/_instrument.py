@@ -96,9 +96,19 @@ class Instrumentation:
 
 def check_weights(values: tuple, component: str) -> None:
     """Stop at the first update that left a learner's weights NaN or inf: training on would log nan
-    for every loss to the end of the run and overwrite the last good checkpoint."""
-    for leaf in iter_leaves(values):
-        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and not bool(torch.isfinite(leaf).all()):
+    for every loss to the end of the run and overwrite the last good checkpoint.
+
+    One sum per tensor and one host sync per device and dtype: a sum of floats is finite only
+    where every term is (an inf or NaN term keeps any sum non-finite), so finite sums settle it;
+    a non-finite one (possibly an overflow of finite terms) is checked element by element."""
+    tensors = [leaf for leaf in iter_leaves(values) if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()]
+    sums: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
+    for tensor in tensors:
+        sums.setdefault((tensor.device, tensor.dtype), []).append(tensor.sum())
+    if all(bool(torch.stack(group).isfinite().all()) for group in sums.values()):
+        return
+    for leaf in tensors:
+        if not bool(torch.isfinite(leaf).all()):
             raise DivergenceError(
                 f"learner {component!r} has non-finite weights (NaN or inf) after its update; "
                 f"the run stops here, its last checkpoint kept: lower algo.learning_rate or look "

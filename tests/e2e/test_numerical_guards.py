@@ -6,16 +6,19 @@ the run's iteration); the last good checkpoint stays as it was."""
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import msrl
 import msrl.envs
 from msrl import Box, Discrete, DivergenceError, EnvError
 from msrl.app import Trainer
 from msrl.envs import BatchedEnv, Physics
+from msrl.rl import OBS_STATS
 
 REPO = Path(__file__).resolve().parents[2]
 COMMON = ["progress=false", "eval_episodes=0", "algo.num_envs=4", "algo.num_steps=16", "checkpoint_every=1"]
@@ -132,6 +135,48 @@ def _nan_loss_algorithm():
 
 
 NaNLossReinforce = _nan_loss_algorithm()
+
+
+def _probe_algorithm(probe: torch.Tensor):
+    """REINFORCE whose learner sends ``probe`` beside its weights, as an entry the actor skips (no
+    observation statistics to load): the weight check sees it, the acting does not."""
+    sys.path.insert(0, str(REPO))
+    from examples.reinforce import Reinforce, ReinforceLearner
+
+    class ProbeLearner(ReinforceLearner):
+        def get_weights(self):
+            return {**super().get_weights(), f"{OBS_STATS}.probe": probe.clone()}
+
+    class ProbeReinforce(Reinforce):
+        def __init__(self, config, run):
+            super().__init__(config, run)
+            learner = ProbeLearner.__new__(ProbeLearner)
+            learner.__dict__.update(self.learner.__dict__)
+            self.learner = learner
+
+    return ProbeReinforce
+
+
+HUGE = torch.full((4096,), 3e38)  # every value finite; their float32 sum is inf
+OneInf = _probe_algorithm(torch.cat([torch.zeros(100), torch.tensor([math.inf])]))
+InfMinusInf = _probe_algorithm(torch.tensor([1.0, math.inf, -math.inf]))  # a NaN sum, no NaN value
+HugeButFinite = _probe_algorithm(HUGE)
+
+
+def _reinforce(tmp_path: Path, algorithm: str) -> msrl.Run:
+    overrides = [f"runs_dir={tmp_path}", *COMMON, f"algorithm={__name__}:{algorithm}", "total_env_steps=128"]
+    return msrl.train(str(REPO / "examples" / "reinforce_cartpole.yaml"), overrides)
+
+
+@pytest.mark.parametrize("algorithm", ["OneInf", "InfMinusInf"])
+def test_a_non_finite_weight_among_many_stops_the_run(tmp_path: Path, algorithm: str) -> None:
+    with pytest.raises(DivergenceError, match="learner 'learner' has non-finite weights"):
+        _reinforce(tmp_path, algorithm)
+
+
+def test_finite_weights_whose_sum_overflows_do_not_stop_the_run(tmp_path: Path) -> None:
+    assert not math.isfinite(float(HUGE.sum()))
+    assert _reinforce(tmp_path, "HugeButFinite").iterations == 2
 
 
 def test_ppo_minibatches_of_one_sample_train_with_finite_weights(tmp_path: Path) -> None:
