@@ -42,6 +42,7 @@ from msrl.rl import (
     compile_mode,
     copy_weights,
     load_state,
+    load_weights,
     mlp,
     observation_shape,
     polyak_update_,
@@ -163,7 +164,7 @@ class DQNActor(Actor):
         return self.q(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).argmax(-1)
 
     def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
-        self.q.load_state_dict(weights)
+        load_weights(self.q, weights)
 
     def metrics(self) -> dict[str, float]:
         return {"epsilon": self.epsilon}

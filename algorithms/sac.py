@@ -45,6 +45,7 @@ from msrl.rl import (
     compile_mode,
     copy_weights,
     load_state,
+    load_weights,
     mlp,
     observation_shape,
     polyak_update_,
@@ -194,7 +195,7 @@ class SACActor(Actor):
         return self.policy.mode(self._obs(obs))
 
     def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
-        self.policy.load_state_dict(weights)
+        load_weights(self.policy, weights)
 
     def state_dict(self) -> dict[str, Any]:
         return save_state(self, "policy", "generator", "env_steps")

@@ -33,7 +33,7 @@ from msrl.rl._returns import nstep_returns, vtrace
 from msrl.rl._rollout import GROUP_SEPARATOR, RolloutBatch, RolloutBuffer, TrajectoryBatch, flat_groups, group_batches
 from msrl.rl._schedule import linear_lr
 from msrl.rl._spaces import action_layout, check_action_space, observation_shape
-from msrl.rl._state import copy_weights, load_generator_state, load_state, save_state
+from msrl.rl._state import copy_weights, load_generator_state, load_state, load_weights, save_state
 from msrl.rl._twin_mlp import TwinMLP
 from msrl.rl._value_norm import ValueNorm
 
@@ -81,6 +81,7 @@ __all__ = [
     "linear_lr",
     "load_generator_state",
     "load_state",
+    "load_weights",
     "mlp",
     "normalize_advantages",
     "nstep_returns",

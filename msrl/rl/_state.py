@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -49,3 +50,19 @@ def load_state(owner: Any, state: dict[str, Any], *names: str) -> None:
 def copy_weights(module: nn.Module) -> dict[str, torch.Tensor]:
     """A detached copy of ``module``'s state, what a learner's ``get_weights`` hands to actors."""
     return {key: value.detach().clone() for key, value in module.state_dict().items()}
+
+
+@torch.no_grad()
+def load_weights(module: nn.Module, weights: Mapping[str, Any]) -> None:
+    """``module.load_state_dict(weights)``, as an actor takes a learner's weights every iteration:
+    one in-place copy of all the tensors (``torch._foreach_copy_``) where ``weights`` holds exactly
+    the module's keys, as tensors of its shapes.  ``load_state_dict`` walks every submodule in
+    Python, which costs several times the copy itself (0.3 ms for PPO's 64-unit actor-critic on the
+    2-core VM); whatever it would refuse (other keys, other shapes) still goes to it, for its error."""
+    targets = module.state_dict(keep_vars=True)
+    if targets.keys() != weights.keys() or not all(
+        isinstance(value, torch.Tensor) and value.shape == targets[key].shape for key, value in weights.items()
+    ):
+        module.load_state_dict(weights)
+        return
+    torch._foreach_copy_([target.detach() for target in targets.values()], [weights[key] for key in targets])

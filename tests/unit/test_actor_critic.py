@@ -16,6 +16,8 @@ from msrl.rl import (
     ActorCriticActor,
     RunningMeanStd,
     TwinMLP,
+    copy_weights,
+    load_weights,
     obs_stats_weights,
 )
 
@@ -111,3 +113,21 @@ def test_weights_carry_the_statistics_as_flat_entries() -> None:
     plain = ActorCriticActor(ActorCritic(3, BOX, hidden=16, seed=0), seed=1)
     plain.set_weights(weights)  # an actor without normalisation takes the network and ignores the statistics
     assert plain.obs_stats is None
+
+
+def test_load_weights_is_load_state_dict() -> None:
+    """The copy of every tensor at once lands what ``load_state_dict`` lands (a float64 source cast
+    as it casts it), and what ``load_state_dict`` refuses it refuses with the same error."""
+    source = ActorCritic(4, BOX, 16, seed=1)
+    weights = {k: v.double() * 3 for k, v in copy_weights(source).items()}
+    by_copy, by_load = ActorCritic(4, BOX, 16, seed=2), ActorCritic(4, BOX, 16, seed=2)
+    load_weights(by_copy, weights)
+    by_load.load_state_dict(weights)
+    for (k1, v1), (k2, v2) in zip(by_copy.state_dict().items(), by_load.state_dict().items()):
+        assert k1 == k2 and v1.dtype == torch.float32 and torch.equal(v1, v2)
+    missing = {k: v for k, v in weights.items() if k != "critic.0.bias"}
+    with pytest.raises(RuntimeError, match="Missing key"):
+        load_weights(by_copy, missing)
+    reshaped = {**weights, "critic.0.bias": torch.zeros(3)}
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        load_weights(by_copy, reshaped)
