@@ -100,19 +100,38 @@ def package_path(directory: Path, *parts: str) -> Path:
     return directory / f"{hashlib.sha256(''.join(parts).encode()).hexdigest()[:32]}.pt2"
 
 
+def _tensors(tree: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors of ``tree`` in pytree order (``pytree.tree_leaves``, which costs more than a
+    small step's arithmetic): tuples, named tuples and lists in order, dicts by their values."""
+    if isinstance(tree, torch.Tensor):
+        out.append(tree)
+    elif isinstance(tree, (tuple, list)):
+        for item in tree:
+            _tensors(item, out)
+    elif isinstance(tree, dict):
+        for item in tree.values():
+            _tensors(item, out)
+    else:  # anything else pytree knows is not a tensor here: flatten it the slow way
+        out.extend(leaf for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor))
+    return out
+
+
 class _Runner:
     """A loaded package, called with the tensors of the exported arguments in pytree order.
     ``torch._inductor``'s own wrapper parses the call's pytree specification again at every call
-    (and importing it costs a second or more); this keeps the parsed output specification."""
+    (and importing it costs a second or more); this keeps the parsed output specification, and
+    returns a flat tuple of outputs as it is."""
 
     def __init__(self, path: Path) -> None:
         # run_single_threaded: each learner calls its step from one thread at a time
         self.loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", True, 1, -1)
         self.out_spec = pytree.treespec_loads(self.loader.get_call_spec()[1])
+        children = [self.out_spec.child(i) for i in range(self.out_spec.num_children)]
+        self.flat_tuple = self.out_spec.type is tuple and all(child.is_leaf() for child in children)
 
     def __call__(self, *args: Any) -> Any:
-        tensors = [leaf for leaf in pytree.tree_leaves(args) if isinstance(leaf, torch.Tensor)]
-        return pytree.tree_unflatten(self.loader.boxed_run(tensors), self.out_spec)
+        outputs = self.loader.boxed_run(_tensors(args, []))
+        return tuple(outputs) if self.flat_tuple else pytree.tree_unflatten(outputs, self.out_spec)
 
 
 class AheadOfTimeStep:
