@@ -80,8 +80,8 @@ class A2CConfig:
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
     compile: bool | str = "auto"
     """``true``: the gradient step (loss, gradient, clip, optimiser) is one compiled region
-    (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md,
-    "compiled learner")."""
+    (a CUDA graph on CUDA), and on the CPU the actor's ``act`` too; ``false``: eager; ``auto``:
+    compiled on CUDA only (docs/guide.md, "compiled learner")."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma", "gae_lambda")
@@ -181,6 +181,7 @@ class A2C(Algorithm):
             ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights"), config.log_std_init),
             run.seed_for("actor"),
             run.device,
+            compile=compile_mode(config.compile, run.device),
         )
         self.buffer = RolloutBuffer(
             config.num_steps,

@@ -84,8 +84,8 @@ class IMPALAConfig:
     """Width of the two hidden layers of the policy and value networks."""
     compile: bool | str = "auto"
     """``true``: each minibatch's gradient step (loss, gradient, clip, Adam) is one
-    compiled region (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA
-    only (docs/guide.md, "compiled learner")."""
+    compiled region (a CUDA graph on CUDA), and on the CPU the actor's ``act`` too; ``false``:
+    eager; ``auto``: compiled on CUDA only (docs/guide.md, "compiled learner")."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma")
@@ -219,6 +219,7 @@ class IMPALA(Algorithm):
             ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights")),
             run.seed_for("actor"),
             run.device,
+            compile=compile_mode(config.compile, run.device),
         )
         self.buffer = RolloutBuffer(
             config.num_steps, config.num_envs, obs_shape, *action_layout(action_space), device=run.device

@@ -116,7 +116,8 @@ class PPOConfig:
     """Use the fused fast path (TwinMLP and closed-form loss gradients; Discrete actions only)."""
     compile: bool | str = "auto"
     """``true``: each minibatch step is one compiled region (built ahead of time on the CPU, a CUDA
-    graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md)."""
+    graph on CUDA), and on the CPU the actor's ``act`` too; ``false``: eager; ``auto``: compiled
+    on CUDA only (docs/guide.md)."""
 
     @property
     def batch_size(self) -> int:
@@ -363,13 +364,9 @@ class PPO(Algorithm):
         obs_dim = int(np.prod(obs_shape))
         Learner = FusedPPOLearner if config.fused else PPOLearner
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
-        self.actor = ActorCriticActor(
-            Learner.network(obs_dim, action_space, config, run.seed_for("weights")),
-            run.seed_for("actor"),
-            run.device,
-            config.normalize_obs,
-            obs_shape,
-        )
+        net = Learner.network(obs_dim, action_space, config, run.seed_for("weights"))
+        compiled = compile_mode(config.compile, run.device)  # act too is one compiled region where the step is
+        self.actor = ActorCriticActor(net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, compiled)
         self.buffer = RolloutBuffer(
             config.num_steps,
             config.num_envs,

@@ -5,13 +5,14 @@ running mean/std normalisation and value-target normalisation (``ValueNorm``), P
 (``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``)
 and its fused fast path (``TwinMLP``, ``ppo_losses``, ``clip_grad_norm_``), and learner steps as
 one compiled region (``CompiledStep``, ``adam_``, ``CompiledGradientStep`` for any module's loss; PPO's fused:
-``CompiledPPOUpdate``).  The rollout buffer
+``CompiledPPOUpdate``; an actor's draw: ``CompiledAct``).  The rollout buffer
 takes agent groups, so PPO and MAPPO share it.  Algorithms import them instead of copying them."""
 
 from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, action_head, obs_stats_weights
-from msrl.rl._categorical import categorical_entropy, categorical_log_prob, sample_categorical
+from msrl.rl._categorical import categorical_entropy, categorical_log_prob, categorical_noise, sample_categorical
 from msrl.rl._clip import clip_grad_norm_
 from msrl.rl._compiled import CompiledStep, adam_, adam_state, check_compile_option, compile_mode
+from msrl.rl._compiled_act import CompiledAct
 from msrl.rl._func_step import CompiledGradientStep, clip_grads, rmsprop_
 from msrl.rl._gae import gae, normalize_advantages
 from msrl.rl._heads import (
@@ -38,6 +39,7 @@ from msrl.rl._twin_mlp import TwinMLP
 from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
+    "CompiledAct",
     "CompiledPPOUpdate",
     "CompiledStep",
     "CompiledGradientStep",
@@ -69,6 +71,7 @@ __all__ = [
     "action_layout",
     "categorical_entropy",
     "categorical_log_prob",
+    "categorical_noise",
     "check_action_space",
     "clip_grad_norm_",
     "clipped_surrogate",

@@ -9,9 +9,10 @@ import torch
 from torch import nn
 
 from msrl.core import Actor, Batched, Box, ConfigError, Discrete, NoValue, Space
+from msrl.rl._compiled_act import CompiledAct
 from msrl.rl._heads import CategoricalHead, GaussianHead, orthogonal_
 from msrl.rl._normalize import RunningMeanStd
-from msrl.rl._state import load_generator_state
+from msrl.rl._state import load_generator_state, load_weights
 from msrl.rl._twin_mlp import TwinMLP
 
 
@@ -102,6 +103,12 @@ class ActorCriticActor(Actor):
     together, and every actor copy of every distribution policy normalises alike (per-copy
     statistics drift apart: BENCHMARKS.md, "Matrix").  The buffer stores raw observations.
     (The statistics travel as flat entries of the weights: ``obs_stats_weights``.)
+
+    ``compile``: the mode of ``msrl.rl.compile_mode`` (the algorithm's ``algo.compile``).  On the
+    CPU (``"default"``) ``act`` is then one region built ahead of time (``msrl.rl.CompiledAct``),
+    its noise drawn from the actor's generator as the eager path draws it; its first call's
+    build or load time is the actor's ``actor_compile_seconds`` metric.  On CUDA ``act`` stays
+    eager: a CUDA graph's outputs are overwritten by its next replay, and a rollout keeps them.
     """
 
     def __init__(
@@ -111,11 +118,13 @@ class ActorCriticActor(Actor):
         device: str = "cpu",
         normalize_obs: bool = False,
         obs_shape: tuple[int, ...] = (),
+        compile: str | None = None,
     ) -> None:
         self.device = torch.device(device)
         self.net = net.to(self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.obs_stats = RunningMeanStd(obs_shape, device=self.device) if normalize_obs else None
+        self.compiled = CompiledAct(self.net, compile) if compile == "default" else None
 
     def _obs(self, obs: Any) -> torch.Tensor:
         obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
@@ -123,6 +132,9 @@ class ActorCriticActor(Actor):
 
     @torch.inference_mode()
     def act(self, obs: Any) -> tuple[Batched, Batched, Batched]:
+        if self.compiled is not None:
+            action, logprob, value = self.compiled(self._obs(obs), self.generator)
+            return action, logprob, value
         params, value = self.net(self._obs(obs))
         action, logprob = self.net.head.sample(params, self.generator)
         return action, logprob, value
@@ -138,9 +150,14 @@ class ActorCriticActor(Actor):
     def set_weights(self, weights: dict[str, Any]) -> NoValue:
         prefix = OBS_STATS + "."
         stats = {key.removeprefix(prefix): value for key, value in weights.items() if key.startswith(prefix)}
-        self.net.load_state_dict({key: value for key, value in weights.items() if not key.startswith(prefix)})
+        load_weights(self.net, {key: value for key, value in weights.items() if not key.startswith(prefix)})
         if stats and self.obs_stats is not None:
             self.obs_stats.load_state_dict(stats)
+
+    def metrics(self) -> dict[str, float]:
+        if self.compiled is None:
+            return {}
+        return {"actor_compile_seconds": self.compiled.compile_seconds}
 
     def state_dict(self) -> dict[str, Any]:
         state = {"net": self.net.state_dict(), "generator": self.generator.get_state()}

@@ -7,13 +7,28 @@ import torch
 
 
 def sample_categorical(
-    logits: torch.Tensor, generator: torch.Generator | None = None
+    logits: torch.Tensor, generator: torch.Generator | None = None, uniform: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one action per row (Gumbel-max) and return ``(action, log_prob)``."""
-    uniform = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
-    gumbel = -torch.log(-torch.log(uniform.clamp_(min=1e-20)))
+    """Sample one action per row (Gumbel-max) and return ``(action, log_prob)``.  ``uniform``
+    (``logits``' shape, in [0, 1)) is drawn from ``generator`` unless given: a compiled region
+    takes it drawn outside (``categorical_noise``), as the eager path would draw it."""
+    if uniform is None:
+        uniform = categorical_noise(logits.shape, generator, logits.device, logits.dtype).clamp_(min=1e-20)
+    else:  # the caller's draw stays as it was
+        uniform = uniform.clamp(min=1e-20)
+    gumbel = -torch.log(-torch.log(uniform))
     action = torch.argmax(logits + gumbel, dim=-1)
     return action, categorical_log_prob(logits, action)
+
+
+def categorical_noise(
+    shape: torch.Size | tuple[int, ...],
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """The uniform draw ``sample_categorical`` makes for logits of ``shape``."""
+    return torch.rand(shape, generator=generator, device=device, dtype=dtype)
 
 
 def categorical_log_prob(logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:

@@ -54,6 +54,10 @@ def compile_mode(option: Any, device: torch.device | str) -> str | None:
     return "reduce-overhead" if on_cuda else "default"
 
 
+_REPORTED: set[str] = set()
+"""The reasons this process has said a step could not be built for: each is said once."""
+
+
 class CompiledStep:
     """``fn`` compiled whole (a graph break is an error, not a slow path) with static shapes; the
     seconds its first call took (tracing or loading, code generation, one run) are kept in
@@ -97,9 +101,10 @@ class CompiledStep:
             try:
                 self.aot.prepare(args)
             except Exception as error:  # noqa: BLE001 - any failure to build falls back, with its reason
-                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                line = f"msrl: the compiled learner step could not be built ({reason[:200]}); running it eagerly"
-                print(line, file=sys.stderr)
+                reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+                if reason not in _REPORTED:  # one line for the run, not one per step (learner, actor)
+                    _REPORTED.add(reason)
+                    print(f"msrl: a compiled step could not be built ({reason}); running it eagerly", file=sys.stderr)
                 self.compiled, self.aot = self.fn, None
         out = self.compiled(*args)
         self.compile_seconds += time.perf_counter() - start

@@ -16,7 +16,7 @@ import math
 import torch
 from torch import nn
 
-from msrl.rl._categorical import categorical_entropy, categorical_log_prob, sample_categorical
+from msrl.rl._categorical import categorical_entropy, categorical_log_prob, categorical_noise, sample_categorical
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -49,8 +49,14 @@ class CategoricalHead(nn.Module):
         return self.linear(features)
 
     @staticmethod
-    def sample(logits: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        return sample_categorical(logits, generator)
+    def sample(
+        logits: torch.Tensor, generator: torch.Generator | None = None, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(action, log_prob)``, from ``noise`` (what ``noise`` below draws) when given."""
+        return sample_categorical(logits, generator, noise)
+
+    noise = staticmethod(categorical_noise)
+    """``noise(shape, generator, device, dtype)``: the draw ``sample`` makes for logits of ``shape``."""
 
     @staticmethod
     def log_prob(logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -98,12 +104,26 @@ class GaussianHead(nn.Module):
 
     @staticmethod
     def sample(
-        params: tuple[torch.Tensor, torch.Tensor], generator: torch.Generator | None = None
+        params: tuple[torch.Tensor, torch.Tensor],
+        generator: torch.Generator | None = None,
+        noise: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(action, log_prob)``, from ``noise`` (what ``noise`` below draws) when given."""
         mean, log_std = params
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        if noise is None:
+            noise = GaussianHead.noise(mean.shape, generator, mean.device, mean.dtype)
         action = mean + noise * log_std.exp()
         return action, gaussian_log_prob(mean, log_std, action)
+
+    @staticmethod
+    def noise(
+        shape: torch.Size | tuple[int, ...],
+        generator: torch.Generator | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> torch.Tensor:
+        """The standard normal draw ``sample`` makes for means of ``shape``."""
+        return torch.randn(shape, generator=generator, device=device, dtype=dtype)
 
     @staticmethod
     def log_prob(params: tuple[torch.Tensor, torch.Tensor], action: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,104 @@
+"""An actor's ``act`` as one compiled region (``algo.compile: true``): the same actions, log
+probabilities and values as the eager actor, drawn from the same random stream (the noise is drawn
+outside the region, from the actor's generator), with weights that arrive after the build seen at
+the next call; one graph, no break, no host sync.  Traced as inductor traces it (``aot_eager``,
+seconds) in the default suite; built by inductor into a package, and loaded by a second actor
+without a rebuild, under -m slow."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from msrl.core import Box, Discrete
+from msrl.rl import ActorCritic, ActorCriticActor, CompiledAct, TwinMLP, categorical_noise, sample_categorical
+from tests.unit.test_compiled_learner import SyncCounter
+
+NETS: dict[str, tuple[Callable[[], torch.nn.Module], int]] = {
+    "twin-discrete": (lambda: TwinMLP(4, 3, 16, torch.Generator().manual_seed(0)), 4),
+    "actor-critic-discrete": (lambda: ActorCritic(4, Discrete(3), 16, seed=0), 4),
+    "actor-critic-box": (lambda: ActorCritic(3, Box(-2.0, 2.0, (2,)), 16, seed=0, log_std_init=-0.5), 3),
+}
+
+
+def _actors(case: str, backend: str) -> tuple[ActorCriticActor, ActorCriticActor, int]:
+    make, obs_dim = NETS[case]
+    eager, compiled = ActorCriticActor(make(), seed=7), ActorCriticActor(make(), seed=7, compile="default")
+    assert eager.compiled is None and compiled.compiled is not None
+    if backend != "inductor":
+        compiled.compiled = CompiledAct(compiled.net, "default", backend=backend)
+    return eager, compiled, obs_dim
+
+
+def _assert_same_acts(eager: ActorCriticActor, compiled: ActorCriticActor, obs_dim: int, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(4):
+        obs = torch.randn(32, obs_dim, generator=g).numpy()  # what an environment hands an actor
+        (a1, lp1, v1), (a2, lp2, v2) = eager.act(obs), compiled.act(obs)
+        if a1.dtype == torch.int64:
+            assert torch.equal(a2, a1)
+        else:
+            torch.testing.assert_close(a2, a1, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(lp2, lp1, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(v2, v1, rtol=1e-5, atol=1e-5)
+    assert torch.equal(compiled.generator.get_state(), eager.generator.get_state())  # the same draws, no more
+
+
+def _new_weights(actor: ActorCriticActor, seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {k: v + 0.5 * torch.randn(v.shape, generator=g) for k, v in actor.net.state_dict().items()}
+
+
+@pytest.mark.parametrize("case", sorted(NETS))
+def test_the_traced_act_draws_and_scores_as_the_eager_one(case: str) -> None:
+    eager, compiled, obs_dim = _actors(case, "aot_eager")
+    _assert_same_acts(eager, compiled, obs_dim, seed=1)
+    weights = _new_weights(eager, seed=2)  # a learner's update, after the region was traced
+    eager.set_weights(weights)
+    compiled.set_weights(weights)
+    _assert_same_acts(eager, compiled, obs_dim, seed=3)
+
+
+@pytest.mark.parametrize("case", sorted(NETS))
+def test_the_act_region_has_one_graph_no_break_and_no_sync(case: str) -> None:
+    _, actor, obs_dim = _actors(case, "aot_eager")
+    assert actor.compiled is not None
+    obs = torch.randn(8, obs_dim)
+    noise = actor.compiled.head.noise((8, actor.compiled.outputs), actor.generator)
+    state = actor.compiled.state()
+    explanation = torch._dynamo.explain(actor.compiled.step.fn)(state, obs, noise)
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0, explanation.break_reasons
+    with SyncCounter() as counter:
+        actor.compiled.step.fn(state, obs, noise)
+    assert counter.ops > 5 and counter.syncs == []
+
+
+def test_a_categorical_draw_from_given_noise_is_the_draw_itself() -> None:
+    logits = torch.randn(64, 5, generator=torch.Generator().manual_seed(0))
+    drawn = sample_categorical(logits, torch.Generator().manual_seed(4))
+    uniform = categorical_noise(logits.shape, torch.Generator().manual_seed(4))
+    kept = uniform.clone()
+    given = sample_categorical(logits, None, uniform)
+    assert torch.equal(given[0], drawn[0]) and torch.equal(given[1], drawn[1])
+    assert torch.equal(uniform, kept)  # the caller's draw is left as it was
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["twin-discrete", "actor-critic-box"])
+def test_a_built_act_is_loaded_by_the_next_actor(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    eager, first, obs_dim = _actors(case, "inductor")
+    _assert_same_acts(eager, first, obs_dim, seed=1)
+    assert first.compiled is not None and first.compiled.step.aot is not None, "nothing was built"
+    packages = sorted((tmp_path / "cache").rglob("*.pt2"))
+    assert len(packages) == 1
+    eager, second, _ = _actors(case, "inductor")
+    weights = _new_weights(eager, seed=2)
+    eager.set_weights(weights)
+    second.set_weights(weights)
+    _assert_same_acts(eager, second, obs_dim, seed=3)
+    assert sorted((tmp_path / "cache").rglob("*.pt2")) == packages  # loaded, not built again
+    assert second.metrics()["actor_compile_seconds"] < 5.0
