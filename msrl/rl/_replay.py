@@ -82,17 +82,29 @@ class ReplayBuffer(Buffer):
         as_tensor = lambda x, dtype=None: torch.as_tensor(x, device=self.device, dtype=dtype)  # noqa: E731
         terminated = as_tensor(terminated, torch.float32)
         keep = ~((as_tensor(truncated, torch.float32) > 0) & (terminated == 0))
-        self.inserted += keep.numel()
-        rows = (torch.arange(int(keep.sum()), device=self.device) + self.position) % self.capacity
-        if rows.numel() == 0:
+        offered, kept = keep.numel(), int(keep.sum())
+        self.inserted += offered
+        if kept == 0:
             return
-        self.obs[rows] = as_tensor(obs, torch.float32)[keep]
-        self.next_obs[rows] = as_tensor(next_obs, torch.float32)[keep]
-        self.actions[rows] = as_tensor(action, self.actions.dtype)[keep]
-        self.rewards[rows] = as_tensor(reward, torch.float32)[keep]
-        self.terminated[rows] = terminated[keep]
-        self.position = int(rows[-1] + 1) % self.capacity
-        self.size = min(self.size + rows.numel(), self.capacity)
+        stores = (self.obs, self.next_obs, self.actions, self.rewards, self.terminated)
+        values = [as_tensor(v, store.dtype) for v, store in zip((obs, next_obs, action, reward), stores)]
+        values.append(terminated)
+        if kept < offered:
+            values = [value[keep] for value in values]
+        # Rows position, position + 1, ... (mod capacity), written as at most two slices: one copy
+        # per field instead of an index tensor per field.  More rows than the buffer holds leave the
+        # last `capacity` of them, where writing them all in order would.
+        start, count = self.position, kept
+        if count > self.capacity:
+            values = [value[count - self.capacity :] for value in values]
+            start, count = (start + count - self.capacity) % self.capacity, self.capacity
+        first = min(count, self.capacity - start)
+        for store, value in zip(stores, values):
+            store[start : start + first] = value[:first]
+            if count > first:
+                store[: count - first] = value[first:]
+        self.position = (start + count) % self.capacity
+        self.size = min(self.size + count, self.capacity)
 
     def sample(self) -> Batched:
         rows = self.batch_size if self.inserted >= self.learning_starts and self.size else 0

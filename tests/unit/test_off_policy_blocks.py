@@ -99,6 +99,18 @@ def test_replay_buffer_stores_what_it_should() -> None:
         assert all(torch.equal(a, b[:, k]) for a, b in zip(mb, batch))
 
 
+def test_more_transitions_than_the_capacity_leave_the_last_ones_in_ring_order() -> None:
+    """Eight environments into a buffer of three: the last three transitions stay, each in the row it
+    would have if the eight were written one by one, and the next insert goes on from there."""
+    buffer = ReplayBuffer(3, (2,), batch_size=4, seed=0)
+    zeros = torch.zeros(8)
+    _insert(buffer, torch.arange(8.0), zeros, zeros)  # rows 0 1 2 0 1 2 0 1: 6 7 5
+    assert buffer.state_dict()["obs"][:, 0].tolist() == [6.0, 7.0, 5.0] and len(buffer) == 3
+    _insert(buffer, torch.tensor([8.0, 9.0]), torch.zeros(2), torch.tensor([1.0, 0.0]))  # 8: a time-limit cut
+    assert buffer.state_dict()["obs"][:, 0].tolist() == [6.0, 7.0, 9.0]
+    _check_consistent(buffer.sample(), {6, 7, 9})
+
+
 def test_replay_buffer_warm_up_returns_zero_rows() -> None:
     """sample() returns zero rows until learning_starts transitions have been inserted, batch_size rows after."""
     buffer = ReplayBuffer(100, (2,), batch_size=16, num_batches=2, learning_starts=8, seed=0)
