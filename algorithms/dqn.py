@@ -33,6 +33,7 @@ from msrl.core import (
     steps,
 )
 from msrl.rl import (
+    CompiledCall,
     CompiledGradientStep,
     ReplayBatch,
     ReplayBuffer,
@@ -131,6 +132,11 @@ def q_network(obs_dim: int, num_actions: int, config: DQNConfig, seed: int) -> n
 
 
 # -- components ------------------------------------------------------------------------------------
+def epsilon_greedy(q: nn.Module, obs: torch.Tensor, explore: torch.Tensor, random: torch.Tensor) -> torch.Tensor:
+    """The random action where ``explore``, else the greedy one."""
+    return torch.where(explore, random, q(obs).argmax(-1))
+
+
 class DQNActor(Actor):
     """Epsilon-greedy on its copy of the Q-network; epsilon decays linearly with the env steps it took."""
 
@@ -142,6 +148,9 @@ class DQNActor(Actor):
         self.generator = run.rng("actor")  # exploration draws: this copy's own, so copies explore independently
         self.decay_steps = max(1, int(config.exploration_fraction * run.total_env_steps))
         self.env_steps = 0
+        # on the CPU with algo.compile: the argmax and the choice one compiled region, the draws outside
+        mode = compile_mode(config.compile, self.device)
+        self.compiled = CompiledCall(self.q, epsilon_greedy, mode) if mode == "default" else None
 
     @property
     def epsilon(self) -> float:
@@ -153,11 +162,12 @@ class DQNActor(Actor):
     def act(self, obs: Any) -> Batched:
         obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
         n = obs.shape[0]
-        greedy = self.q(obs).argmax(-1)
         explore = torch.rand(n, generator=self.generator, device=self.device) < self.epsilon
         random = torch.randint(self.num_actions, (n,), generator=self.generator, device=self.device)
         self.env_steps += n
-        return torch.where(explore, random, greedy)
+        if self.compiled is not None:
+            return self.compiled(obs, explore, random)
+        return epsilon_greedy(self.q, obs, explore, random)
 
     @torch.inference_mode()
     def greedy(self, obs: Any) -> Batched:

@@ -35,6 +35,7 @@ from msrl.core import (
     steps,
 )
 from msrl.rl import (
+    CompiledCall,
     CompiledGradientStep,
     ReplayBatch,
     ReplayBuffer,
@@ -91,8 +92,8 @@ class SACConfig:
     hidden_sizes: tuple = (256, 256)
     """Widths of the hidden layers (ReLU) of the policy and Q-networks."""
     compile: bool | str = "auto"
-    """``true``: the critics' and the policy's gradient steps are each one compiled region
-    (CUDA graphs on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md)."""
+    """``true``: the critics' and the policy's gradient steps are each one compiled region (CUDA
+    graphs on CUDA), and on the CPU the actor's draw; ``false``: eager; ``auto``: on CUDA only."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma")
@@ -176,6 +177,9 @@ class SACActor(Actor):
         self.generator = run.rng("actor")  # action draws: this copy's own, so copies explore independently
         self.learning_starts = config.learning_starts
         self.env_steps = 0
+        mode = compile_mode(config.compile, self.device)  # on the CPU: the draw compiled, its noise drawn outside
+        draw = lambda policy, obs, noise: policy.sample(obs, None, noise)  # noqa: E731
+        self.compiled = CompiledCall(self.policy, draw, mode) if mode == "default" else None
 
     def _obs(self, obs: Any) -> torch.Tensor:
         return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
@@ -188,7 +192,10 @@ class SACActor(Actor):
             shape = (obs.shape[0], self.policy.scale.numel())
             uniform = torch.rand(shape, generator=self.generator, device=self.device) * 2 - 1
             return uniform * self.policy.scale + self.policy.bias
-        return self.policy.sample(obs, self.generator)[0]
+        if self.compiled is None:
+            return self.policy.sample(obs, self.generator)[0]
+        shape = (obs.shape[0], self.policy.scale.numel())  # what sample would draw: the means' shape
+        return self.compiled(obs, torch.randn(shape, generator=self.generator, device=self.device, dtype=obs.dtype))[0]
 
     @torch.inference_mode()
     def greedy(self, obs: Any) -> Batched:

@@ -5,14 +5,14 @@ running mean/std normalisation and value-target normalisation (``ValueNorm``), P
 (``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``)
 and its fused fast path (``TwinMLP``, ``ppo_losses``, ``clip_grad_norm_``), and learner steps as
 one compiled region (``CompiledStep``, ``adam_``, ``CompiledGradientStep`` for any module's loss; PPO's fused:
-``CompiledPPOUpdate``; an actor's draw: ``CompiledAct``).  The rollout buffer
+``CompiledPPOUpdate``; an actor's draw: ``CompiledAct``, ``CompiledCall``).  The rollout buffer
 takes agent groups, so PPO and MAPPO share it.  Algorithms import them instead of copying them."""
 
 from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, action_head, obs_stats_weights
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, categorical_noise, sample_categorical
 from msrl.rl._clip import clip_grad_norm_
 from msrl.rl._compiled import CompiledStep, adam_, adam_state, check_compile_option, compile_mode
-from msrl.rl._compiled_act import CompiledAct
+from msrl.rl._compiled_act import CompiledAct, CompiledCall
 from msrl.rl._func_step import CompiledGradientStep, clip_grads, rmsprop_
 from msrl.rl._gae import gae, normalize_advantages
 from msrl.rl._heads import (
@@ -40,6 +40,7 @@ from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
     "CompiledAct",
+    "CompiledCall",
     "CompiledPPOUpdate",
     "CompiledStep",
     "CompiledGradientStep",

@@ -1,4 +1,5 @@
-"""An actor's ``act`` as one compiled region: the network's forward pass and its head's draw.
+"""An actor's draw as one compiled region: the network's forward pass and what the actor does with
+it (sample from a head, take an epsilon-greedy argmax), from noise drawn outside.
 
 A rollout calls ``act`` once per environment step on a few dozen rows.  Eagerly that is some
 twenty-five small operations (the two towers, the Gumbel-max draw, the log-probability), each a
@@ -7,20 +8,24 @@ few microseconds of arithmetic behind ten of dispatch: about 0.3 ms a call on th
 (``msrl.rl.CompiledStep`` on the CPU: one package, loaded by later runs in milliseconds) it is one
 call into generated C++.
 
-The randomness stays the actor's own: the noise the head's ``sample`` would draw is drawn from the
-actor's generator outside the region (``head.noise``) and passed in, so the compiled and eager
-paths consume the same random stream and sample the same actions, to float rounding.
+The randomness stays the actor's own: the noise the eager draw would take from the actor's
+generator is drawn from it outside the region and passed in (``head.noise`` for the heads'
+``sample``), so the compiled and eager paths consume the same random stream and take the same
+actions, to float rounding.  The network's parameters and buffers are inputs of the region, so
+new weights from the learner (``load_state_dict`` or ``msrl.rl.load_weights``, in place) are seen
+at the next call without a rebuild.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
 from torch import nn
 
 from msrl.rl._compiled import CompiledStep
-from msrl.rl._twin_mlp import TwinMLP, _forward
+from msrl.rl._twin_mlp import TwinMLP
 
 
 def head_outputs(net: nn.Module) -> int:
@@ -42,42 +47,45 @@ def _key(net: nn.Module) -> str | None:
     return f"act:{kind.__module__}.{kind.__qualname__}:{net!r}:{getattr(net, 'layout', None)!r}:{head.__qualname__}"
 
 
-class CompiledAct:
-    """``act(obs, generator) -> (action, log_prob, value)`` of an actor-critic ``net`` (an
-    ``msrl.rl.ActorCritic`` or ``TwinMLP``), compiled in ``mode`` (see ``CompiledStep``); the
-    network's parameters and buffers are inputs of the region, so ``load_state_dict`` (new
-    weights from the learner) is seen at the next call without a rebuild.
+class _Call(nn.Module):
+    """``fn(net, *args)`` as a module, so ``functional_call`` swaps ``net``'s tensors for the region's inputs."""
+
+    def __init__(self, net: nn.Module, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.net, self.fn = net, fn
+
+    def forward(self, *args: torch.Tensor) -> Any:
+        return self.fn(self.net, *args)
+
+
+class CompiledCall:
+    """``fn(net, *tensors)`` as one compiled region in ``mode`` (see ``CompiledStep``), with ``net``'s
+    parameters and buffers as inputs.  ``fn`` must be whole and free of host syncs and random
+    draws: what it would draw is drawn by the caller and passed in.  ``key`` names the package
+    (it must then say everything that fixes the traced code); None keys it by the traced graph.
 
     Example::
 
-        compiled = CompiledAct(net, "default")
-        action, logprob, value = compiled(obs, generator)
+        greedy = CompiledCall(q_net, lambda q, obs: q(obs).argmax(-1), "default")
+        actions = greedy(obs)
     """
 
-    def __init__(self, net: nn.Module, mode: str | None, backend: str = "inductor") -> None:
-        self.net = net
-        self.outputs = head_outputs(net)
-        self.head: Any = cast(Any, net).head
-        head = self.head
-        if isinstance(net, TwinMLP):
-            layout = net.layout
+    def __init__(
+        self,
+        net: nn.Module,
+        fn: Callable[..., Any],
+        mode: str | None,
+        backend: str = "inductor",
+        key: str | None = None,
+    ) -> None:
+        self.net, self.fn = net, fn
+        module = _Call(net, fn)
+        names = [f"net.{n}" for n, _ in net.named_parameters()] + [f"net.{n}" for n, _ in net.named_buffers()]
 
-            def forward(state: tuple[torch.Tensor, ...], obs: torch.Tensor) -> tuple[Any, torch.Tensor]:
-                logits, value, _, _ = _forward(obs, layout.split(state[0]), layout)
-                return logits, value
+        def region(state: tuple[torch.Tensor, ...], *args: torch.Tensor) -> Any:
+            return torch.func.functional_call(module, dict(zip(names, state)), args)
 
-        else:
-            names = [name for name, _ in net.named_parameters()] + [name for name, _ in net.named_buffers()]
-
-            def forward(state: tuple[torch.Tensor, ...], obs: torch.Tensor) -> tuple[Any, torch.Tensor]:
-                return torch.func.functional_call(net, dict(zip(names, state)), (obs,))
-
-        def act(state: tuple[torch.Tensor, ...], obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            params, value = forward(state, obs)
-            action, logprob = head.sample(params, None, noise)
-            return action, logprob, value
-
-        self.step = CompiledStep(act, mode, backend, key=_key(net))
+        self.step = CompiledStep(region, mode, backend, key=key)
         self._sources: tuple[torch.Tensor, ...] = ()
         self._state: tuple[torch.Tensor, ...] = ()
 
@@ -87,17 +95,45 @@ class CompiledAct:
 
     def state(self) -> tuple[torch.Tensor, ...]:
         """The network's parameters and buffers (detached), in the order the region takes them.
-        Collected once: walking the modules costs more than the region's arithmetic, and the
-        learner's weights arrive by ``load_state_dict``, in place.  A module moved or cast since
-        has new storage, and is walked again."""
+        Collected once: walking the modules costs more than a small region's arithmetic, and new
+        weights arrive in place.  A module moved or cast since has new storage, and is walked again."""
         if not self._sources or self._sources[0].data_ptr() != self._state[0].data_ptr():
-            if isinstance(self.net, TwinMLP):
-                self._sources = (self.net.params,)
-            else:
-                self._sources = (*self.net.parameters(), *self.net.buffers())
+            self._sources = (*self.net.parameters(), *self.net.buffers())
             self._state = tuple(t.detach() for t in self._sources)
         return self._state
 
+    def __call__(self, *args: torch.Tensor) -> Any:
+        return self.step(self.state(), *args)
+
+
+def _sample(net: nn.Module, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    params, value = net(obs)
+    action, logprob = cast(Any, net).head.sample(params, None, noise)
+    return action, logprob, value
+
+
+class CompiledAct:
+    """``act(obs, generator) -> (action, log_prob, value)`` of an actor-critic ``net`` (an
+    ``msrl.rl.ActorCritic`` or ``TwinMLP``): its forward pass and its head's draw as one
+    ``CompiledCall``, from the noise its head's ``noise`` draws from ``generator`` (what the eager
+    ``sample`` would draw).
+
+    Example::
+
+        compiled = CompiledAct(net, "default")
+        action, logprob, value = compiled(obs, generator)
+    """
+
+    def __init__(self, net: nn.Module, mode: str | None, backend: str = "inductor") -> None:
+        self.call = CompiledCall(net, _sample, mode, backend, key=_key(net))
+        self.step, self.state = self.call.step, self.call.state
+        self.outputs = head_outputs(net)
+        self.head: Any = cast(Any, net).head
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.call.compile_seconds
+
     def __call__(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         noise = self.head.noise((obs.shape[0], self.outputs), generator, obs.device, obs.dtype)
-        return self.step(self.state(), obs, noise)
+        return self.call(obs, noise)

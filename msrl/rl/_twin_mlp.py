@@ -154,7 +154,11 @@ class TwinMLP(nn.Module):
     def weights(self) -> tuple[torch.Tensor, ...]:
         """The weight and bias views, split once (splitting costs as much as a small matmul).  The
         optimizer and ``load_state_dict`` write into ``params`` in place, so the views stay
-        current; moving or casting the module gives ``params`` new storage, and new views."""
+        current; moving or casting the module gives ``params`` new storage, and new views.  A
+        tensor swapped in for ``params`` (``torch.func.functional_call``, which a compiled region
+        traces) is split afresh."""
+        if type(self.params) is not nn.Parameter:
+            return self.layout.split(self.params)
         key = (self.params.data_ptr(), self.params.dtype, self.params.device)
         if key != self._weights_of:
             self._weights, self._weights_of = self.layout.split(self.params.detach()), key

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from msrl.core import Box, Discrete
-from msrl.rl import ActorCritic, ActorCriticActor, CompiledAct, TwinMLP, categorical_noise, sample_categorical
+from algorithms.dqn import DQNActor, DQNConfig
+from algorithms.sac import SACActor, SACConfig
+from msrl.core import Box, Discrete, RunInfo
+from msrl.rl import (
+    ActorCritic,
+    ActorCriticActor,
+    CompiledAct,
+    CompiledCall,
+    TwinMLP,
+    categorical_noise,
+    sample_categorical,
+)
 from tests.unit.test_compiled_learner import SyncCounter
 
 NETS: dict[str, tuple[Callable[[], torch.nn.Module], int]] = {
@@ -102,3 +113,40 @@ def test_a_built_act_is_loaded_by_the_next_actor(case: str, tmp_path: Path, monk
     _assert_same_acts(eager, second, obs_dim, seed=3)
     assert sorted((tmp_path / "cache").rglob("*.pt2")) == packages  # loaded, not built again
     assert second.metrics()["actor_compile_seconds"] < 5.0
+
+
+def _off_policy_actors(kind: str) -> tuple[Any, Any, int]:
+    """An eager and a compiled DQN or SAC actor (same seeds), the compiled one traced as inductor would."""
+    run = RunInfo(seed=3, total_env_steps=10_000)
+    eager: Any
+    compiled: Any
+    if kind == "dqn":
+        eager, compiled = (
+            DQNActor(4, 3, DQNConfig(compile=c, hidden_sizes=[16, 16], start_epsilon=0.5, end_epsilon=0.5), run)
+            for c in (False, True)
+        )
+        net = compiled.q
+    else:
+        configs = (SACConfig(compile=c, hidden_sizes=(16, 16), learning_starts=0) for c in (False, True))
+        eager, compiled = (SACActor(3, Box(-2.0, 2.0, (2,)), config, run) for config in configs)
+        net = compiled.policy
+    assert eager.compiled is None and compiled.compiled is not None
+    compiled.compiled = CompiledCall(net, compiled.compiled.fn, "default", "aot_eager")
+    return eager, compiled, 4 if kind == "dqn" else 3
+
+
+@pytest.mark.parametrize("kind", ["dqn", "sac"])
+def test_the_traced_off_policy_acts_draw_as_the_eager_ones(kind: str) -> None:
+    """DQN's epsilon-greedy choice (exploring half the time, so both branches are taken) and SAC's
+    policy draw: the same actions from the same random stream, before and after new weights."""
+    eager, compiled, obs_dim = _off_policy_actors(kind)
+    g = torch.Generator().manual_seed(0)
+    for _weights in range(2):
+        for _ in range(3):
+            obs = torch.randn(16, obs_dim, generator=g).numpy()
+            torch.testing.assert_close(compiled.act(obs), eager.act(obs), rtol=1e-5, atol=1e-6)
+        assert torch.equal(compiled.generator.get_state(), eager.generator.get_state())
+        net = eager.q if kind == "dqn" else eager.policy
+        weights = {k: v + 0.5 * torch.randn(v.shape, generator=g) for k, v in net.state_dict().items()}
+        eager.set_weights(weights)
+        compiled.set_weights(weights)
