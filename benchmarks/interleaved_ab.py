@@ -11,6 +11,13 @@ both use this interpreter.
     python benchmarks/interleaved_ab.py --a ../before --b . --pairs 8 \\
         --figure '\\| msrl \\| 1 \\| [\\d,]+ \\| ([\\d,]+)' -- \\
         benchmarks/ppo_cartpole.py --skip-sb3 --budget 150000 --seeds 1 --eval-every 1000000
+
+``--a-args`` / ``--b-args`` append arguments to one side's command only (the same code run two
+ways, or an eager A against a compiled B):
+
+    python benchmarks/interleaved_ab.py --a ../before --b . --figure 'train_s ([\\d.]+)' \
+        --a-args '--set algo.compile=false' --b-args '--set algo.compile=true' -- \
+        benchmarks/train_time.py configs/a2c_cartpole.yaml --set total_env_steps=40000
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -42,6 +50,8 @@ def main() -> None:
     parser.add_argument("--b", required=True, help="checkout B (after)")
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--figure", required=True, help="regular expression whose group 1 is the figure")
+    parser.add_argument("--a-args", default="", help="arguments appended to A's command only (shell-quoted)")
+    parser.add_argument("--b-args", default="", help="arguments appended to B's command only (shell-quoted)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- script and arguments, run in both checkouts")
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -52,7 +62,8 @@ def main() -> None:
     print("| pair | order | A | B | B/A |\n|---:|---|---:|---:|---:|")
     for pair in range(args.pairs):
         order = "AB" if pair % 2 == 0 else "BA"
-        got = {side: figure(args.a if side == "A" else args.b, command, pattern) for side in order}
+        extra = {"A": shlex.split(args.a_args), "B": shlex.split(args.b_args)}
+        got = {side: figure(args.a if side == "A" else args.b, command + extra[side], pattern) for side in order}
         ratios.append(got["B"] / got["A"])
         print(f"| {pair} | {order} | {got['A']:,.0f} | {got['B']:,.0f} | {ratios[-1]:.3f} |", flush=True)
     print(
