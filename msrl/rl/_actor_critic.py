@@ -141,7 +141,9 @@ class ActorCriticActor(Actor):
 
     @torch.inference_mode()
     def value(self, obs: Any) -> Batched:
-        return self.net(self._obs(obs))[1]
+        obs = self._obs(obs)
+        value = None if self.compiled is None else self.compiled.value(obs)  # a rollout's last observations
+        return self.net(obs)[1] if value is None else value
 
     @torch.inference_mode()
     def greedy(self, obs: Any) -> Batched:

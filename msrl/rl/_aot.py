@@ -107,7 +107,10 @@ def _tensors(tree: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
         out.append(tree)
     elif isinstance(tree, (tuple, list)):
         for item in tree:
-            _tensors(item, out)
+            if isinstance(item, torch.Tensor):  # most items: no call for them
+                out.append(item)
+            else:
+                _tensors(item, out)
     elif isinstance(tree, dict):
         for item in tree.values():
             _tensors(item, out)

@@ -129,6 +129,7 @@ class CompiledAct:
         self.step, self.state = self.call.step, self.call.state
         self.outputs = head_outputs(net)
         self.head: Any = cast(Any, net).head
+        self._rows: int | None = None  # the rows of the last act: the shape the region was built for
 
     @property
     def compile_seconds(self) -> float:
@@ -136,4 +137,13 @@ class CompiledAct:
 
     def __call__(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         noise = self.head.noise((obs.shape[0], self.outputs), generator, obs.device, obs.dtype)
+        self._rows = obs.shape[0]
         return self.call(obs, noise)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor | None:
+        """The value of ``obs`` from the same region, fed zeros for noise (the value does not read
+        it, and nothing is drawn), where ``obs`` has the rows of the last ``act``; else None, rather
+        than build a region for another shape (the caller computes it eagerly)."""
+        if obs.shape[0] != self._rows:
+            return None
+        return self.call(obs, torch.zeros((obs.shape[0], self.outputs), device=obs.device, dtype=obs.dtype))[2]

@@ -122,10 +122,23 @@ class CompiledGradientStep:
             return metrics
 
         self.step, self.grad, self.apply = (CompiledStep(fn, mode, backend) for fn in (step, grad, apply))
+        self._detached: tuple[torch.Tensor, ...] = ()
 
     @property
     def compile_seconds(self) -> float:
         return self.step.compile_seconds + self.grad.compile_seconds + self.apply.compile_seconds
+
+    def _views(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        """The parameters and the read tensors, detached: made once (forty ``detach`` calls a step
+        cost more than a small step's arithmetic) and again only when the tensors moved to new
+        storage (a module moved or cast: its first tensor tells); updates, ``load_state_dict`` and
+        Polyak averaging write in place, which the views see."""
+        n = len(self.params)
+        firsts = [0, n] if self.read else [0]
+        tensors = (*self.params, *self.read)
+        if not self._detached or any(tensors[i].data_ptr() != self._detached[i].data_ptr() for i in firsts):
+            self._detached = tuple(t.detach() for t in tensors)
+        return self._detached[:n], self._detached[n:]
 
     def states(self) -> tuple[tuple[torch.Tensor, ...], ...]:
         """The optimiser's state of each parameter, created as torch creates it before a first step."""
@@ -143,10 +156,10 @@ class CompiledGradientStep:
 
     @torch.no_grad()  # torch.func.grad differentiates inside; nothing outside records a graph
     def __call__(self, *batch: torch.Tensor, sync_grads: Callable[[list[torch.Tensor]], None] | None = None) -> Any:
-        params, states = tuple(p.detach() for p in self.params), self.states()
-        keep_in_place(self.step.mode, [*params, *(t for state in states for t in state)])
+        (params, read), states = self._views(), self.states()
+        if self.step.mode == "reduce-overhead":
+            keep_in_place(self.step.mode, [*params, *(t for state in states for t in state)])
         lr = torch.as_tensor(self.optimizer.param_groups[0]["lr"], dtype=params[0].dtype, device=params[0].device)
-        read = tuple(t.detach() for t in self.read)
         if sync_grads is None:
             return self.step(params, read, states, lr, *batch)
         grads, metrics = self.grad(params, read, *batch)

@@ -74,6 +74,20 @@ def test_the_traced_act_draws_and_scores_as_the_eager_one(case: str) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(NETS))
+def test_the_value_of_a_rollouts_last_observations_comes_from_the_act_region(case: str) -> None:
+    """With the act's rows the value is the region's, drawing nothing; other rows are eager."""
+    eager, compiled, obs_dim = _actors(case, "aot_eager")
+    obs = torch.randn(32, obs_dim).numpy()
+    eager.act(obs), compiled.act(obs)
+    state, region, calls = compiled.generator.get_state(), compiled.compiled.call, []
+    compiled.compiled.call = lambda *args: calls.append(args[0].shape[0]) or region(*args)
+    for rows in (32, 5):
+        torch.testing.assert_close(compiled.value(obs[:rows]), eager.value(obs[:rows]), rtol=1e-5, atol=1e-5)
+    assert calls == [32]  # 5 rows: eager, no region built for them
+    assert torch.equal(compiled.generator.get_state(), state)
+
+
+@pytest.mark.parametrize("case", sorted(NETS))
 def test_the_act_region_has_one_graph_no_break_and_no_sync(case: str) -> None:
     _, actor, obs_dim = _actors(case, "aot_eager")
     assert actor.compiled is not None
