@@ -198,9 +198,12 @@ class DQNLearner(Learner):
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, fused=True)
         self.gradient_steps_taken = 0
         mode = compile_mode(config.compile, self.device)
+        self.compiled = self.compiled_step(mode) if mode else None
+
+    def compiled_step(self, mode: str | None, backend: str = "inductor") -> CompiledGradientStep:
+        """The TD gradient step as one compiled region."""
         frozen = (self.q_target,)  # read by the loss: an input of the compiled step, never a constant of it
-        step = CompiledGradientStep(self.q, self.optimizer, self.loss, config.max_grad_norm, mode, frozen=frozen)
-        self.compiled = step if mode else None
+        return CompiledGradientStep(self.q, self.optimizer, self.loss, self.config.max_grad_norm, mode, backend, frozen)
 
     def learn(self, batch: ReplayBatch) -> Global:
         cfg = self.config

@@ -117,8 +117,11 @@ class IMPALALearner(Learner):
         self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
         mode = compile_mode(config.compile, self.device)
-        step = CompiledGradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, mode) if mode else None
-        self.compiled = step
+        self.compiled = self.compiled_step(mode) if mode else None
+
+    def compiled_step(self, mode: str | None, backend: str = "inductor") -> CompiledGradientStep:
+        """The gradient step of ``loss`` as one compiled region."""
+        return CompiledGradientStep(self.net, self.optimizer, self.loss, self.config.max_grad_norm, mode, backend)
 
     def learn(self, batch: TrajectoryBatch) -> Global:
         cfg = self.config

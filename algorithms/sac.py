@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 import msrl.envs
+from algorithms._sac_networks import SquashedGaussianPolicy, Temperature, TwinQ
 from msrl.core import (
     Actor,
     Algorithm,
@@ -47,14 +48,10 @@ from msrl.rl import (
     copy_weights,
     load_state,
     load_weights,
-    mlp,
     observation_shape,
     polyak_update_,
-    sample_tanh_gaussian,
     save_state,
 )
-
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
 @dataclass
@@ -92,8 +89,9 @@ class SACConfig:
     hidden_sizes: tuple = (256, 256)
     """Widths of the hidden layers (ReLU) of the policy and Q-networks."""
     compile: bool | str = "auto"
-    """``true``: the critics' and the policy's gradient steps are each one compiled region (CUDA
-    graphs on CUDA), and on the CPU the actor's draw; ``false``: eager; ``auto``: on CUDA only."""
+    """``true``: the critics', the policy's and the temperature's gradient steps are each one
+    compiled region (CUDA graphs on CUDA), and on the CPU the actor's draw; ``false``: eager;
+    ``auto``: compiled on CUDA only (docs/guide.md)."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma")
@@ -106,63 +104,6 @@ class SACConfig:
         if not 0.0 < self.tau <= 1.0:
             raise ConfigError(f"algo.tau must be in (0, 1], got {self.tau}")
         check_compile_option(self.compile)
-
-
-# -- networks ----------------------------------------------------------------------------------------
-class SquashedGaussianPolicy(nn.Module):
-    """Observation -> tanh-squashed Gaussian over actions, rescaled to the action bounds."""
-
-    scale: torch.Tensor  # buffers (registered in __init__): half the action range, and its centre
-    bias: torch.Tensor
-
-    def __init__(self, obs_dim: int, action_space: Box, hidden: tuple, generator: torch.Generator) -> None:
-        super().__init__()
-        dim = int(np.prod(action_space.shape))
-        self.torso = mlp([obs_dim, *hidden], nn.ReLU, generator)
-        self.torso.append(nn.ReLU())
-        self.mean = mlp([hidden[-1], dim], generator=generator)
-        self.log_std = mlp([hidden[-1], dim], generator=generator)
-        low = np.broadcast_to(np.asarray(action_space.low, dtype=np.float32), (dim,))
-        high = np.broadcast_to(np.asarray(action_space.high, dtype=np.float32), (dim,))
-        self.register_buffer("scale", torch.as_tensor((high - low) / 2.0))
-        self.register_buffer("bias", torch.as_tensor((high + low) / 2.0))
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        features = self.torso(obs)
-        log_std = torch.tanh(self.log_std(features))  # squashed into [LOG_STD_MIN, LOG_STD_MAX], as CleanRL
-        return self.mean(features), LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1)
-
-    def sample(
-        self, obs: torch.Tensor, generator: torch.Generator | None = None, noise: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised action in the env's bounds, and its log density in the policy's own
-        (-1, 1) units, before the rescaling to the bounds (``noise``: drawn unless given).
-
-        The density is the squashed Gaussian's, as the SAC authors' softlearning and SB3 compute it
-        (both act in a [-1, 1] action space and rescale outside the policy): the target entropy
-        -dim(A) then means the same for every env, whatever its action units.  (Taken in the env's
-        units, as CleanRL does, it would lie ``sum(log(scale))`` lower: -1.69 rather than -1 per
-        dimension on Pendulum's [-2, 2].)  Besides a constant in the soft Q-values, the offset
-        moves only the temperature's target."""
-        mean, log_std = self(obs)
-        squashed, logprob = sample_tanh_gaussian(mean, log_std, generator, noise)
-        return squashed * self.scale + self.bias, logprob
-
-    def mode(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self(obs)[0]) * self.scale + self.bias
-
-
-class TwinQ(nn.Module):
-    """Two independent Q(s, a) networks."""
-
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple, generator: torch.Generator) -> None:
-        super().__init__()
-        self.q1 = mlp([obs_dim + action_dim, *hidden, 1], nn.ReLU, generator)
-        self.q2 = mlp([obs_dim + action_dim, *hidden, 1], nn.ReLU, generator)
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.cat((obs, action.reshape(obs.shape[0], -1)), -1)
-        return self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)
 
 
 # -- components ------------------------------------------------------------------------------------
@@ -222,7 +163,8 @@ class SACLearner(Learner):
         self.policy = SquashedGaussianPolicy(obs_dim, action_space, config.hidden_sizes, generator).to(self.device)
         self.critic = TwinQ(obs_dim, action_dim, config.hidden_sizes, generator).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(float(np.log(config.alpha)), device=self.device, requires_grad=config.autotune)
+        self.temperature = Temperature(config.alpha, config.autotune).to(self.device)
+        self.log_alpha = self.temperature.log_alpha
         self.target_entropy = -float(action_dim)
         self.critic_params, self.policy_params = list(self.critic.parameters()), list(self.policy.parameters())
         self.critic_optimizer = torch.optim.Adam(self.critic_params, lr=config.q_lr, fused=True)
@@ -230,18 +172,23 @@ class SACLearner(Learner):
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.policy_lr)
         self.generator = run.rng("learner")  # the actions sampled for the targets and the policy loss
         self.gradient_steps_taken = 0
-        mode, clip = compile_mode(config.compile, self.device), config.max_grad_norm
-        self.compiled: tuple[CompiledGradientStep, CompiledGradientStep] | None = None
-        if mode:  # the critics' and the policy's steps; the temperature's scalar Adam step stays eager
-            # the modules each loss reads without differentiating: inputs of its step, not constants
-            critic_read, policy_read = (self.critic_target, self.policy), (self.critic,)
-            critic = CompiledGradientStep(
-                self.critic, self.critic_optimizer, self.critic_loss, clip, mode, frozen=critic_read
-            )
-            policy = CompiledGradientStep(
-                self.policy, self.policy_optimizer, self.policy_loss, clip, mode, frozen=policy_read
-            )
-            self.compiled = (critic, policy)
+        mode = compile_mode(config.compile, self.device)
+        self.compiled = self.compiled_steps(mode) if mode else None
+
+    def compiled_steps(self, mode: str | None, backend: str = "inductor") -> tuple[CompiledGradientStep, ...]:
+        """The critics', the policy's and the temperature's gradient steps, each one compiled region."""
+        clip = self.config.max_grad_norm
+        # the modules each loss reads without differentiating: inputs of its step, not constants
+        critic_read, policy_read = (self.critic_target, self.policy), (self.critic,)
+        return (
+            CompiledGradientStep(
+                self.critic, self.critic_optimizer, self.critic_loss, clip, mode, backend, critic_read
+            ),
+            CompiledGradientStep(
+                self.policy, self.policy_optimizer, self.policy_loss, clip, mode, backend, policy_read
+            ),
+            CompiledGradientStep(self.temperature, self.alpha_optimizer, self.alpha_loss, clip, mode, backend),
+        )
 
     def _step(self, optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor], loss: torch.Tensor) -> None:
         optimizer.zero_grad(set_to_none=True)
@@ -278,9 +225,10 @@ class SACLearner(Learner):
                 else:
                     policy_loss, logprobs = self.policy_terms(obs, None, alpha)
                     self._step(self.policy_optimizer, self.policy_params, policy_loss)
-                if cfg.autotune:  # logprobs: their mean, from the compiled step
-                    alpha_loss = -(self.log_alpha * (logprobs.detach() + self.target_entropy)).mean()
-                    self._step(self.alpha_optimizer, [self.log_alpha], alpha_loss)
+                if cfg.autotune and self.compiled:  # logprobs: their mean, from the compiled step
+                    self.compiled[2](logprobs, sync_grads=sync)
+                elif cfg.autotune:
+                    self._step(self.alpha_optimizer, [self.log_alpha], self.alpha_loss(logprobs)[0])
                 policy_total = policy_total + policy_loss.detach().double()
                 policy_steps += 1
             # Targets: Polyak averaging towards the critics.
@@ -295,7 +243,7 @@ class SACLearner(Learner):
             "alpha": alpha_now,
         }
         if self.compiled:  # the first update's extra time, apart from training time
-            metrics["compile_seconds"] = self.compiled[0].compile_seconds + self.compiled[1].compile_seconds
+            metrics["compile_seconds"] = sum(step.compile_seconds for step in self.compiled)
         return metrics
 
     def noise(self, obs: torch.Tensor) -> torch.Tensor:
@@ -331,6 +279,13 @@ class SACLearner(Learner):
         """The policy loss, and it and the mean log density (detached) to report."""
         loss, logprobs = self.policy_terms(obs, noise, alpha)
         return loss, torch.stack([loss.detach(), logprobs.detach().mean()])
+
+    def alpha_loss(self, logprobs: Tensor) -> tuple[Tensor, Tensor]:
+        """The temperature's loss, pushing the policy's entropy (-``logprobs``, or their mean) towards
+        ``target_entropy``, and it (detached) to report.  It reads ``log_alpha`` through
+        ``self.temperature``, the module its compiled step swaps the parameter of."""
+        loss = -(self.temperature.log_alpha * (logprobs.detach() + self.target_entropy)).mean()
+        return loss, loss.detach().unsqueeze(0)
 
     def get_weights(self) -> Global:
         return copy_weights(self.policy)

@@ -257,9 +257,7 @@ Learners = A2CLearner | IMPALALearner | DQNLearner
 
 
 def _func_step(learner: Learners, mode: str | None, backend: str = "inductor") -> CompiledGradientStep:
-    config = learner.config
-    net, read = (learner.q, (learner.q_target,)) if isinstance(learner, DQNLearner) else (learner.net, ())
-    return CompiledGradientStep(net, learner.optimizer, learner.loss, config.max_grad_norm, mode, backend, read)
+    return learner.compiled_step(mode, backend)  # the learner's own step, in another mode or backend
 
 
 def _func_args(learner: Learners) -> tuple[Any, ...]:
@@ -341,23 +339,12 @@ def _sac(compile: bool | str = False) -> SACLearner:
     return SACLearner(3, Box(-2.0, 2.0, (1,)), config, RunInfo(seed=2, total_env_steps=1000))
 
 
-def _sac_steps(learner: SACLearner, mode: str | None, backend: str = "inductor") -> tuple[Any, Any]:
-    clip = learner.config.max_grad_norm
-    critic_read, policy_read = (learner.critic_target, learner.policy), (learner.critic,)  # what each loss reads
-    critic = CompiledGradientStep(
-        learner.critic, learner.critic_optimizer, learner.critic_loss, clip, mode, backend, critic_read
-    )
-    policy = CompiledGradientStep(
-        learner.policy, learner.policy_optimizer, learner.policy_loss, clip, mode, backend, policy_read
-    )
-    return critic, policy
-
-
-def _sac_args(learner: SACLearner) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-    """The critic step's and the policy step's arguments for one minibatch."""
+def _sac_args(learner: SACLearner) -> tuple[tuple[torch.Tensor, ...], ...]:
+    """The critic step's, the policy step's and the temperature step's arguments for one minibatch."""
     obs, actions, rewards, next_obs, terminated = _replay_box().minibatch(0)
-    alpha = learner.log_alpha.detach().exp()
-    return (obs, actions, rewards, next_obs, terminated, learner.noise(obs), alpha), (obs, learner.noise(obs), alpha)
+    alpha, logprobs = learner.log_alpha.detach().exp(), -torch.rand(())
+    replayed = (obs, actions, rewards, next_obs, terminated, learner.noise(obs), alpha)
+    return replayed, (obs, learner.noise(obs), alpha), (logprobs,)
 
 
 def _replay_box() -> ReplayBatch:
@@ -369,7 +356,7 @@ def _replay_box() -> ReplayBatch:
 
 def test_the_sac_steps_have_one_graph_no_break_and_no_sync() -> None:
     learner = _sac()
-    for step, args in zip(_sac_steps(learner, None), _sac_args(learner)):
+    for step, args in zip(learner.compiled_steps(None), _sac_args(learner), strict=True):
         params = tuple(p.detach() for p in step.params)
         read = tuple(t.detach() for t in step.read)
         explanation = torch._dynamo.explain(step.step.fn)(params, read, step.states(), torch.tensor(1e-3), *args)
@@ -377,12 +364,12 @@ def test_the_sac_steps_have_one_graph_no_break_and_no_sync() -> None:
         assert explanation.graph_count == 1
         with SyncCounter() as counter:
             step(*args)
-        assert counter.ops > 50 and counter.syncs == []
+        assert counter.ops > 10 and counter.syncs == []
 
 
 def test_the_traced_sac_steps_equal_the_eager_update() -> None:
     eager, traced = _sac(), _sac()
-    traced.compiled = _sac_steps(traced, "default", backend="aot_eager")
+    traced.compiled = traced.compiled_steps("default", backend="aot_eager")
     want, got = eager.learn(_replay_box()), traced.learn(_replay_box())
     assert got.pop("compile_seconds") > 0
     assert got == pytest.approx(want, rel=1e-5, abs=1e-6)
