@@ -128,6 +128,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--out", type=Path, default=DEFAULT_OUT, help="output directory (default benchmarks/results/learning)"
     )
     parser.add_argument("--eval-episodes", type=int, default=20, help="final greedy episodes per run (default 20)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an override for msrl, e.g. algo.compile=true",
+    )
     gate = parser.add_argument_group("learning regression gate")
     gate.add_argument(
         "--quick", action="store_true", help="run the gate's quick rows (msrl only) and compare them with the bands"
@@ -279,6 +286,7 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
                 "sb3_torch_threads": p.threads,
                 "sb3_settings": f"{p.spec.settings_source}: hyperparams/{p.spec.zoo_file} {p.spec.zoo_env}",
                 "note": p.spec.note,
+                "msrl_overrides": list(args.set),
                 "sb3_hyperparameters": jsonable(zoo_hyperparameters(p.spec)),
                 "published": [asdict(x) for x in PUBLISHED.get(p.config, [])],
             }
@@ -286,7 +294,7 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
             for seed in range(args.seeds):  # interleaved: msrl seed 0, SB3 seed 0, msrl seed 1, ...
                 for framework in args.frameworks:
                     if framework == "msrl":
-                        r = run_msrl(p.config, seed, p.budget, args.eval_episodes, runs_dir)
+                        r = run_msrl(p.config, seed, p.budget, args.eval_episodes, runs_dir, args.set)
                     else:
                         r = run_sb3(p.config, p.spec, seed, p.budget, args.eval_episodes, p.threads)
                     mine.append(r)
