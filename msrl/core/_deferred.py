@@ -120,11 +120,16 @@ def pending_deferred(value: Any) -> list[Deferred]:
 
 
 def has_deferred(value: Any) -> bool:
-    """Whether ``value`` holds a ``Deferred`` anywhere in its tuples, lists and dicts."""
+    """Whether ``value`` holds a ``Deferred`` anywhere in its tuples, lists and dicts.  Asked of
+    every component call's result that another step reads (a rollout step's tensors, mostly), so
+    the leaves of a tuple are looked at in place, not by a call each."""
     if type(value) is Deferred:
         return True
-    if isinstance(value, (tuple, list)):
-        return any(has_deferred(item) for item in value)
     if isinstance(value, dict):
-        return any(has_deferred(item) for item in value.values())
+        value = value.values()
+    elif not isinstance(value, (tuple, list)):
+        return False
+    for item in value:
+        if type(item) is Deferred or (isinstance(item, (tuple, list, dict)) and has_deferred(item)):
+            return True
     return False

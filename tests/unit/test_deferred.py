@@ -38,6 +38,7 @@ def test_resolve_keeps_containers_and_their_types():
     with deferring():
         tree = {"x": [msrl.deferred(lambda: 5), Pair(msrl.deferred(lambda: 6), 7)], "y": batch}
     assert has_deferred(tree) and not has_deferred(batch)
+    assert has_deferred((1, (2, [3, {"a": tree["x"][0]}]))) and not has_deferred((1, (2, [3, {"a": 4}])))
     out = resolve_deferred(tree)
     assert out == {"x": [5, Pair(6, 7)], "y": batch}
     assert type(out["x"][1]) is Pair and out["y"] is batch
