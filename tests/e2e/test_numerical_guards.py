@@ -21,6 +21,9 @@ from msrl.envs import BatchedEnv, Physics
 from msrl.rl import OBS_STATS
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # the guide's example algorithm, which the runs below change one part of
+from examples.reinforce import Reinforce, ReinforceLearner  # noqa: E402
+
 COMMON = ["progress=false", "eval_episodes=0", "algo.num_envs=4", "algo.num_steps=16", "checkpoint_every=1"]
 
 
@@ -115,46 +118,32 @@ def test_a_nan_loss_stops_the_run_before_its_record_and_checkpoint(tmp_path: Pat
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 2  # no record of the bad update
 
 
-def _nan_loss_algorithm():
-    import sys
+def _reinforce_with(learner_class: type) -> type:
+    """REINFORCE whose learner is a ``learner_class`` (a ``ReinforceLearner`` subclass), built as
+    the usual one is."""
 
-    sys.path.insert(0, str(REPO))
-    from examples.reinforce import Reinforce, ReinforceLearner
-
-    class NaNLossLearner(NaNLossLearnerMixin, ReinforceLearner):
-        pass
-
-    class NaNLossReinforce(Reinforce):
+    class Changed(Reinforce):
         def __init__(self, config, run):
             super().__init__(config, run)
-            learner = NaNLossLearner.__new__(NaNLossLearner)
+            learner = learner_class.__new__(learner_class)
             learner.__dict__.update(self.learner.__dict__)
             self.learner = learner
 
-    return NaNLossReinforce
+    return Changed
 
 
-NaNLossReinforce = _nan_loss_algorithm()
+NaNLossReinforce = _reinforce_with(type("NaNLossLearner", (NaNLossLearnerMixin, ReinforceLearner), {}))
 
 
-def _probe_algorithm(probe: torch.Tensor):
+def _probe_algorithm(probe: torch.Tensor) -> type:
     """REINFORCE whose learner sends ``probe`` beside its weights, as an entry the actor skips (no
     observation statistics to load): the weight check sees it, the acting does not."""
-    sys.path.insert(0, str(REPO))
-    from examples.reinforce import Reinforce, ReinforceLearner
 
     class ProbeLearner(ReinforceLearner):
         def get_weights(self):
             return {**super().get_weights(), f"{OBS_STATS}.probe": probe.clone()}
 
-    class ProbeReinforce(Reinforce):
-        def __init__(self, config, run):
-            super().__init__(config, run)
-            learner = ProbeLearner.__new__(ProbeLearner)
-            learner.__dict__.update(self.learner.__dict__)
-            self.learner = learner
-
-    return ProbeReinforce
+    return _reinforce_with(ProbeLearner)
 
 
 HUGE = torch.full((4096,), 3e38)  # every value finite; their float32 sum is inf
