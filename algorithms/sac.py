@@ -5,7 +5,8 @@ and Polyak-averaged target critics.
 
 The loop is DQN's: every iteration steps the environments ``train_frequency`` times (uniformly
 random actions until ``learning_starts`` transitions are in, then the policy's samples) into a
-replay buffer, and the learner takes ``gradient_steps`` steps on sampled batches.
+replay buffer, and the learner takes ``gradient_steps`` steps on sampled batches.  The networks and
+the temperature are in ``algorithms._sac_networks``.
 """
 
 from __future__ import annotations

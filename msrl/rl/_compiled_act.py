@@ -4,7 +4,7 @@ it (sample from a head, take an epsilon-greedy argmax), from noise drawn outside
 A rollout calls ``act`` once per environment step on a few dozen rows.  Eagerly that is some
 twenty-five small operations (the two towers, the Gumbel-max draw, the log-probability), each a
 few microseconds of arithmetic behind ten of dispatch: about 0.3 ms a call on this project's
-2-core VM, a fifth of a compiled PPO iteration and most of an A2C one.  Built ahead of time
+2-core VM, a fifth of a compiled PPO iteration and two fifths of an A2C one.  Built ahead of time
 (``msrl.rl.CompiledStep`` on the CPU: one package, loaded by later runs in milliseconds) it is one
 call into generated C++.
 
