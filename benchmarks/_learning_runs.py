@@ -151,7 +151,28 @@ def make_sb3_model(spec: Spec, seed: int) -> Any:
     if normalize:
         env = VecNormalize(env, **normalize_kwargs(params))
     algorithm = getattr(stable_baselines3, spec.sb3_algo)
+    if params.pop("td_loss", "huber") == "mse":
+        algorithm = _squared_error_dqn(algorithm)
     return algorithm(env=env, seed=seed, device="cpu", verbose=0, **params)
+
+
+def _squared_error_dqn(dqn: type) -> type:
+    """SB3's DQN minimising the squared TD error, as CleanRL's ``dqn.py`` and msrl's ``algo.loss: mse``
+    do: SB3 has only the Huber loss (its ``train`` calls ``F.smooth_l1_loss``, the one function of
+    ``torch.nn.functional`` its module uses, swapped here for ``mse_loss`` while ``train`` runs)."""
+    import types
+
+    module = sys.modules[dqn.__module__]
+
+    class SquaredErrorDQN(dqn):  # type: ignore[misc, valid-type]
+        def train(self, gradient_steps: int, batch_size: int = 100) -> None:
+            functional, module.F = module.F, types.SimpleNamespace(smooth_l1_loss=torch.nn.functional.mse_loss)
+            try:
+                super().train(gradient_steps, batch_size)
+            finally:
+                module.F = functional
+
+    return SquaredErrorDQN
 
 
 def normalize_kwargs(params: dict[str, Any]) -> dict[str, Any]:
