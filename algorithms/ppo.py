@@ -365,8 +365,8 @@ class PPO(Algorithm):
         Learner = FusedPPOLearner if config.fused else PPOLearner
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
         net = Learner.network(obs_dim, action_space, config, run.seed_for("weights"))
-        compiled = compile_mode(config.compile, run.device)  # act too is one compiled region where the step is
-        self.actor = ActorCriticActor(net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, compiled)
+        mode = compile_mode(config.compile, run.device)  # with "default" (CPU), the actor's act is compiled too
+        self.actor = ActorCriticActor(net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, mode)
         self.buffer = RolloutBuffer(
             config.num_steps,
             config.num_envs,

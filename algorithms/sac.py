@@ -39,6 +39,7 @@ from msrl.core import (
 from msrl.rl import (
     CompiledCall,
     CompiledGradientStep,
+    GaussianHead,
     ReplayBatch,
     ReplayBuffer,
     action_layout,
@@ -137,7 +138,7 @@ class SACActor(Actor):
         if self.compiled is None:
             return self.policy.sample(obs, self.generator)[0]
         shape = (obs.shape[0], self.policy.scale.numel())  # what sample would draw: the means' shape
-        return self.compiled(obs, torch.randn(shape, generator=self.generator, device=self.device, dtype=obs.dtype))[0]
+        return self.compiled(obs, GaussianHead.noise(shape, self.generator, self.device, obs.dtype))[0]
 
     @torch.inference_mode()
     def greedy(self, obs: Any) -> Batched:
@@ -250,7 +251,7 @@ class SACLearner(Learner):
     def noise(self, obs: torch.Tensor) -> torch.Tensor:
         """Standard normal noise for one batch of policy samples, from the learner's generator."""
         shape = (obs.shape[0], self.policy.scale.numel())
-        return torch.randn(shape, generator=self.generator, device=obs.device, dtype=obs.dtype)
+        return GaussianHead.noise(shape, self.generator, obs.device, obs.dtype)
 
     def critic_loss(
         self,

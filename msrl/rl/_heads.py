@@ -150,7 +150,7 @@ def sample_tanh_gaussian(
     (standard normal, ``mean``'s shape) is drawn from ``generator`` unless given: a compiled
     region takes it drawn outside, as the eager path would draw it."""
     if noise is None:
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        noise = GaussianHead.noise(mean.shape, generator, mean.device, mean.dtype)
     u = mean + noise * log_std.exp()
     correction = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
     return torch.tanh(u), gaussian_log_prob(mean, log_std, u) - correction.sum(-1)
