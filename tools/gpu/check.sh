@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# One prepared run of msrl's GPU checks on a GPU machine that has CUDA torch and nvcc but no
+# package registry: what the machine lacks travels as wheels in .whl/ (made beforehand with
+# `pip download`, see tools/gpu/README.md), pycuda is built from its sdist with the machine's nvcc,
+# then the phases named on the command line run in order, each bounded in time, each writing its
+# log and one line per result to $OUT/summary.txt (the last thing printed).
+#
+#   OUT=/tmp/gpu-out bash tools/gpu/check.sh setup presets tests ppo envstep tag warpdrive
+#
+# Phases: setup (install, start the pycuda build), presets (PPO CartPole under every preset on the
+# GPU, trained to the shipped budget), tests (the GPU-relevant test files, on the GPU), ppo
+# (benchmarks/ppo_cartpole.py in device mode), envstep (env steps/s of the torch and cuda backends
+# through the public step API), tag (Tag's GPU rows), warpdrive (WarpDrive beside us).
+set -u
+OUT=${OUT:-/tmp/gpu-out}
+PY=${PYTHON:-python3}
+SITE=${SITE:-/tmp/site}
+DEADLINE=${DEADLINE:-560}  # seconds from the start by which every phase has ended
+PYCUDA_SRC=/tmp/pycuda-src
+mkdir -p "$OUT" /tmp/gpu-logs
+T0=$(date +%s)
+say() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$OUT/summary.txt"; }
+# bounded: run a command with a time limit, its output appended to a log; says how it ended
+bounded() {
+    local limit=$1 log=$2 what=$3
+    shift 3
+    local t=$(date +%s)
+    local left=$((DEADLINE - (t - T0)))  # every phase ends before the run's deadline
+    if [ "$left" -lt "$limit" ]; then limit=$left; fi
+    if [ "$limit" -le 5 ]; then
+        say "$what: not run (the ${DEADLINE}s deadline is near)"
+        return 124
+    fi
+    echo "== $what" >>"$log"
+    timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1
+    local rc=$?
+    say "$what: exit $rc in $(($(date +%s) - t))s"
+    return $rc
+}
+
+export PYTHONUNBUFFERED=1 CI=true
+export PYTHONPATH="$PYCUDA_SRC:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+
+phase_setup() {
+    nvidia-smi -L | tee -a "$OUT/summary.txt"
+    $PY -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__, torch.cuda.get_device_name())" \
+        | tee -a "$OUT/summary.txt"
+    bounded 120 "$OUT/setup.log" "wheels" $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --upgrade --target "$SITE" .whl/*.whl  # not .whl/wd: see phase_warpdrive
+    bounded 120 "$OUT/setup.log" "msrl (editable)" $PY -m pip install -q --no-index --no-deps \
+        --no-build-isolation -e .
+    # pycuda from its sdist, against this machine's toolkit, in the background (about a minute)
+    local nvcc root
+    nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)
+    root=$(dirname "$(dirname "$nvcc")")
+    rm -rf "$PYCUDA_SRC" && mkdir -p "$PYCUDA_SRC"
+    tar -xzf .whl/pycuda-*.tar.gz -C "$PYCUDA_SRC" --strip-components=1
+    local libs="$root/lib64,$root/lib64/stubs,$root/targets/x86_64-linux/lib,$root/targets/x86_64-linux/lib/stubs"
+    (
+        cd "$PYCUDA_SRC" &&
+            $PY configure.py --cuda-root="$root" --cudadrv-lib-dir="$libs" --cudart-lib-dir="$libs" \
+                --curand-lib-dir="$libs" &&
+            $PY setup.py build_ext --inplace -j 16
+    ) >"/tmp/gpu-logs/pycuda.log" 2>&1 &
+    echo $! >/tmp/gpu-logs/pycuda.pid
+    say "pycuda build started (nvcc $nvcc)"
+}
+
+wait_pycuda() {
+    local pid
+    pid=$(cat /tmp/gpu-logs/pycuda.pid 2>/dev/null) || return 0
+    while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+    tail -5 /tmp/gpu-logs/pycuda.log >>"$OUT/setup.log"
+    if $PY -c "import pycuda.driver as d; d.init(); print('pycuda', d.get_version(), d.Device(0).name())" \
+        >>"$OUT/summary.txt" 2>>"$OUT/setup.log"; then
+        say "pycuda: built, driver imported"
+    else
+        cp /tmp/gpu-logs/pycuda.log "$OUT/pycuda.log"
+        say "pycuda: FAILED (pycuda.log)"
+    fi
+    rm -f /tmp/gpu-logs/pycuda.pid
+}
+
+# One PPO CartPole run from the shipped config under a preset; its greedy result into the summary.
+train() {
+    local name=$1
+    shift
+    local log=/tmp/gpu-logs/train-$name.log
+    bounded "${TRAIN_LIMIT:-240}" "$log" "train $name" $PY -m msrl train configs/ppo_cartpole.yaml \
+        --set runs_dir=/tmp/gpu-runs/$name "$@"
+    say "train $name: $(grep -E 'greedy evaluation|msrl: error|Error' "$log" | tail -2 | tr '\n' ' ')"
+}
+
+phase_presets() {
+    # all at once (16 cores, one GPU): each Ray-backed run starts its own local Ray
+    train gpu_only --set policy=gpu_only &
+    train coarse-learner-gpu --set policy=single_learner_coarse --set policy.learner_gpus=1 &
+    train multi_learner-cuda --set policy=multi_learner --set policy.device=cuda &
+    train local-torch-cuda --set policy.device=cuda &
+    wait_pycuda
+    train local-cuda-kernels --set policy.executor=cuda &
+    wait
+    for f in /tmp/gpu-logs/train-*.log; do
+        echo "== $f" && tail -15 "$f"
+    done >"$OUT/train.log"
+}
+
+phase_tests() {
+    wait_pycuda
+    bounded "${TEST_LIMIT:-300}" "$OUT/tests.log" "tests on the GPU" $PY -m pytest -q -p no:cacheprovider \
+        -n 12 --dist loadfile -rfEs --timeout=120 --durations=10 tests/executors tests/unit tests/e2e/test_gpu_learner_cli.py
+    say "tests: $(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$OUT/tests.log" | tail -1)"
+}
+
+phase_ppo() {
+    bounded "${PPO_LIMIT:-240}" "$OUT/bench.log" "ppo_cartpole device mode" $PY benchmarks/ppo_cartpole.py \
+        --device cuda --num-envs ${PPO_ENVS:-4096 16384 65536} --budget ${PPO_BUDGET:-20000000}
+}
+
+phase_envstep() {
+    wait_pycuda
+    bounded 150 "$OUT/bench.log" "env_throughput" $PY benchmarks/env_throughput.py --rows torch,cuda \
+        --sizes 4096 65536 1048576 16777216 --seconds 1 --rounds 2
+    if [ -f benchmarks/kernel_env_step.py ]; then
+        bounded 120 "$OUT/bench.log" "kernel_env_step" $PY benchmarks/kernel_env_step.py --device cuda
+    fi
+}
+
+phase_tag() {
+    wait_pycuda
+    bounded 200 "$OUT/bench.log" "tag_scaling GPU rows" $PY benchmarks/tag_scaling.py --backends cuda,torch \
+        --device cuda --training-steps 0
+}
+
+phase_warpdrive() {
+    # WarpDrive's wheels (.whl/wd) go to their own folder: its wheel ships a top-level `tests` package,
+    # which would hide msrl's tests from pytest's imports.
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-wd \
+        .whl/wd/*.whl >>"$OUT/setup.log" 2>&1
+    PYTHONPATH="/tmp/site-wd:$PYTHONPATH" bounded "${WD_LIMIT:-200}" "$OUT/bench.log" "warpdrive" \
+        $PY benchmarks/warpdrive.py ${WD_ARGS:-}
+}
+
+# A phase named with a trailing + runs beside the ones after it (e.g. presets+ tests).
+for phase in "$@"; do
+    case $phase in
+    *+)
+        say "== ${phase%+} (beside what follows)"
+        "phase_${phase%+}" &
+        ;;
+    *)
+        say "== $phase"
+        "phase_$phase"
+        ;;
+    esac
+done
+wait
+wait_pycuda
+say "done"
+cat "$OUT/summary.txt"
