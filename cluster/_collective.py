@@ -105,8 +105,12 @@ class GradientAllReduce:
     """The ``Learner.grad_sync`` hook: average gradients over every learner
     replica in one flat all-reduce, so replicas that start equal stay equal."""
 
-    def __init__(self, group: Any, world_size: int) -> None:
+    def __init__(self, group: Any, world_size: int, store: Any = None) -> None:
         self.group, self.world_size = group, world_size
+        # The group's rendezvous store.  torch holds only the C++ side of a Python store, and NCCL reads
+        # the store again when it creates its communicator, at the first collective: the Python object
+        # must live as long as the group (collected earlier, the read fails with "Not implemented").
+        self.store = store
         self.seconds = 0.0  # time in the collective, reported as communication rather than learning
 
     def __call__(self, parameters: Iterable[torch.Tensor]) -> None:
@@ -140,31 +144,46 @@ class GradientAllReduce:
             offset += tensor.numel()
 
 
-def backend_for(device: str) -> str:
-    """The collective for gradients that live on ``device``: NCCL keeps CUDA gradients on the GPU."""
-    return "nccl" if torch.device(device).type == "cuda" else "gloo"
+def backend_for(device: str, shared: bool = False) -> str:
+    """The collective for gradients that live on ``device``: NCCL keeps CUDA gradients on the GPU, but
+    NCCL refuses two ranks on one GPU, so replicas that ``shared`` a GPU all-reduce with gloo (which
+    takes CUDA tensors too); CPU gradients use gloo."""
+    return "nccl" if torch.device(device).type == "cuda" and not shared else "gloo"
 
 
-def learner_group(store_handle: Any, prefix: str, rank: int, world_size: int, host: str, device: str) -> Any:
-    """The process group the learner replicas all-reduce their gradients in."""
-    if backend_for(device) == "nccl":
-        return nccl_group(store_handle, prefix, rank, world_size)
-    return gloo_group(store_handle, prefix, rank, world_size, host)
+def learner_group(
+    store_handle: Any, prefix: str, rank: int, world_size: int, host: str, device: str
+) -> tuple[Any, RayStore]:
+    """The process group the learner replicas all-reduce their gradients in, and its store (which
+    must outlive the group: ``GradientAllReduce`` keeps it)."""
+    store = RayStore(store_handle, prefix)
+    shared = torch.device(device).type == "cuda" and _shares_a_gpu(store, rank, world_size, device)
+    if backend_for(device, shared) == "nccl":
+        return nccl_group(store, rank, world_size), store
+    return gloo_group(store, rank, world_size, host), store
 
 
-def nccl_group(store_handle: Any, prefix: str, rank: int, world_size: int) -> Any:
+def _shares_a_gpu(store: RayStore, rank: int, world_size: int, device: str) -> bool:
+    """Whether two replicas of the group run on one GPU (each publishes its GPU's UUID): every replica
+    reads the same keys, so all of them choose the same backend."""
+    index = torch.device(device).index
+    uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index).uuid)
+    store.set(f"gpu/{rank}", uuid)
+    return len({store.get(f"gpu/{r}") for r in range(world_size)}) < world_size
+
+
+def nccl_group(store: RayStore, rank: int, world_size: int) -> Any:
     """An NCCL process group of ``world_size`` ranks, one CUDA device each (the worker's: Ray sets
     CUDA_VISIBLE_DEVICES per actor), rendezvousing through the same store as gloo."""
     if not dist.is_nccl_available():
         raise RuntimeError("this torch build has no NCCL; learners on CUDA need a CUDA build of torch")
     options = dist.ProcessGroupNCCL.Options()
     options._timeout = datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S)
-    return dist.ProcessGroupNCCL(RayStore(store_handle, prefix), rank, world_size, options)
+    return dist.ProcessGroupNCCL(store, rank, world_size, options)
 
 
-def gloo_group(store_handle: Any, prefix: str, rank: int, world_size: int, host: str) -> Any:
+def gloo_group(store: RayStore, rank: int, world_size: int, host: str) -> Any:
     """A gloo process group of ``world_size`` ranks, bound to ``host`` (this node's address)."""
-    store = RayStore(store_handle, prefix)
     options = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]  # private in torch, not in its stubs
     options._devices = [dist.ProcessGroupGloo.create_device(hostname=host)]
     options._timeout = datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S)

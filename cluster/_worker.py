@@ -244,8 +244,10 @@ def _join_gradient_group(built: Replica, fdg: FragmentedGraph, store: Any, addre
     from cluster._collective import GradientAllReduce, learner_group
 
     spec = fdg.fragments[built.fragment].spec
-    group = learner_group(store, f"{built.fragment}/grads/", built.replica, spec.replicas, address, spec.device)
-    grad_sync = GradientAllReduce(group, spec.replicas)
+    group, group_store = learner_group(
+        store, f"{built.fragment}/grads/", built.replica, spec.replicas, address, spec.device
+    )
+    grad_sync = GradientAllReduce(group, spec.replicas, group_store)
     for name, component in built.components.items():
         if fdg.graph.components[name] is Role.LEARNER:
             component.grad_sync = grad_sync
