@@ -51,7 +51,6 @@ class TorchTag(Physics[TagBase]):
         self._step_reward = const(env.step_rewards())
         self._is_tagger = const(env.is_tagger())
         self._other_pairs = torch.as_tensor(env.other_pairs(), device=device)
-        self._agents = torch.arange(self.N, device=device)
         self._two_pi = const(2 * math.pi)
         self._zero, self._inf = const(0.0), const(math.inf)
         self._world = const(env.world_size)
@@ -159,7 +158,9 @@ class TorchTag(Physics[TagBase]):
             if far is not None:  # nearest_only
                 square = delta * delta
                 d = (square[:, 0] + square[:, 1]).add_(far[rows, None, :])
-                d[:, self._agents, self._agents] = math.nan  # self: after every other, inactive ones too
+                # self: after every other, inactive ones too (a view's fill: indexing with the agents' indices
+                # sends the scalar from the host, which waits for the device)
+                d.diagonal(dim1=1, dim2=2).fill_(math.nan)
                 j = self._nearest.select(d)
                 relative = (delta.gather(-1, j[:, None].expand(-1, 2, -1, -1)) / W).permute(0, 2, 3, 1)
                 others = seen[torch.arange(j.shape[0], device=self.device)[:, None, None] + rows.start, j]
