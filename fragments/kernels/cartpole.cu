@@ -22,7 +22,10 @@
 // by 1 per launch, by `steps` per rollout).
 // `elapsed` is the host's episode tracker (msrl.envs.EpisodeTracker.lengths):
 // cartpole_step only reads it, and the host's shared bookkeeping counts the
-// step and zeroes finished episodes, as it does for every backend.
+// step and zeroes finished episodes, as it does for every backend;
+// cartpole_step_tracked does that bookkeeping too, in the same launch
+// (msrl_episodes.cuh: total, start, elapsed and finished are the tracker's).
+#include "msrl_episodes.cuh"
 #include "msrl_rng.cuh"
 
 #define CARTPOLE_MAX_EPISODE_STEPS 500
@@ -84,15 +87,15 @@ extern "C" __global__ void cartpole_reset(real* state, long long n, unsigned lon
     for (int k = 0; k < 4; ++k) state[4 * i + k] = s[k];
 }
 
-extern "C" __global__ void cartpole_step(real* state, const long long* elapsed, const long long* actions, float* obs,
-                                         float* reward, float* terminated, float* truncated, long long n,
-                                         unsigned long long seed, unsigned long long counter) {
-    const long long i = msrl_global_index();
-    if (i >= n) return;
+// One env's step: physics, time limit, same-step autoreset, outputs written.
+__device__ __forceinline__ msrl_step_result cartpole_step_env(real* state, long long elapsed, long long action,
+                                                              float* obs, float* reward, float* terminated,
+                                                              float* truncated, long long i, unsigned long long seed,
+                                                              unsigned long long counter) {
     real s[4];
     for (int k = 0; k < 4; ++k) s[k] = state[4 * i + k];
-    const bool term = cartpole_physics(s, actions[i]);
-    const bool trunc = elapsed[i] + 1 >= CARTPOLE_MAX_EPISODE_STEPS;
+    const bool term = cartpole_physics(s, action);
+    const bool trunc = elapsed + 1 >= CARTPOLE_MAX_EPISODE_STEPS;
     if (term || trunc) cartpole_draw_reset(seed, counter, i, s);  // same-step autoreset
     for (int k = 0; k < 4; ++k) {
         state[4 * i + k] = s[k];
@@ -101,6 +104,27 @@ extern "C" __global__ void cartpole_step(real* state, const long long* elapsed, 
     reward[i] = 1.0f;  // +1 every step, the terminating one included
     terminated[i] = term ? 1.0f : 0.0f;
     truncated[i] = trunc ? 1.0f : 0.0f;
+    return {1.0f, term || trunc};
+}
+
+extern "C" __global__ void cartpole_step(real* state, const long long* elapsed, const long long* actions, float* obs,
+                                         float* reward, float* terminated, float* truncated, long long n,
+                                         unsigned long long seed, unsigned long long counter) {
+    const long long i = msrl_global_index();
+    if (i >= n) return;
+    cartpole_step_env(state, elapsed[i], actions[i], obs, reward, terminated, truncated, i, seed, counter);
+}
+
+// cartpole_step and the episode tracker's record of it (msrl_episodes.cuh), in one launch.
+extern "C" __global__ void cartpole_step_tracked(real* state, long long* elapsed, const long long* actions, float* obs,
+                                                 float* reward, float* terminated, float* truncated, double* total,
+                                                 double* start, long long* finished, long long n,
+                                                 unsigned long long seed, unsigned long long counter) {
+    const long long i = msrl_global_index();
+    if (i >= n) return;
+    const msrl_step_result step =
+        cartpole_step_env(state, elapsed[i], actions[i], obs, reward, terminated, truncated, i, seed, counter);
+    msrl_record_step(i, step, total, start, elapsed, finished);
 }
 
 // obs (float32 (n, 4)) of the current state, without stepping.

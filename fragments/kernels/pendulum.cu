@@ -19,6 +19,9 @@
 //   terminated float32 (n,)    always 0                       out
 //   truncated  float32 (n,)    1 when this step is the 200th  out
 // Gravity is a compile-time constant: -DMSRL_PENDULUM_G=10.0 (gymnasium's default).
+// pendulum_step_tracked also does the episode tracker's bookkeeping in the same
+// launch (msrl_episodes.cuh: total, start, elapsed and finished are the tracker's).
+#include "msrl_episodes.cuh"
 #include "msrl_rng.cuh"
 
 #ifndef MSRL_PENDULUM_G
@@ -90,19 +93,40 @@ extern "C" __global__ void pendulum_observe(const real* state, float* obs, long 
     pendulum_write_obs(obs, i, s);
 }
 
+// One env's step: physics, time limit, autoreset, outputs written.
+__device__ __forceinline__ msrl_step_result pendulum_step_env(real* state, long long elapsed, float action, float* obs,
+                                                              float* reward, float* terminated, float* truncated,
+                                                              long long i, unsigned long long seed,
+                                                              unsigned long long counter) {
+    real s[2] = {state[2 * i], state[2 * i + 1]};
+    const float r = (float)pendulum_physics(s, action);
+    const bool trunc = elapsed + 1 >= PENDULUM_MAX_EPISODE_STEPS;  // Pendulum never terminates
+    if (trunc) pendulum_draw_reset(seed, counter, i, s);
+    state[2 * i] = s[0];
+    state[2 * i + 1] = s[1];
+    pendulum_write_obs(obs, i, s);
+    reward[i] = r;
+    terminated[i] = 0.0f;
+    truncated[i] = trunc ? 1.0f : 0.0f;
+    return {r, trunc};
+}
+
 extern "C" __global__ void pendulum_step(real* state, const long long* elapsed, const float* actions, float* obs,
                                          float* reward, float* terminated, float* truncated, long long n,
                                          unsigned long long seed, unsigned long long counter) {
     const long long i = msrl_global_index();
     if (i >= n) return;
-    real s[2] = {state[2 * i], state[2 * i + 1]};
-    const real r = pendulum_physics(s, actions[i]);
-    const bool trunc = elapsed[i] + 1 >= PENDULUM_MAX_EPISODE_STEPS;  // Pendulum never terminates
-    if (trunc) pendulum_draw_reset(seed, counter, i, s);
-    state[2 * i] = s[0];
-    state[2 * i + 1] = s[1];
-    pendulum_write_obs(obs, i, s);
-    reward[i] = (float)r;
-    terminated[i] = 0.0f;
-    truncated[i] = trunc ? 1.0f : 0.0f;
+    pendulum_step_env(state, elapsed[i], actions[i], obs, reward, terminated, truncated, i, seed, counter);
+}
+
+// pendulum_step and the episode tracker's record of it (msrl_episodes.cuh), in one launch.
+extern "C" __global__ void pendulum_step_tracked(real* state, long long* elapsed, const float* actions, float* obs,
+                                                 float* reward, float* terminated, float* truncated, double* total,
+                                                 double* start, long long* finished, long long n,
+                                                 unsigned long long seed, unsigned long long counter) {
+    const long long i = msrl_global_index();
+    if (i >= n) return;
+    const msrl_step_result step =
+        pendulum_step_env(state, elapsed[i], actions[i], obs, reward, terminated, truncated, i, seed, counter);
+    msrl_record_step(i, step, total, start, elapsed, finished);
 }
