@@ -37,13 +37,16 @@ def emulated_env(
     seed: int = 0,
     dtype: Any = np.float32,
     threads_per_block: int = 256,
+    fuse_episodes: bool = True,
     **env_kwargs: Any,
 ) -> BatchedEnv:
     """``env``'s kernels on the CPU emulation; the state is ``dtype`` (float64 for
     exact comparisons with NumPy, float32 like the GPU).  Actions go to the kernels
     as int64 (``Discrete``) or float32 (``Box``: a float64 action is rounded to
-    float32 first, where the NumPy backend would keep float64)."""
-    return kernel_env(env, num_envs, seed, NumpyArrays(dtype), emulated_module, threads_per_block, **env_kwargs)
+    float32 first, where the NumPy backend would keep float64).  ``fuse_episodes=False``
+    leaves the episode bookkeeping to the host (``msrl.envs.Kernels``)."""
+    arrays = NumpyArrays(dtype)
+    return kernel_env(env, num_envs, seed, arrays, emulated_module, threads_per_block, fuse_episodes, **env_kwargs)
 
 
 def cartpole_emulated(num_envs: int, seed: int = 0, **options: Any) -> CartPole:

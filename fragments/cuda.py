@@ -194,6 +194,7 @@ def cuda_env(
     dtype: torch.dtype = torch.float32,
     threads_per_block: int = 256,
     validate: bool = False,
+    fuse_episodes: bool = True,
     **env_kwargs: Any,
 ) -> BatchedEnv:
     """``env`` (an ``msrl.envs`` environment with a ``kernel``) stepped by its CUDA C
@@ -202,7 +203,9 @@ def cuda_env(
     ``step`` takes actions as tensors (on the device: no copy) or NumPy arrays and
     returns float32 CUDA tensors; nothing in it copies to the host, and
     ``metrics`` syncs once per poll.  ``validate=True`` checks action values (a
-    host sync per step); shapes are always checked.
+    host sync per step); shapes are always checked.  A single-agent step is one
+    launch, episode bookkeeping included; ``fuse_episodes=False`` does the
+    bookkeeping with torch ops after the launch instead (``msrl.envs.Kernels``).
     """
     require_cuda()
     device = torch.device(device)
@@ -218,6 +221,7 @@ def cuda_env(
         arrays,
         lambda source, defines: cuda_module(source, defines, device),
         threads_per_block,
+        fuse_episodes,
         **env_kwargs,
     )
 

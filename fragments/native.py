@@ -67,6 +67,7 @@ def native_env(
     threads_per_block: int = 1,
     threads: int | None = None,
     fallback: bool | None = None,
+    fuse_episodes: bool = True,
     **env_kwargs: Any,
 ) -> BatchedEnv:
     """``env``'s kernels compiled natively; the state is ``dtype`` (float64 for exact
@@ -75,7 +76,7 @@ def native_env(
     ``fallback``: on a machine where the kernels cannot be built, return the NumPy
     backend (float64) after one line on stderr, instead of raising ``ConfigError``; by default it
     does where the fragment's executor chose this backend (``executor: cpu-kernel``), and raises
-    where the backend was asked for by name."""
+    where the backend was asked for by name.  ``fuse_episodes``: ``msrl.envs.Kernels``'s."""
     if fallback is None:
         fallback = BACKEND in env_defaults().backends
     if threads is None:
@@ -84,7 +85,8 @@ def native_env(
         raise ConfigError(f"{env.env_id} backend {BACKEND!r}: threads must be a positive integer, got {threads!r}")
     loader = functools.partial(native_module, threads=threads)
     try:
-        built = kernel_env(env, num_envs, seed, NumpyArrays(dtype), loader, threads_per_block, **env_kwargs)
+        arrays = NumpyArrays(dtype)
+        built = kernel_env(env, num_envs, seed, arrays, loader, threads_per_block, fuse_episodes, **env_kwargs)
     except (NoCompilerError, KernelBuildError, OSError) as exc:  # OSError: the library would not load
         message = f"{env.env_id} backend {BACKEND!r} is unavailable: {_one_line(exc)}"
         if not fallback:
@@ -132,7 +134,8 @@ class FusedCartPole(CartPole):
         fused_step = getattr(dynamics.launcher, "fused_step", None)  # a NativeModule's
         self._fused = fused_step(f"{self.kernel}_step", dynamics.grid, dynamics.block) if fused_step else None
         if self._fused is not None:
-            self._episodes = FusedEpisodes(self.arrays, self.num_envs)  # nothing recorded yet: a drop-in
+            counts = dynamics.fuse_episodes  # BatchedEnv.step's kernel records into it too
+            self._episodes = FusedEpisodes(self.arrays, self.num_envs, counts)  # nothing recorded yet: a drop-in
         self._fused_shape = (self.num_envs,)
         self._n_actions = int(cast(Discrete, self.action_space).n)
 

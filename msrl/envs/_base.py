@@ -12,13 +12,13 @@ How a batch advances is the environment's *dynamics*:
 * ``HostDynamics``: the physics runs as NumPy or torch operations, then the
   time limit is applied and finished environments are reset here.
 * ``KernelDynamics`` (``msrl.envs._kernels``): one fused kernel launch does
-  physics, time limit and autoreset; it is used when the environment is built
-  with ``kernels=`` (the ``cuda`` and ``cuda-emulated`` backends, which
-  ``fragments`` supplies with a launcher).
+  physics, time limit, autoreset and the episode bookkeeping; it is used when
+  the environment is built with ``kernels=`` (the ``cuda`` and
+  ``cuda-emulated`` backends, which ``fragments`` supplies with a launcher).
 
-Either way the per-environment elapsed-step counter is the episode tracker's
-running length, so one checkpoint layout (``state``, ``rng``, ``episodes``)
-serves every backend.
+Either way the dynamics record the step into the episode tracker, whose
+running length is the per-environment elapsed-step counter, so one checkpoint
+layout (``state``, ``rng``, ``episodes``) serves every backend.
 
 Example, an environment written for NumPy::
 
@@ -54,8 +54,8 @@ import torch
 
 from msrl.core import Batched, CheckpointError, ConfigError, EnvError, Environment
 from msrl.envs._actions import ActionCheck
-from msrl.envs._arrays import Array, ArrayBackend, Rows
-from msrl.envs._episodes import EpisodeTracker
+from msrl.envs._arrays import Array, ArrayBackend
+from msrl.envs._episodes import Episodes, EpisodeTracker
 from msrl.envs._kernels import KernelDynamics, Kernels
 from msrl.envs._numpy_arrays import NumpyArrays, numpy_real
 from msrl.envs._torch_arrays import TorchArrays
@@ -135,9 +135,11 @@ class Physics(Generic[EnvT]):
 
 
 class HostDynamics:
-    """Physics as array operations, then the time limit and same-step autoreset."""
+    """Physics as array operations, then the time limit, same-step autoreset and the
+    episodes' record (``Episodes.record``)."""
 
     exact_actions = False  # host physics takes actions in the backend's usual dtypes
+    fuse_episodes = False  # the episodes are recorded by array operations (EpisodeTracker.record)
 
     def __init__(self, env: BatchedEnv, physics: type[Physics[Any]], seed: int) -> None:
         self.name = env.arrays.name
@@ -157,19 +159,20 @@ class HostDynamics:
     def step(
         self,
         state: Array,
-        lengths: Array,
+        episodes: Episodes,
         action: Array,
         obs: Array,
         reward: Array,
         terminated: Array,
         truncated: Array,
-    ) -> tuple[Array, Rows]:
+    ) -> Array:
         new = self.physics.step(state, action, reward, terminated)
-        rows = self.arrays.truncate(lengths, self._last_step, terminated, truncated)
+        rows = self.arrays.truncate(episodes.lengths, self._last_step, terminated, truncated)
         if rows is not None:
             new = self.arrays.reset_rows(new, rows, self.physics.draw_reset)
         self.physics.write_obs(new, obs)
-        return new, rows
+        episodes.record(reward, rows)
+        return new
 
 
 def host_dynamics(env: BatchedEnv, seed: int) -> HostDynamics:
@@ -281,7 +284,7 @@ class BatchedEnv(StateAccess, Environment):
         self.observation_space, self.action_space = self.spaces()
         self.dynamics = self._kernel_dynamics(kernels, seed) if kernels is not None else host_dynamics(self, seed)
         self._check_action = self._action_check()
-        self._episodes = EpisodeTracker(self.arrays, self.num_envs)
+        self._episodes = EpisodeTracker(self.arrays, self.num_envs, counts_per_env=self.dynamics.fuse_episodes)
         self._obs_shape = tuple(getattr(self.observation_space, "shape", ()))
         self._stepping = self.arrays.stepping
         self._state = self.dynamics.reset(self.arrays.zeros((self.num_envs, self.state_dim), "real"))
@@ -340,8 +343,7 @@ class BatchedEnv(StateAccess, Environment):
         checked = self._check_action(action)
         out = self.arrays.step_outputs(self.num_envs, self._obs_shape)
         with self._stepping():
-            self._state, rows = self.dynamics.step(self._state, self._episodes.lengths, checked, *out)
-            self._episodes.record(out[1], rows)
+            self._state = self.dynamics.step(self._state, self._episodes, checked, *out)
         return out
 
     # -- Component API ----------------------------------------------------------------

@@ -14,13 +14,25 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from msrl.core import CheckpointError
+from msrl.core import CheckpointError, ConfigError
 from msrl.envs._arrays import Array, ArrayBackend, Rows
 
 _STATE_KEYS = ("return_total", "return_start", "running_length", "gross_length", "finished_count")
+
+
+class Episodes(Protocol):
+    """What an environment's dynamics records a step into: an ``EpisodeTracker``, or a
+    multi-agent batch's ``GroupEpisodes`` (whose ``record`` takes rewards per group)."""
+
+    @property
+    def lengths(self) -> Array:
+        """The running episodes' lengths: the time limit's counter."""
+        ...
+
+    def record(self, reward: Any, rows: Rows) -> None: ...
 
 
 class EpisodeTracker:
@@ -47,6 +59,14 @@ class EpisodeTracker:
     host.  ``discard`` and ``adopt_running`` (running values changed outside a
     step) keep both identities.
 
+    A step kernel can do all of that in its own launch instead (``record_by``,
+    the kernel backends' default): it updates ``total``, ``start`` and the
+    lengths as ``record`` would, and counts each environment's finished
+    episodes in a per-environment array (kept with ``counts_per_env=True``)
+    that ``metrics`` and ``state_dict`` fold into the count, so the step has no
+    reduction and no atomic on one address.  The numbers are the same, bit for
+    bit.
+
     Example::
 
         >>> import numpy as np
@@ -57,12 +77,14 @@ class EpisodeTracker:
         {'episode_return': 1.0, 'episode_length': 1.0, 'episodes': 1}
     """
 
-    def __init__(self, arrays: ArrayBackend, num_envs: int) -> None:
+    def __init__(self, arrays: ArrayBackend, num_envs: int, counts_per_env: bool = False) -> None:
         self.arrays = arrays
         self.num_envs = num_envs
         self._total = arrays.zeros((num_envs,), "float64")
         self._start = arrays.zeros((num_envs,), "float64")
         self.lengths = arrays.zeros((num_envs,), "int64")
+        # the finished episodes a step kernel counts per environment (record_by)
+        self._finished = arrays.zeros((num_envs,), "int64") if counts_per_env else None
         self._start_window(arrays.scalar(0, "int64"), arrays.scalar(0, "int64"))
 
     def _start_window(self, gross_length: Any, finished_count: Any) -> None:
@@ -71,6 +93,8 @@ class EpisodeTracker:
         self._steps = 0  # a host int: counting steps costs no device op
         self._count = finished_count  # episodes counted on the device (masks)
         self._count_host = 0  # episodes counted on the host (indices)
+        if self._finished is not None:
+            self._finished[...] = 0  # and per environment, by a step kernel
 
     @property
     def returns(self) -> Array:
@@ -86,6 +110,18 @@ class EpisodeTracker:
         self._steps += 1
         if rows is not None:
             self.finish(rows)
+
+    def record_by(self, launch: Callable[[Array, Array, Array, Array], None]) -> None:
+        """One step of every environment, recorded by ``launch(total, start, lengths,
+        finished)``: a step kernel that does, per environment, what ``record`` does
+        (``fragments/kernels/msrl_episodes.cuh``) and adds the episode it finished, if
+        any, to ``finished`` (int64, one count per environment), in the step's own
+        launch.  Nothing here reads the device; the tracker must keep ``counts_per_env``."""
+        finished = self._finished
+        if finished is None:
+            raise ConfigError("record_by needs an EpisodeTracker built with counts_per_env=True")
+        launch(self._total, self._start, self.lengths, finished)
+        self._steps += 1
 
     def finish(self, rows: Rows) -> None:
         """The episodes at ``rows`` ended (``record`` calls this)."""
@@ -119,11 +155,15 @@ class EpisodeTracker:
     def _gross_length(self) -> Any:
         return self._length_base + self._steps * self.num_envs
 
+    def _device_count(self) -> Any:
+        """The episodes counted on the device in this window (a backend scalar)."""
+        return self._count if self._finished is None else self._count + self._finished.sum()
+
     def metrics(self) -> dict[str, float]:
         """Mean return and length of the episodes finished since the last call, and
         their number; ``{}`` when none finished."""
         total_return, total_length, count = self.arrays.host_floats(  # the one host copy
-            self._start.sum(), self._gross_length() - self.lengths.sum(), self._count
+            self._start.sum(), self._gross_length() - self.lengths.sum(), self._device_count()
         )
         count += self._count_host
         self._total -= self._start  # the running episodes carry over into the next window
@@ -138,7 +178,7 @@ class EpisodeTracker:
         """``total`` and ``start`` as they are (not their difference), so that metrics
         after a resume equal those of the run that was not interrupted, to the last
         bit; the running lengths, the gross length and the finished count."""
-        gross_length, count = self.arrays.host_floats(self._gross_length(), self._count)
+        gross_length, count = self.arrays.host_floats(self._gross_length(), self._device_count())
         return {
             "return_total": self.arrays.to_tensor(self._total),
             "return_start": self.arrays.to_tensor(self._start),
@@ -174,6 +214,9 @@ class GroupEpisodes:
     rows are the environment's (every agent's episode ends with its environment's).
     ``metrics()`` gives ``overall``'s keys plus ``episode_return/<group>``.  A checkpoint
     keeps ``overall`` under ``"episodes"`` and the groups under ``"group_episodes"``.
+    A step is recorded here by array operations after the step's launch, also on the
+    multi-agent kernels (Tag): only single-agent kernels record theirs in the step
+    kernel (``EpisodeTracker.record_by``).
 
     Example::
 
@@ -239,4 +282,4 @@ class GroupEpisodes:
             tracker.load_state_dict(groups[name])
 
 
-__all__ = ["EpisodeTracker", "GroupEpisodes"]
+__all__ = ["EpisodeTracker", "Episodes", "GroupEpisodes"]

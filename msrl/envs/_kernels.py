@@ -1,6 +1,6 @@
 """Fused kernels as an environment's dynamics: one launch per step does the
-physics, the time limit and the same-step autoreset, with the state kept on the
-device.
+physics, the time limit, the same-step autoreset and the episode bookkeeping,
+with the state kept on the device.
 
 ``msrl.envs`` knows nothing of pycuda or of how a kernel source is compiled:
 ``Kernels(loader)`` takes a ``loader(source, defines)`` that returns a
@@ -18,11 +18,25 @@ The kernel contract, for an environment whose ``kernel`` is ``"name"``
     name_step(real* state, const long long* elapsed, <action>* actions, float* obs, float* reward,
               float* terminated, float* truncated, long long n, unsigned long long seed,
               unsigned long long counter)
+    name_step_tracked(real* state, long long* elapsed, <action>* actions, float* obs, float* reward,
+                      float* terminated, float* truncated, double* total, double* start,
+                      long long* finished, long long n, unsigned long long seed,
+                      unsigned long long counter)
 
 ``elapsed`` is the episode tracker's running length (steps taken before this
-one): the kernel truncates when ``elapsed + 1`` reaches the limit, and the
-host's shared bookkeeping then counts the step.  ``<action>`` is ``long long``
-for ``Discrete`` and ``float`` for ``Box`` spaces.
+one): the kernel truncates when ``elapsed + 1`` reaches the limit.  After
+``name_step`` the host's shared bookkeeping (``EpisodeTracker.record``, a few
+array operations) counts the step; ``name_step_tracked`` is the same step
+followed, in the same thread, by that bookkeeping for its environment
+(``msrl_episodes.cuh``'s ``msrl_record_step``): ``total += (double)reward``
+(float64 += float32, as torch and NumPy promote), and if the episode ended
+``start = total``, ``elapsed = 0`` and ``finished += 1``, else ``elapsed += 1``.
+``total``, ``start``, ``elapsed`` and ``finished`` are the tracker's arrays
+(``EpisodeTracker.record_by``); ``finished`` counts per environment, folded in
+by ``metrics()``/``state_dict()``, so no thread adds to a shared address.  The
+dynamics launch ``name_step_tracked`` unless ``Kernels.fuse_episodes`` is
+False.  ``<action>`` is ``long long`` for ``Discrete`` and ``float`` for
+``Box`` spaces.
 
 Random state: kernels draw from Philox, a pure function of ``(seed, counter,
 env)``; every launch that draws gets the counter and advances it, so the two
@@ -48,6 +62,9 @@ random stream: an agent's reset draws use Philox stream blocks ``2 i`` and ``2 i
 + 1`` of its environment's index, and a stream block is 24 bits, so an
 environment has at most ``MAX_KERNEL_AGENTS`` (2^23) agents; a larger
 configuration is refused before anything is compiled or allocated.
+
+There is no multi-agent ``name_step_tracked``: their bookkeeping (``GroupEpisodes``,
+means of the agents' rewards per group and overall) stays in host array operations.
 """
 
 from __future__ import annotations
@@ -57,7 +74,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from msrl.core import AgentGroup, CheckpointError, ConfigError
-from msrl.envs._arrays import Array, ArrayBackend, Rows
+from msrl.envs._arrays import Array, ArrayBackend
+from msrl.envs._episodes import Episodes, EpisodeTracker
 
 _U64 = (1 << 64) - 1
 
@@ -122,10 +140,16 @@ class Kernels:
     """Step by the environment's fused kernels, built by ``loader(source, defines)``;
     ``threads_per_block`` threads per block, one per environment.  The environment
     picks its dynamics class (``BatchedEnv._kernel_dynamics``: ``KernelDynamics``, or
-    ``MultiAgentKernelDynamics`` for a ``MultiAgentEnv``)."""
+    ``MultiAgentKernelDynamics`` for a ``MultiAgentEnv``).
+
+    ``fuse_episodes``: a single-agent step is one launch of ``name_step_tracked``,
+    episode bookkeeping included; False launches ``name_step`` and leaves the
+    bookkeeping to the host's array operations (the same numbers, in eight more
+    launches per step on a GPU: kept to measure against)."""
 
     loader: Callable[[str, dict[str, object]], Launcher]
     threads_per_block: int = 256
+    fuse_episodes: bool = True
 
 
 class KernelDynamics:
@@ -143,13 +167,18 @@ class KernelDynamics:
         arrays = env.arrays
         if getattr(arrays, "columns", False):
             raise ConfigError("kernels need row-major state: build the TorchArrays with columns=False")
+        if not isinstance(kernels.fuse_episodes, bool):
+            raise ConfigError(f"fuse_episodes must be True or False, got {kernels.fuse_episodes!r}")
+        self.fuse_episodes = kernels.fuse_episodes
         self.arrays = arrays
         self.num_envs = env.num_envs
         self.grid, self.block = self._layout(env, tpb)
         self.rng = PhiloxRNG(seed)
         real = "double" if arrays.dtype.itemsize == 8 else "float"
         self.launcher = kernels.loader(env.kernel, {"MSRL_REAL": real, **env.kernel_defines()})
-        self._reset, self._step, self._observe = (f"{env.kernel}_{k}" for k in ("reset", "step", "observe"))
+        self._reset, self._step, self._observe, self._step_tracked = (
+            f"{env.kernel}_{k}" for k in ("reset", "step", "observe", "step_tracked")
+        )
 
     def _layout(self, env: KernelEnv, tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` of every launch: one thread per environment."""
@@ -169,29 +198,27 @@ class KernelDynamics:
     def step(
         self,
         state: Array,
-        lengths: Array,
+        episodes: Episodes,
         action: Array,
         obs: Array,
         reward: Array,
         terminated: Array,
         truncated: Array,
-    ) -> tuple[Array, Rows]:
-        self.launch(
-            self._step,
-            [
-                state,
-                lengths,
-                action,
-                obs,
-                reward,
-                terminated,
-                truncated,
-                self.num_envs,
-                self.rng.seed,
-                self.rng.advance(),
-            ],
-        )
-        return state, self.arrays.finished_rows(terminated, truncated)
+    ) -> Array:
+        """One step, recorded into ``episodes`` (the environment's ``EpisodeTracker``): by
+        the step kernel itself, or after it by the tracker's array operations."""
+        outputs, rng, n = (obs, reward, terminated, truncated), self.rng, self.num_envs
+        if self.fuse_episodes:
+
+            def launch(total: Array, start: Array, lengths: Array, finished: Array) -> None:
+                args = [state, lengths, action, *outputs, total, start, finished, n, rng.seed, rng.advance()]
+                self.launch(self._step_tracked, args)
+
+            cast(EpisodeTracker, episodes).record_by(launch)  # a single-agent environment's tracker
+        else:
+            self.launch(self._step, [state, episodes.lengths, action, *outputs, n, rng.seed, rng.advance()])
+            episodes.record(reward, self.arrays.finished_rows(terminated, truncated))
+        return state
 
 
 MAX_KERNEL_AGENTS = 1 << 23
@@ -203,11 +230,14 @@ class MultiAgentKernelDynamics(KernelDynamics):
     """The dynamics of a ``MultiAgentEnv`` as kernel launches: one block per
     environment, threads striding over its agents, the per-group dicts of
     actions, observations and rewards passed as one array per group (see the
-    module docstring)."""
+    module docstring).  The episodes are recorded after the launch by
+    ``GroupEpisodes`` on the host's arrays, whatever ``Kernels.fuse_episodes``
+    says: there is no multi-agent ``name_step_tracked``."""
 
     def __init__(self, env: MultiAgentKernelEnv, kernels: Kernels, seed: int) -> None:
         super().__init__(env, kernels, seed)
         self.groups = tuple(env.groups)
+        self.fuse_episodes = False
 
     def _layout(self, env: KernelEnv, tpb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """One block per environment, checked against the layout's agent limit before the
@@ -227,19 +257,19 @@ class MultiAgentKernelDynamics(KernelDynamics):
     def step(
         self,
         state: Array,
-        lengths: Array,
+        episodes: Episodes,
         action: dict[str, Array],
         obs: dict[str, Array],
         reward: dict[str, Array],
         terminated: Array,
         truncated: Array,
-    ) -> tuple[Array, Rows]:
+    ) -> Array:
         groups = self.groups
         self.launch(
             self._step,
             [
                 state,
-                lengths,
+                episodes.lengths,
                 *(action[g] for g in groups),
                 *(obs[g] for g in groups),
                 *(reward[g] for g in groups),
@@ -250,7 +280,8 @@ class MultiAgentKernelDynamics(KernelDynamics):
                 self.rng.advance(),
             ],
         )
-        return state, self.arrays.finished_rows(terminated, truncated)
+        episodes.record(reward, self.arrays.finished_rows(terminated, truncated))
+        return state
 
 
 __all__ = [

@@ -131,10 +131,9 @@ class MultiAgentEnv(BatchedEnv):
         terminated = self.arrays.empty((self.num_envs,), "float32")
         truncated = self.arrays.empty((self.num_envs,), "float32")
         with self._stepping():
-            self._state, rows = self.dynamics.step(
-                self._state, self._episodes.lengths, checked, obs, rewards, terminated, truncated
+            self._state = self.dynamics.step(
+                self._state, self._group_episodes, checked, obs, rewards, terminated, truncated
             )
-            self._group_episodes.record(rewards, rows)
         return obs, rewards, terminated, truncated
 
     def _discard_episodes(self, mask: Array | None = None) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from msrl.core import ConfigError
 from msrl.envs import EpisodeTracker, NumpyArrays, TorchArrays
 
 NUM_ENVS = 16
@@ -203,3 +204,46 @@ def test_group_episodes_are_the_per_group_and_overall_means(backend: str):
     for tracker in (episodes, restored):
         tracker.record(ones, arrays.finished_rows(flags, flags * 0))
     assert episodes.metrics() == restored.metrics()
+
+
+def _like_a_step_kernel(reward, done):
+    """``record_by``'s launch as a step kernel does it (``msrl_episodes.cuh``), in array operations."""
+
+    def launch(total, start, lengths, finished) -> None:
+        total += reward
+        start[done] = total[done]
+        lengths += 1
+        lengths[done] = 0
+        finished[done] += 1
+
+    return launch
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_recorded_by_a_kernel_the_totals_are_those_of_record(backend: str):
+    """Per-environment finished counts folded in by metrics() and state_dict() give ``record``'s
+    numbers exactly, through discards and checkpoints that move between the two ways."""
+    rng = np.random.default_rng(4)
+    arrays = BACKENDS[backend]()
+    host, kernel = EpisodeTracker(arrays, NUM_ENVS), EpisodeTracker(arrays, NUM_ENVS, counts_per_env=True)
+    zeros = arrays.asarray(np.zeros(NUM_ENVS, np.float32))
+    for t in range(300):
+        reward, done = rng.normal(size=NUM_ENVS).astype(np.float32), rng.random(NUM_ENVS) < 0.1
+        host.record(arrays.asarray(reward), arrays.finished_rows(arrays.asarray(done.astype(np.float32)), zeros))
+        kernel.record_by(_like_a_step_kernel(arrays.asarray(reward), arrays.asarray(done)))
+        if t % 50 == 10:
+            mask = arrays.asarray(rng.random(NUM_ENVS) < 0.5)
+            host.discard(mask)
+            kernel.discard(mask)
+        if t % 30 == 29:
+            assert kernel.metrics() == host.metrics()
+        if t % 70 == 69:
+            a, b = host.state_dict(), kernel.state_dict()
+            assert a.keys() == b.keys() and all(
+                torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a
+            )
+            host.load_state_dict(_roundtrip(b))
+            kernel.load_state_dict(_roundtrip(a))
+    assert kernel.metrics() == host.metrics()
+    with pytest.raises(ConfigError, match="counts_per_env=True"):
+        host.record_by(_like_a_step_kernel(zeros, zeros > 0))
