@@ -8,10 +8,16 @@ msrl's NumPy backend, the NumPy backend sharded over a 2-thread pool (what the
 compiled natively for the CPU (``cpu-kernel``, float64 on 1 and ``--threads``
 OpenMP threads, float32 on 1), EnvPool beside them where it is installed, and,
 where a GPU and pycuda exist, the torch backend on CUDA and the CUDA C kernels.
+The kernel rows time the public ``env.step`` twice: with the episode bookkeeping
+in the step kernel (one launch per step, the default) and with it left to the
+host's array ops after the launch (``fuse_episodes=False``); ``cuda-emulated``
+runs both on the CPU emulation (small sizes: a check that the path runs).
 A second table gives each row's ratio to msrl's NumPy backend.
 
     python benchmarks/env_throughput.py --env CartPole-v1 --sizes 16 1024 65536
     python benchmarks/env_throughput.py --sizes 64 4096 --rows numpy,cpu-kernel,envpool
+    python benchmarks/env_throughput.py --rows cuda --sizes 65536 1048576 16777216   # on a GPU
+    python benchmarks/env_throughput.py --rows cuda-emulated --sizes 64 1024
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import msrl
 import msrl.envs
 
 DEFAULT_SIZES = (16, 256, 1024, 4096, 16384, 65536)
-ROWS = ("gymnasium", "numpy", "sharded", "torch", "cpu-kernel", "envpool", "cuda")
+ROWS = ("gymnasium", "numpy", "sharded", "torch", "cpu-kernel", "envpool", "cuda", "cuda-emulated")
 GYM_MAX_ENVS = 4096  # SyncVectorEnv at 65k envs takes minutes per measurement
 
 
@@ -69,7 +75,7 @@ def measure_msrl(env_id: str, backend: str, num_envs: int, seconds: float, **kwa
     try:
         env.reset()
         actions = random_actions(env, np.random.default_rng(0), 20)
-        device = kwargs.get("device", "cpu")
+        device = kwargs.get("device", "cuda" if backend == "cuda" else "cpu")  # actions where the env is
         if backend in ("torch", "cuda"):
             actions = [torch.as_tensor(a, device=device) for a in actions]
         sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
@@ -174,7 +180,21 @@ def rows(
         table += envpool_rows(env_id, sizes, seconds, threads)
     if "cuda" in which and torch.cuda.is_available():
         table += gpu_rows(env_id, sizes, seconds)
+    if "cuda-emulated" in which:
+        table += kernel_rows(env_id, "cuda-emulated", "cuda kernels on the CPU emulation", sizes, seconds)
     return table
+
+
+def kernel_rows(env_id: str, backend: str, name: str, sizes: Sequence[int], seconds: float) -> list:
+    """``backend``'s ``env.step`` with the episode bookkeeping fused into the step kernel, and
+    without (the tracker's array ops after the launch)."""
+    return [
+        (
+            f"msrl {name}{label}",
+            {n: measure_msrl(env_id, backend, n, seconds, fuse_episodes=fuse) for n in sizes},
+        )
+        for fuse, label in ((True, ""), (False, ", bookkeeping on the host"))
+    ]
 
 
 def gymnasium_rows(env_id: str, sizes: Sequence[int], seconds: float) -> list[tuple[str, dict[int, float]]]:
@@ -200,7 +220,7 @@ def gpu_rows(env_id: str, sizes: Sequence[int], seconds: float) -> list[tuple[st
     try:
         import fragments.cuda  # noqa: F401  registers the cuda backend
 
-        table.append((f"msrl cuda kernels ({name})", {n: measure_msrl(env_id, "cuda", n, seconds) for n in sizes}))
+        table += kernel_rows(env_id, "cuda", f"cuda kernels ({name})", sizes, seconds)
     except Exception as exc:  # pycuda missing: say why, keep the other rows
         print(f"no cuda-kernel row: {exc}", file=sys.stderr)
     return table
