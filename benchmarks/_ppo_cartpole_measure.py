@@ -101,6 +101,18 @@ class RunRecord:
     """Summed ``time_<phase>`` of the iterations (msrl only)."""
     episodes: list[EpisodeBatch] = field(default_factory=list)
     """Training episodes in the order they ended."""
+    first: tuple[int, float, dict[str, float]] = (0, 0.0, {})
+    """Env steps, training seconds and phase seconds after the first iteration, which builds the
+    compiled regions (device mode): what follows it is the steady state."""
+
+    def steady(self) -> tuple[float, dict[str, float]]:
+        """Env steps/s and seconds per iteration of each phase, the first iteration left out."""
+        steps, seconds, phases = self.first
+        n = self.iterations - 1
+        if n <= 0 or self.train_seconds <= seconds:
+            return float("nan"), {}
+        rate = (self.env_steps - steps) / (self.train_seconds - seconds)
+        return rate, {p: (v - phases.get(p, 0.0)) / n for p, v in self.phase_seconds.items()}
 
     @property
     def steps_per_second(self) -> float:
@@ -243,5 +255,23 @@ def device_table(records: Sequence[RunRecord], threshold: float) -> str:
             f"{per(r.train_seconds)} | "
             + " | ".join(per(r.phase_seconds.get(p, 0.0)) for p in phases)
             + f" | {_seconds(r.seconds_to(threshold))} | {r.final_return:.1f} |"
+        )
+    lines += [
+        "",
+        "The same runs without their first iteration (which builds the compiled regions: "
+        f"{', '.join(f'{r.first[1]:.1f} s' for r in records)}):",
+        "",
+        "| num_envs | seed | env steps/s | "
+        + " | ".join(f"{p} s/iter" for p in phases)
+        + f" | s to greedy >= {threshold:g} |",
+        "|---:|---:|---:|" + "---:|" * len(phases) + "---:|",
+    ]
+    for r in records:
+        rate, steady = r.steady()
+        reached = r.seconds_to(threshold)
+        lines.append(
+            f"| {r.num_envs:,} | {r.seed} | {rate:,.0f} | "
+            + " | ".join(f"{steady.get(p, 0.0):.4f}" for p in phases)
+            + f" | {_seconds(None if reached is None else reached - r.first[1])} |"
         )
     return "\n".join(lines)

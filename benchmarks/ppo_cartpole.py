@@ -93,6 +93,8 @@ def run_msrl(seed: int, budget: int, eval_every: int, eval_episodes: int, overri
                 for key, value in step.items():
                     if key.startswith("time_") and "/" not in key:
                         record.phase_seconds[key[5:]] = record.phase_seconds.get(key[5:], 0.0) + value
+                if record.iterations == 1:
+                    record.first = (record.env_steps, clock.seconds, dict(record.phase_seconds))
                 schedule.maybe_evaluate(record.env_steps)
             clock.stop()
         finally:
