@@ -7,8 +7,9 @@
 #
 #   OUT=/tmp/gpu-out bash tools/gpu/check.sh setup presets tests ppo envstep tag warpdrive
 #
-# Phases: setup (install, start the pycuda build), presets (PPO CartPole under every preset on the
-# GPU, trained to the shipped budget), tests (the GPU-relevant test files, on the GPU), ppo
+# Phases: setup (install, start the pycuda build), sync (wait for the phases started with +),
+# presets (PPO CartPole under every preset on the GPU, trained to the shipped budget; PRESETS picks),
+# tests (the GPU-relevant test files, on the GPU; TESTS picks), ppo
 # (benchmarks/ppo_cartpole.py in device mode), envstep (env steps/s of the torch and cuda backends
 # through the public step API), tag (Tag's GPU rows), warpdrive (WarpDrive beside us).
 set -u
@@ -91,14 +92,18 @@ train() {
     say "train $name: $(grep -E 'greedy evaluation|msrl: error|Error' "$log" | tail -2 | tr '\n' ' ')"
 }
 
+# PRESETS names the runs to make (default: all five)
+wanted() { [ -z "${PRESETS:-}" ] || [[ " $PRESETS " == *" $1 "* ]]; }
+
 phase_presets() {
     # all at once (16 cores, one GPU): each Ray-backed run starts its own local Ray
-    train gpu_only --set policy=gpu_only &
-    train coarse-learner-gpu --set policy=single_learner_coarse --set policy.learner_gpus=1 &
-    train multi_learner-cuda --set policy=multi_learner --set policy.device=cuda &
-    train local-torch-cuda --set policy.device=cuda &
+    wanted gpu_only && train gpu_only --set policy=gpu_only &
+    wanted coarse-learner-gpu && train coarse-learner-gpu --set policy=single_learner_coarse \
+        --set policy.learner_gpus=1 &
+    wanted multi_learner-cuda && train multi_learner-cuda --set policy=multi_learner --set policy.device=cuda &
+    wanted local-torch-cuda && train local-torch-cuda --set policy.device=cuda &
     wait_pycuda
-    train local-cuda-kernels --set policy.executor=cuda &
+    wanted local-cuda-kernels && train local-cuda-kernels --set policy.executor=cuda &
     wait
     for f in /tmp/gpu-logs/train-*.log; do
         echo "== $f" && tail -15 "$f"
@@ -108,28 +113,30 @@ phase_presets() {
 phase_tests() {
     wait_pycuda
     bounded "${TEST_LIMIT:-300}" "$OUT/tests.log" "tests on the GPU" $PY -m pytest -q -p no:cacheprovider \
-        -n 12 --dist loadfile -rfEs --timeout=120 --durations=10 tests/executors tests/unit tests/e2e/test_gpu_learner_cli.py
+        -n 12 --dist loadfile -rfEs --timeout=120 --durations=10 \
+        ${TESTS:-tests/executors tests/unit tests/e2e/test_gpu_learner_cli.py}
     say "tests: $(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$OUT/tests.log" | tail -1)"
 }
 
+# waits for the phases started beside the ones before it (name+), so that timings run alone
+phase_sync() { wait; }
+
 phase_ppo() {
     bounded "${PPO_LIMIT:-240}" "$OUT/bench.log" "ppo_cartpole device mode" $PY benchmarks/ppo_cartpole.py \
-        --device cuda --num-envs ${PPO_ENVS:-4096 16384 65536} --budget ${PPO_BUDGET:-20000000}
+        --device cuda --num-envs ${PPO_ENVS:-4096 16384 65536} --budget ${PPO_BUDGET:-20000000} ${PPO_ARGS:-}
 }
 
 phase_envstep() {
     wait_pycuda
-    bounded 150 "$OUT/bench.log" "env_throughput" $PY benchmarks/env_throughput.py --rows torch,cuda \
-        --sizes 4096 65536 1048576 16777216 --seconds 1 --rounds 2
-    if [ -f benchmarks/kernel_env_step.py ]; then
-        bounded 120 "$OUT/bench.log" "kernel_env_step" $PY benchmarks/kernel_env_step.py --device cuda
-    fi
+    # the cuda rows twice: episode bookkeeping fused into the step kernel, and apart (fuse_episodes=False)
+    bounded "${ENVSTEP_LIMIT:-150}" "$OUT/bench.log" "env_throughput" $PY benchmarks/env_throughput.py \
+        --rows ${ENVSTEP_ROWS:-torch,cuda} --sizes ${ENVSTEP_SIZES:-4096 65536 1048576 16777216} --seconds 1 --rounds 2
 }
 
 phase_tag() {
     wait_pycuda
-    bounded 200 "$OUT/bench.log" "tag_scaling GPU rows" $PY benchmarks/tag_scaling.py --backends cuda,torch \
-        --device cuda --training-steps 0
+    bounded "${TAG_LIMIT:-200}" "$OUT/bench.log" "tag_scaling GPU rows" $PY benchmarks/tag_scaling.py \
+        --backends cuda,torch --device cuda --training-steps 0 ${TAG_ARGS:-}
 }
 
 phase_warpdrive() {
