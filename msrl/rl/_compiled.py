@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_map_only
 
 from msrl.core import ConfigError
 from msrl.rl._aot import AheadOfTimeStep
@@ -95,7 +96,7 @@ class CompiledStep:
 
     def __call__(self, *args: Any) -> Any:
         if self._warm:
-            return self.compiled(*args)
+            return self._replay(*args) if self.mode == "reduce-overhead" else self.compiled(*args)
         start = time.perf_counter()
         if self.aot is not None:
             try:
@@ -106,10 +107,16 @@ class CompiledStep:
                     _REPORTED.add(reason)
                     print(f"msrl: a compiled step could not be built ({reason}); running it eagerly", file=sys.stderr)
                 self.compiled, self.aot = self.fn, None
-        out = self.compiled(*args)
+        out = self._replay(*args) if self.mode == "reduce-overhead" else self.compiled(*args)
         self.compile_seconds += time.perf_counter() - start
         self._warm = True
         return out
+
+    def _replay(self, *args: Any) -> Any:
+        """A CUDA graph's call (``mode="reduce-overhead"``) after the first: its outputs are the
+        graph's own memory, which the next replay overwrites, so they are copied (metrics, a gradient
+        for the all-reduce: small) before the caller keeps them."""
+        return tree_map_only(torch.Tensor, torch.clone, self.compiled(*args))
 
 
 def keep_in_place(mode: str | None, tensors: Iterable[torch.Tensor]) -> None:
