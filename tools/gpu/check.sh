@@ -130,13 +130,13 @@ phase_envstep() {
     wait_pycuda
     # the cuda rows twice: episode bookkeeping fused into the step kernel, and apart (fuse_episodes=False)
     bounded "${ENVSTEP_LIMIT:-150}" "$OUT/bench.log" "env_throughput" $PY benchmarks/env_throughput.py \
-        --rows ${ENVSTEP_ROWS:-torch,cuda} --sizes ${ENVSTEP_SIZES:-4096 65536 1048576 16777216} --seconds 1 --rounds 2
+        --rows ${ENVSTEP_ROWS:-torch,cuda} --sizes ${ENVSTEP_SIZES:-4096 65536 1048576 16777216} --seconds 1 --rounds 2 ${ENVSTEP_ARGS:-}
 }
 
 phase_tag() {
     wait_pycuda
     bounded "${TAG_LIMIT:-200}" "$OUT/bench.log" "tag_scaling GPU rows" $PY benchmarks/tag_scaling.py \
-        --backends cuda,torch --device cuda --training-steps 0 ${TAG_ARGS:-}
+        --backends ${TAG_BACKENDS:-cuda,torch} --device cuda --training-steps 0 ${TAG_ARGS:-}
 }
 
 phase_warpdrive() {
