@@ -104,6 +104,7 @@ phase_presets() {
     wanted local-torch-cuda && train local-torch-cuda --set policy.device=cuda &
     wait_pycuda
     wanted local-cuda-kernels && train local-cuda-kernels --set policy.executor=cuda &
+    wanted local-cuda-kernels-seed2 && train local-cuda-kernels-seed2 --set policy.executor=cuda --set seed=2 &
     wait
     for f in /tmp/gpu-logs/train-*.log; do
         echo "== $f" && tail -15 "$f"
