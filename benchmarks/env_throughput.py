@@ -188,10 +188,11 @@ def rows(
 def kernel_rows(env_id: str, backend: str, name: str, sizes: Sequence[int], seconds: float) -> list:
     """``backend``'s ``env.step`` with the episode bookkeeping fused into the step kernel, and
     without (the tracker's array ops after the launch)."""
+    where = {"device": "cuda"} if backend == "cuda" else {}  # make() builds on the CPU unless told
     return [
         (
             f"msrl {name}{label}",
-            {n: measure_msrl(env_id, backend, n, seconds, fuse_episodes=fuse) for n in sizes},
+            {n: measure_msrl(env_id, backend, n, seconds, fuse_episodes=fuse, **where) for n in sizes},
         )
         for fuse, label in ((True, ""), (False, ", bookkeeping on the host"))
     ]
