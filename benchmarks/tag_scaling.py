@@ -25,10 +25,10 @@ import os
 import platform
 import random
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _timing
 import numpy as np
 import torch
 
@@ -142,27 +142,6 @@ class PerAgentTag:
         return out
 
 
-def rate(
-    step: Callable[[Any], Any], actions: list, num_envs: int, seconds: float, sync: Callable[[], None] = lambda: None
-) -> float:
-    """Median environment steps per second over windows of about ``seconds / 3`` (at least three);
-    ``sync`` waits for a device's queued work before a clock is read."""
-    start = time.perf_counter()
-    step(actions[0])  # warm-up, and how long a step takes
-    sync()
-    per_step = max(time.perf_counter() - start, 1e-6)
-    window = max(1, min(len(actions), int(seconds / 3 / per_step)))
-    rates = []
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(rates) < 3:
-        start = time.perf_counter()
-        for action in actions[:window]:
-            step(action)
-        sync()
-        rates.append(window * num_envs / (time.perf_counter() - start))
-    return float(np.median(rates))
-
-
 def tag_kwargs(agents: int, observed: int) -> dict[str, int]:
     taggers = max(1, agents // 5)
     return {"num_taggers": taggers, "num_runners": agents - taggers, "num_observed": observed}
@@ -197,7 +176,7 @@ def measure_msrl(
     def step(action: Any) -> None:
         env.step(action)
 
-    result = rate(step, actions, envs, seconds, sync)
+    result = _timing.rate(step, actions, envs, seconds, sync)
     env.close()
     return result
 
@@ -244,7 +223,7 @@ def measure_loop(envs: int, agents: int, observed: int, seconds: float) -> float
         for env, action in zip(batch, per_env):
             env.step(action)
 
-    return rate(step, actions, envs, seconds)
+    return _timing.rate(step, actions, envs, seconds)
 
 
 def measure_cells(

@@ -40,8 +40,9 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from typing import Any
+
+import _timing
 
 SIZES = ("1x10", "100x10", "2000x10", "100x100", "2000x100", "100x1000", "2000x1000")
 """Envs x agents of the Tag rows: some of tag_scaling.py's grid (1 ... 2,000 x 10 ... 1,000), its far corner too."""
@@ -87,24 +88,6 @@ def versions() -> dict[str, Any]:
 
 
 # -- one cell ---------------------------------------------------------------------------------------
-def rate(step: Callable[[Any], None], actions: list, num_envs: int, seconds: float, sync: Callable[[], None]) -> float:
-    """Median env steps/s over windows of about ``seconds / 3`` (at least 3), as tag_scaling.py times msrl."""
-    start = time.perf_counter()
-    step(actions[0])
-    sync()
-    per_step = max(time.perf_counter() - start, 1e-6)
-    window = max(1, min(len(actions), int(seconds / 3 / per_step)))
-    rates: list[float] = []
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(rates) < 3:
-        start = time.perf_counter()
-        for action in actions[:window]:
-            step(action)
-        sync()
-        rates.append(window * num_envs / (time.perf_counter() - start))
-    return sorted(rates)[len(rates) // 2]
-
-
 def fresh_wrapper(env: Any, num_envs: int) -> Any:
     """WarpDrive's ``EnvWrapper``, numba backend.  WarpDrive writes ``env``'s kernel module and imports it by one
     fixed name: the last cell's is dropped first (CartPole after Tag), the shared core kernels stay compiled."""
@@ -160,7 +143,7 @@ def measure_env(wrapper: Any, seconds: float) -> float:
 
     wrapper.reset_only_done_envs()  # compiles the reset kernels before the clock starts
     step(drawn[0])
-    return rate(step, drawn, wrapper.n_envs, seconds, torch.cuda.synchronize)
+    return _timing.rate(step, drawn, wrapper.n_envs, seconds, torch.cuda.synchronize)
 
 
 def measure_tag(envs: int, agents: int, observed: int, seconds: float) -> dict[str, Any]:
