@@ -11,7 +11,6 @@ times the window's length is subtracted."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -31,56 +30,25 @@ PROFILES = {  # name -> (rate, one-way delay per shaped link), applied both ways
     "1gbit-0.5ms": ("1gbit", "0.5ms"),
     "100mbit-2ms": ("100mbit", "2ms"),
 }
-RATE_BITS = {"10gbit": 10e9, "1gbit": 1e9, "100mbit": 100e6}
 
 
 def apply_profile(bed: Testbed, profile: str, delay: bool, burst: int = 0) -> None:
     """Every host's link (both ends of its veth pair) shaped to ``profile``; ``none`` removes it.  With
-    ``delay`` the testbed's ``shape`` (tc netem: rate and delay); without it a token bucket (tc tbf)
-    gives the rate alone, for kernels without sch_netem: a bucket of ``burst`` bytes (0: a millisecond
-    of the rate, at least 64 KiB), so a message smaller than the bucket that finds it full passes at
-    the veth's speed; two frames (3028) make every message pay the rate.  A packet between two hosts crosses two
-    shaped links, so its one-way delay is twice the profile's."""
+    ``delay``, rate and delay (tc netem); without it the rate alone (tc tbf), for kernels without
+    sch_netem, in a bucket of ``burst`` bytes (0: the testbed's default, a millisecond of the rate and
+    at least 64 KiB, so a message smaller than the bucket that finds it full passes at the veth's
+    speed; two frames, 3028, make every message pay the rate).  A packet between two hosts crosses
+    two shaped links, so its one-way delay is twice the profile's."""
     shaping = PROFILES[profile]
     for host in range(bed.hosts):
-        for ns, dev in ((bed.bridge, f"v{host}"), (bed.namespace(host), "eth0")):
-            # no qdisc to delete is fine (exit 2, "Cannot delete qdisc with handle of zero")
-            subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], capture_output=True)
-            if shaping is None or delay:
-                continue
-            rate = RATE_BITS[shaping[0]]
-            bucket = burst or max(int(rate / 8 * 1e-3), 65536)  # a millisecond of the rate, at least one GSO packet
-            tbf = [
-                "qdisc",
-                "add",
-                "dev",
-                dev,
-                "root",
-                "tbf",
-                "rate",
-                shaping[0],
-                "burst",
-                str(bucket),
-                "latency",
-                "50ms",
-            ]
-            done = subprocess.run(["tc", "-n", ns, *tbf], capture_output=True, text=True)
-            if done.returncode:
-                raise RuntimeError(f"tc -n {ns} {' '.join(tbf)}: {done.stderr.strip()}")
-        if shaping is not None and delay:
-            bed.shape(host, *shaping)
-
-
-def netem_missing() -> str:
-    """Why tc netem cannot shape links here ("" when it can): probed on a namespace of its own."""
-    ns = f"mhprobe{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    try:
-        probe = ["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]
-        done = subprocess.run(probe, capture_output=True, text=True)
-        return "" if done.returncode == 0 else f"{' '.join(probe[3:])}: {done.stderr.strip()}"
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], check=True)
+        bed.unshape(host)
+        if shaping is None:
+            continue
+        rate, one_way = shaping
+        if delay:
+            bed.shape(host, rate, one_way)
+        else:
+            bed.shape(host, rate, burst=burst or None)
 
 
 def read_counters(bed: Testbed) -> list[dict[str, int]]:

@@ -44,10 +44,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _multihost_bed import PROFILES, REPO, Run, apply_profile, netem_missing, timed_run  # noqa: E402
+from _multihost_bed import PROFILES, REPO, Run, apply_profile, timed_run  # noqa: E402
 from _multihost_report import report  # noqa: E402
 
-from cluster.testbed import Testbed, TestbedError, unavailable  # noqa: E402
+from cluster.testbed import Testbed, TestbedError, netem_missing, unavailable  # noqa: E402
 
 PRESETS = {  # the Ray presets, spread over the hosts
     "single_learner_coarse": ["policy=single_learner_coarse", "policy.placement=SPREAD"],
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     no_netem = netem_missing()
     if no_netem:
-        print(f"multihost: links get their rate only (tc tbf), no delay: this kernel has no netem ({no_netem})")
+        print(f"multihost: links get their rate only (tc tbf), no delay: {no_netem}")
     meta = {**_meta(args, argv), "delay_applied": not no_netem, "no_netem": no_netem}
     with started(args.hosts, args.cpus) as bed, tempfile.TemporaryDirectory(prefix="msrl-mh-") as tmp:
         for n, (preset, count, profile) in enumerate(schedule(args.presets, args.replicas, args.profiles, args.rounds)):
