@@ -23,81 +23,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from _learning_gate_rows import CALIBRATION_SEEDS, MARGINS, QUICK_ROWS, QuickRow
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BANDS_FILE = REPO_ROOT / "benchmarks" / "learning_bands.json"
 QUICK_OUT = REPO_ROOT / "benchmarks" / "results" / "learning-quick"
 QUICK_EVAL_EPISODES = 10
 REFRESH_COMMAND = "python benchmarks/learning.py --quick --write-bands"
-
-
-@dataclass(frozen=True)
-class QuickRow:
-    """One gate row: a shipped config run under these overrides at this budget for these seeds."""
-
-    config: str
-    budget: int
-    overrides: tuple[str, ...]
-    seeds: tuple[int, ...] = (0, 1, 2)
-
-
-_SYNC = ("policy=local", "policy.executor=cpu", "policy.cpus=1")
-QUICK_ROWS: dict[str, QuickRow] = {
-    # PPO at the settings tests/e2e/test_learning.py trains with (64 envs x 32 steps, 4 epochs of 8
-    # minibatches, lr 2.5e-3 annealed over the row's budget), two thirds of that test's budget
-    "ppo_cartpole": QuickRow(
-        "ppo_cartpole",
-        100_000,
-        (
-            *_SYNC,
-            "algo.num_envs=64",
-            "algo.num_steps=32",
-            "algo.learning_rate=2.5e-3",
-            "algo.anneal_lr=true",
-            "algo.gamma=0.98",
-            "algo.gae_lambda=0.8",
-            "algo.update_epochs=4",
-            "algo.num_minibatches=8",
-            "algo.ent_coef=0.0",
-            "algo.fused=true",
-        ),
-    ),
-    # A2C with Adam (16 envs x 5 steps, lr 1e-3 annealed over the row's budget), as the slow learning
-    # test runs it, at three quarters of its budget
-    "a2c_cartpole": QuickRow(
-        "a2c_cartpole",
-        150_000,
-        (
-            *_SYNC,
-            "algo.num_envs=16",
-            "algo.num_steps=5",
-            "algo.optimizer=adam",
-            "algo.learning_rate=1.0e-3",
-            "algo.anneal_lr=true",
-            "algo.gamma=0.99",
-            "algo.gae_lambda=1.0",
-            "algo.ent_coef=0.0",
-        ),
-    ),
-}
-"""The gate's rows.  Their budgets are the gate's own: the shipped configs' ``total_env_steps`` and
-the hyper-parameters above are overridden, so a change of a shipped config does not move the gate."""
-
-CALIBRATION_SEEDS = 8
-"""Seeds 0..7 of every row are run to write the bands: their spread sets the margins."""
-MARGINS: dict[str, float] = {
-    "z": 3.0,  # standard errors of a mean over the row's seeds
-    "final_return_floor": 25.0,  # the return band is at least this far below (CartPole: returns in [0, 500])
-    "steps_floor": 0.1,  # the steps band is at least this fraction of the budget above
-    "training_return_floor": 10.0,  # the training-return band is at least this far below
-}
-"""How ``--write-bands`` sets each band from the calibration seeds (n of them, the row's own k):
-final return mean >= m - max(25, z s / sqrt(k)); env steps to the threshold (mean, not reached =
-budget) <= min(budget, m + max(0.1 budget, z s / sqrt(k))); mean training return (the learning
-curve averaged over the run) >= m - max(10, z s / sqrt(k)); seeds reaching >= round(k p) - 1, where
-m is the worse of the calibration mean and the row's own seeds' mean, s the calibration seeds'
-standard deviation and p the fraction of them that reached.  A different CPU's rounding sends a run
-down another trajectory after a few updates, much as another seed does: the calibration spread is
-what such a run may land anywhere within, and z = 3 keeps a false alarm rare."""
 
 METRICS = {
     "final_return_mean": ("min", "mean final greedy return"),
@@ -198,6 +130,8 @@ def derive_bands(result: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]
                 "training_return_mean": round(statistics.fmean(curve), 2),
                 "training_return_std": round(statistics.stdev(curve), 2),
                 "reached": f"{sum(s['steps_to_threshold'] is not None for s in per_seed)}/{len(per_seed)}",
+                "command": meta["command"],
+                "date": meta["date"],
             },
         }
     return {
@@ -205,8 +139,10 @@ def derive_bands(result: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]
             "Accepted ranges for `python benchmarks/learning.py --quick` (the learning regression gate), each a "
             "bound on a mean over the row's seeds. Written by `" + REFRESH_COMMAND + "` from seeds 0.."
             f"{CALIBRATION_SEEDS - 1} of every row (`calibration`); `measured` is the row's own seeds' value. "
-            "Refresh after a change that is meant to move them, and say why in the commit. Margins: see "
-            "MARGINS in benchmarks/_learning_gate.py."
+            "Refresh after a change that is meant to move them, and say why in the commit (`--configs` "
+            "refreshes some rows and keeps the others; each row's `calibration` names the command and date "
+            "that wrote it, `measured_with` the last one). Margins: see MARGINS in "
+            "benchmarks/_learning_gate_rows.py."
         ),
         "measured_with": meta,
         "margins": MARGINS,

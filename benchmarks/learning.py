@@ -43,7 +43,7 @@ The learning regression gate (msrl only, no SB3)::
     python benchmarks/learning.py --quick --write-bands   # refresh benchmarks/learning_bands.json
     python benchmarks/learning.py --check RESULT.json     # compare a saved quick.json only
 
-``--quick`` runs the CartPole rows of ``_learning_gate.QUICK_ROWS`` (reduced budgets and settings
+``--quick`` runs the CartPole rows of ``_learning_gate_rows.QUICK_ROWS`` (reduced budgets and settings
 pinned there, fixed seeds, the ``local`` policy), writes ``quick.json`` and ``quick.md`` under
 ``benchmarks/results/learning-quick`` and exits 1, naming the row, the value and the band, when a
 row is outside ``benchmarks/learning_bands.json``.
