@@ -1,5 +1,6 @@
 """Gradient all-reduce across learner replicas with torch.distributed: gloo for
-learners on the CPU, NCCL for learners on CUDA devices, formed across the
+learners on the CPU, NCCL for learners on CUDA devices (gloo on their CUDA
+tensors where two replicas share one GPU, which NCCL refuses), formed across the
 fragment-worker actors.
 
 The rendezvous store is a small Ray actor rather than torch's TCPStore, whose
