@@ -18,7 +18,8 @@ PY=${PYTHON:-python3}
 SITE=${SITE:-/tmp/site}
 DEADLINE=${DEADLINE:-560}  # seconds from the start by which every phase has ended
 PYCUDA_SRC=/tmp/pycuda-src
-mkdir -p "$OUT" /tmp/gpu-logs
+LOGS=${LOGS:-/tmp/gpu-logs}  # the runs' own logs and run directories (what comes back is under $OUT)
+mkdir -p "$OUT" "$LOGS"
 T0=$(date +%s)
 say() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$OUT/summary.txt"; }
 # bounded: run a command with a time limit, its output appended to a log; says how it ended
@@ -62,33 +63,33 @@ phase_setup() {
             $PY configure.py --cuda-root="$root" --cudadrv-lib-dir="$libs" --cudart-lib-dir="$libs" \
                 --curand-lib-dir="$libs" &&
             $PY setup.py build_ext --inplace -j 16
-    ) >"/tmp/gpu-logs/pycuda.log" 2>&1 &
-    echo $! >/tmp/gpu-logs/pycuda.pid
+    ) >"$LOGS/pycuda.log" 2>&1 &
+    echo $! >"$LOGS/pycuda.pid"
     say "pycuda build started (nvcc $nvcc)"
 }
 
 wait_pycuda() {
     local pid
-    pid=$(cat /tmp/gpu-logs/pycuda.pid 2>/dev/null) || return 0
+    pid=$(cat "$LOGS/pycuda.pid" 2>/dev/null) || return 0
     while kill -0 "$pid" 2>/dev/null; do sleep 1; done
-    tail -5 /tmp/gpu-logs/pycuda.log >>"$OUT/setup.log"
+    tail -5 "$LOGS/pycuda.log" >>"$OUT/setup.log"
     if $PY -c "import pycuda.driver as d; d.init(); print('pycuda', d.get_version(), d.Device(0).name())" \
         >>"$OUT/summary.txt" 2>>"$OUT/setup.log"; then
         say "pycuda: built, driver imported"
     else
-        cp /tmp/gpu-logs/pycuda.log "$OUT/pycuda.log"
+        cp "$LOGS/pycuda.log" "$OUT/pycuda.log"
         say "pycuda: FAILED (pycuda.log)"
     fi
-    rm -f /tmp/gpu-logs/pycuda.pid
+    rm -f "$LOGS/pycuda.pid"
 }
 
 # One PPO CartPole run from the shipped config under a preset; its greedy result into the summary.
 train() {
     local name=$1
     shift
-    local log=/tmp/gpu-logs/train-$name.log
+    local log="$LOGS/train-$name.log"
     bounded "${TRAIN_LIMIT:-240}" "$log" "train $name" $PY -m msrl train configs/ppo_cartpole.yaml \
-        --set runs_dir=/tmp/gpu-runs/$name "$@"
+        --set "runs_dir=$LOGS/runs/$name" "$@"
     say "train $name: $(grep -E 'greedy evaluation|msrl: error|Error' "$log" | tail -2 | tr '\n' ' ')"
 }
 
@@ -106,7 +107,7 @@ phase_presets() {
     wanted local-cuda-kernels && train local-cuda-kernels --set policy.executor=cuda &
     wanted local-cuda-kernels-seed2 && train local-cuda-kernels-seed2 --set policy.executor=cuda --set seed=2 &
     wait
-    for f in /tmp/gpu-logs/train-*.log; do
+    for f in "$LOGS"/train-*.log; do
         echo "== $f" && tail -15 "$f"
     done >"$OUT/train.log"
 }
