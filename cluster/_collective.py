@@ -147,8 +147,8 @@ class GradientAllReduce:
 
 def backend_for(device: str, shared: bool = False) -> str:
     """The collective for gradients that live on ``device``: NCCL keeps CUDA gradients on the GPU, but
-    NCCL refuses two ranks on one GPU, so replicas that ``shared`` a GPU all-reduce with gloo (which
-    takes CUDA tensors too); CPU gradients use gloo."""
+    NCCL refuses two ranks on one GPU, so replicas that share a GPU (``shared``) all-reduce with gloo
+    (which takes CUDA tensors too); CPU gradients use gloo."""
     return "nccl" if torch.device(device).type == "cuda" and not shared else "gloo"
 
 

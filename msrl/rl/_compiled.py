@@ -113,9 +113,9 @@ class CompiledStep:
         return out
 
     def _replay(self, *args: Any) -> Any:
-        """A CUDA graph's call (``mode="reduce-overhead"``) after the first: its outputs are the
-        graph's own memory, which the next replay overwrites, so they are copied (metrics, a gradient
-        for the all-reduce: small) before the caller keeps them."""
+        """A call under ``mode="reduce-overhead"`` (CUDA graphs): the outputs are the graph's own
+        memory, which the next replay overwrites, so they are copied (metrics, a gradient for the
+        all-reduce: small) before the caller keeps them."""
         return tree_map_only(torch.Tensor, torch.clone, self.compiled(*args))
 
 
