@@ -128,6 +128,16 @@ class CudaModule:
                 self._functions[kernel.name] = fn
         finally:
             drv.Context.pop()
+        # Per parameter, what a launch checks: the tensor dtype of a pointer, else the scalar's type.
+        self._plans: dict[str, list[tuple[Any, bool, Any]]] = {
+            kernel.name: [
+                (p, True, self.real_dtype if p.ctype == "real*" else _POINTER_DTYPES[p.ctype])
+                if p.is_pointer
+                else (p, False, float if p.ctype in ("real", "float", "double") else int)
+                for p in kernel.params
+            ]
+            for kernel in self.source.kernels.values()
+        }
 
     def _format(self, ctype: str) -> str:
         if ctype.endswith("*"):
@@ -136,13 +146,12 @@ class CudaModule:
             return "d" if self.real_dtype == torch.float64 else "f"
         return _FORMATS[ctype]
 
-    def _pointer(self, kernel: str, param: Any, value: Any) -> int:
+    def _pointer(self, kernel: str, param: Any, want: torch.dtype, value: Any) -> int:
         if value is None:
             return 0
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"{kernel}: argument {param.name!r} must be a torch tensor or None")
-        want = self.real_dtype if param.ctype == "real*" else _POINTER_DTYPES[param.ctype]
-        if value.dtype != want or value.device != self.device or not value.is_contiguous():
+        if value.dtype is not want or value.device != self.device or not value.is_contiguous():
             raise TypeError(
                 f"{kernel}: argument {param.name!r} must be a contiguous {want} tensor on {self.device}, "
                 f"got {value.dtype} on {value.device} (contiguous={value.is_contiguous()})"
@@ -151,22 +160,22 @@ class CudaModule:
 
     def launch(self, kernel: str, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[Any]) -> None:
         """Launch ``kernel<<<grid, block>>>(*args)`` asynchronously (see the module
-        docstring for the stream).  Tensors for pointers, numbers for scalars."""
-        spec = self.source.kernels[kernel]
-        if len(args) != len(spec.params):
-            raise TypeError(f"{kernel} takes {len(spec.params)} arguments, got {len(args)}")
+        docstring for the stream).  Tensors for pointers, numbers for scalars.
+
+        A launch is on the path of every environment step, so its host work is kept
+        small: the parameters' checks are planned when the module loads, and the
+        current stream is read as a raw handle."""
+        plan = self._plans[kernel]
+        if len(args) != len(plan):
+            raise TypeError(f"{kernel} takes {len(plan)} arguments, got {len(args)}")
         values = [
-            self._pointer(kernel, p, a)
-            if p.is_pointer
-            else (float(a) if p.ctype in ("real", "float", "double") else int(a))
-            for p, a in zip(spec.params, args)
+            self._pointer(kernel, p, want, a) if pointer else want(a) for (p, pointer, want), a in zip(plan, args)
         ]
-        grid3 = tuple(grid) + (1,) * (3 - len(grid)) if not isinstance(grid, int) else (grid, 1, 1)
-        block3 = tuple(block) + (1,) * (3 - len(block)) if not isinstance(block, int) else (block, 1, 1)
-        current = torch.cuda.current_stream(self.device)
-        side_stream = current.cuda_stream != 0
+        grid3 = (grid, 1, 1) if isinstance(grid, int) else tuple(grid) + (1,) * (3 - len(grid))
+        block3 = (block, 1, 1) if isinstance(block, int) else tuple(block) + (1,) * (3 - len(block))
+        side_stream = _current_raw_stream(self.device) != 0
         if side_stream:
-            current.synchronize()
+            torch.cuda.current_stream(self.device).synchronize()
         self._context.push()
         try:
             self._functions[kernel].prepared_call(grid3, block3, *values)
@@ -174,6 +183,17 @@ class CudaModule:
                 self._drv.Context.synchronize()
         finally:
             self._drv.Context.pop()
+
+
+def _current_raw_stream(device: torch.device) -> int:
+    """The handle of torch's current stream on ``device`` (0: the legacy default
+    stream).  torch's raw-stream getter (what Triton's launcher reads) when it
+    has one: the public ``current_stream`` builds a ``Stream`` object, a few
+    microseconds of every launch."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(device.index))
+    return int(torch.cuda.current_stream(device).cuda_stream)
 
 
 @functools.cache
