@@ -88,10 +88,11 @@ def share(config: Any, copies: int, where: str = "") -> Any:
 class EnvDefaults:
     """How environments made while a fragment is built should be built, as its
     executor prefers: the first of ``backends`` that an environment has (else its
-    default backend), on ``device``, stepped with up to ``threads`` CPU threads."""
+    default backend), on ``device`` (None: the backend's own default, the GPU for
+    ``cuda`` and the CPU for ``torch``), stepped with up to ``threads`` CPU threads."""
 
     backends: tuple[str, ...] = ()
-    device: str = "cpu"
+    device: str | None = None
     threads: int = 1
 
 

@@ -179,7 +179,7 @@ def make(env_id: str, num_envs: int, seed: int = 0, backend: str | None = None, 
     factory, entry = _factory(env_id, chosen)
     defaults = env_defaults()
     call_kwargs = dict(kwargs)
-    if entry.on_device:
+    if entry.on_device and defaults.device is not None:  # else the backend's default: cuda on the GPU
         call_kwargs.setdefault("device", defaults.device)
     # A multi-agent environment's cost grows with its agents: count agent slots, not environments.
     agents = spec(env_id, **kwargs).num_agents if entry.shardable and defaults.threads > 1 else 1

@@ -317,3 +317,13 @@ def test_gpu_cartpole_rollout_and_metrics_stay_on_device():
         obs, reward, terminated, truncated = env.step(actions)
     assert obs.is_cuda and obs.dtype == torch.float32 and reward.is_cuda
     assert env.metrics()["episodes"] > 0
+
+
+@needs_gpu
+def test_make_builds_the_cuda_backend_on_the_gpu_by_default():
+    """Outside a fragment's build, ``make(..., backend="cuda")`` needs no ``device=``."""
+    import fragments  # noqa: F401
+    import msrl.envs
+
+    env = msrl.envs.make("CartPole-v1", num_envs=8, seed=0, backend="cuda")
+    assert env.reset().device.type == "cuda"
