@@ -124,6 +124,7 @@ phase_tests() {
 phase_sync() { wait; }
 
 phase_ppo() {
+    case " ${PPO_ARGS:-} " in *" --executor cuda "*) wait_pycuda ;; esac  # the kernel envs need pycuda
     bounded "${PPO_LIMIT:-240}" "$OUT/bench.log" "ppo_cartpole device mode" $PY benchmarks/ppo_cartpole.py \
         --device cuda --num-envs ${PPO_ENVS:-4096 16384 65536} --budget ${PPO_BUDGET:-20000000} ${PPO_ARGS:-}
 }
