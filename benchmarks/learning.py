@@ -116,6 +116,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--seeds", type=int, default=None, help="seeds 0..N-1 per framework (default 3; with --quick: each row's own)"
     )
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="the first seed: seeds K..K+N-1 (to add seeds to an earlier run without repeating it)",
+    )
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument(
         "--steps-scale", type=float, default=1.0, help="multiply each config's total_env_steps (default 1.0)"
@@ -161,6 +167,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--frameworks takes a comma-separated subset of {','.join(FRAMEWORKS)}")
     quick_seeds = args.seeds
     args.seeds = 3 if args.seeds is None else args.seeds
+    if args.first_seed < 0:
+        parser.error("--first-seed must be >= 0")
     if args.seeds < 1 or args.eval_episodes < 1 or (args.steps is not None and args.steps < 1) or args.steps_scale <= 0:
         parser.error("--seeds, --eval-episodes and --steps must be >= 1, --steps-scale > 0")
     args.quick_seeds = None if quick_seeds is None else tuple(range(quick_seeds))
@@ -252,6 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.chdir(cwd)
 
 
+def seed_list(args: argparse.Namespace) -> list[int]:
+    return list(range(args.first_seed, args.first_seed + args.seeds))
+
+
 def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
     plans, skipped = plan_configs(args)
     for reason in skipped:
@@ -261,7 +273,7 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
         "command": command,
         "machine": machine_info(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "seeds": list(range(args.seeds)),
+        "seeds": seed_list(args),
         "eval_episodes": args.eval_episodes,
         "window": WINDOW,
         "frameworks": args.frameworks,
@@ -291,7 +303,7 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
                 "published": [asdict(x) for x in PUBLISHED.get(p.config, [])],
             }
             mine: list[RunResult] = []
-            for seed in range(args.seeds):  # interleaved: msrl seed 0, SB3 seed 0, msrl seed 1, ...
+            for seed in seed_list(args):  # interleaved: msrl seed 0, SB3 seed 0, msrl seed 1, ...
                 for framework in args.frameworks:
                     if framework == "msrl":
                         r = run_msrl(p.config, seed, p.budget, args.eval_episodes, runs_dir, args.set)
@@ -316,7 +328,8 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
                 traceback.print_exc()
             table = markdown_table(rows)
             write_outputs(out, rows, results, meta, table)
-    seeds = "seed 0" if args.seeds == 1 else f"seeds 0–{args.seeds - 1} interleaved"
+    first = args.first_seed
+    seeds = f"seed {first}" if args.seeds == 1 else f"seeds {first}–{first + args.seeds - 1} interleaved"
     header = (
         f"Learning quality, msrl vs SB3 (rl-zoo hyper-parameters; DQN: CleanRL's): same env-step budget per config, "
         f"{seeds}, final greedy return over {args.eval_episodes} fresh episodes "
