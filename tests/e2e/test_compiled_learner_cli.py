@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.e2e.cli_helpers import REPO, explain, in_process
+from cli_helpers import REPO, explain, in_process
 
 TIMEOUT_S = 300
 

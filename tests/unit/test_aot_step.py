@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import torch
+from test_compiled_learner import _dqn, _metrics, _replay, _replay_box, _sac
 
 from msrl.rl import polyak_update_
-from tests.unit.test_compiled_learner import _dqn, _metrics, _replay, _replay_box, _sac
 
 pytestmark = pytest.mark.slow
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+from test_compiled_learner import SyncCounter
 
 from algorithms.dqn import DQNActor, DQNConfig
 from algorithms.sac import SACActor, SACConfig
@@ -26,7 +27,6 @@ from msrl.rl import (
     categorical_noise,
     sample_categorical,
 )
-from tests.unit.test_compiled_learner import SyncCounter
 
 NETS: dict[str, tuple[Callable[[], torch.nn.Module], int]] = {
     "twin-discrete": (lambda: TwinMLP(4, 3, 16, torch.Generator().manual_seed(0)), 4),
