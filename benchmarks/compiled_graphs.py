@@ -21,6 +21,7 @@ Rounds alternate between the paths, so a slow spell of the machine hits each ali
 
     python benchmarks/compiled_graphs.py            # one node
     python benchmarks/compiled_graphs.py --hosts    # and across two testbed hosts
+    python benchmarks/compiled_graphs.py --hosts --fine-only   # only the fine preset's two paths
 """
 
 from __future__ import annotations
