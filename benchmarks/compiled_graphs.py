@@ -11,12 +11,17 @@ float32 one way, 32 int64 actions back) on each path, and over Ray Compiled Grap
   as a compiled graph and as an actor call;
 * across two testbed hosts (``--hosts``, needs root; see ``cluster/testbed.py``): driver on host 0,
   the env actor on host 1, driver -> env -> driver and driver -> env -> policy (host 0) -> driver,
-  each as a compiled graph and as actor calls.
+  each as a compiled graph and as actor calls;
+* and there, ``single_learner_fine`` itself (PPO on CartPole, 32 envs, one env replica, the learner
+  and the env on different hosts): the learner's communication time per env step (sending its
+  actions, receiving the observations) with msrl's call and reply between nodes
+  (``cluster._callreply``) and with the two one-way calls it replaced (``call_reply=False``).
 
 Rounds alternate between the paths, so a slow spell of the machine hits each alike.
 
     python benchmarks/compiled_graphs.py            # one node
     python benchmarks/compiled_graphs.py --hosts    # and across two testbed hosts
+    python benchmarks/compiled_graphs.py --hosts --fine-only   # only the fine preset's two paths
 """
 
 from __future__ import annotations
@@ -133,6 +138,69 @@ def across_hosts(address: str, rounds: int, repeats: int) -> dict[str, list[floa
     return out
 
 
+FINE_ENVS, FINE_STEPS = 32, 128
+FINE_PATHS = {"call and reply": True, "one-way deliver calls": False}
+
+
+def fine_steps(address: str, iterations: int, repeats: int) -> dict[str, list[float]]:
+    """Per env step of ``single_learner_fine`` across two hosts, one row per path and measure: the
+    learner's communication seconds (its sends and its waits for the observations, which include the
+    env's stepping), the env fragment's stepping seconds and the iteration's wall seconds (learning
+    included), each iteration divided by its steps.  Each repeat runs every path, in turn, on fresh workers."""
+    import ray
+    import yaml
+
+    from cluster import RayRuntime
+    from msrl.app import load_config, plan
+
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    raw = yaml.safe_load((HERE.parent / "configs" / "ppo_cartpole.yaml").read_text())
+    overrides = [
+        f"algo.num_envs={FINE_ENVS}",
+        f"algo.num_steps={FINE_STEPS}",
+        "policy=single_learner_fine",
+        "policy.envs=1",
+        "policy.placement=STRICT_SPREAD",
+    ]
+    fine = plan(load_config(None, overrides, base=raw))
+    out: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        for label, call_reply in FINE_PATHS.items():
+            runtime = RayRuntime(fine.recipe, fine.fdg, address=address, call_reply=call_reply)
+            try:
+                runtime.run_iteration()  # warm-up: the first iteration builds and compiles
+                for _ in range(iterations):
+                    start = time.perf_counter()
+                    result = runtime.run_iteration()
+                    wall = time.perf_counter() - start
+                    comm = result.fragment_timings["learner"]["communication"]
+                    out.setdefault(f"fine: {label}, learner communication", []).append(comm / FINE_STEPS)
+                    stepping = result.fragment_timings["env"]["env"]  # inside the round trip: the env's own work
+                    out.setdefault(f"fine: {label}, env fragment stepping", []).append(stepping / FINE_STEPS)
+                    out.setdefault(f"fine: {label}, iteration wall", []).append(wall / FINE_STEPS)
+            finally:
+                runtime.close()
+    ray.shutdown()
+    return out
+
+
+def print_fine(rows: dict[str, list[float]], repeats: int) -> None:
+    """The fine rows, and the ratio of the two paths' learner communication within each repeat."""
+    print(
+        f"\n| single_learner_fine across hosts, per env step ({FINE_ENVS} envs x {FINE_STEPS} steps an iteration) "
+        "| median | p90 |\n|---|---:|---:|"
+    )
+    for label, times in rows.items():
+        print(f"| {label.removeprefix('fine: ')} | {summary(times)} |")
+    calls, delivers = (rows[f"fine: {label}, learner communication"] for label in FINE_PATHS)
+    per = len(calls) // repeats
+    ratios = sorted(
+        float(np.median(delivers[r * per : (r + 1) * per]) / np.median(calls[r * per : (r + 1) * per]))
+        for r in range(repeats)
+    )
+    print(f"\none-way / call-and-reply learner communication, per repeat: {', '.join(f'{x:.2f}x' for x in ratios)}")
+
+
 def print_table(title: str, rows: dict[str, list[float]]) -> None:
     print(f"\n| {title} | median | p90 |\n|---|---:|---:|")
     for label, times in rows.items():
@@ -144,21 +212,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1000, help="round trips per path and repeat")
     parser.add_argument("--repeats", type=int, default=2, help="alternations of the paths")
     parser.add_argument("--hosts", action="store_true", help="also across two testbed hosts (root)")
+    parser.add_argument("--fine-iterations", type=int, default=4, help="fine iterations per path and repeat")
+    parser.add_argument("--fine-only", action="store_true", help="across hosts, only the fine preset's rows")
     parser.add_argument("--address", help=argparse.SUPPRESS)  # the run inside the testbed
     args = parser.parse_args()
     if args.address:
-        rows = across_hosts(args.address, args.rounds, args.repeats)
+        rows = {} if args.fine_only else across_hosts(args.address, args.rounds, args.repeats)
+        rows.update(fine_steps(args.address, args.fine_iterations, args.repeats))
         for label, times in rows.items():
             print(f"{label}\t{' '.join(f'{t:.9f}' for t in times)}")
         return
-    print_table("one node (round trip)", one_node(args.rounds, args.repeats))
+    if not args.fine_only:
+        print_table("one node (round trip)", one_node(args.rounds, args.repeats))
     if args.hosts:
         sys.path.insert(0, str(HERE.parent))
         from cluster.testbed import Testbed
 
         with Testbed(hosts=2, cpus=2) as bed:
             argv = [sys.executable, __file__, "--address", bed.head_address, "--rounds", str(args.rounds)]
-            done = bed.run(0, [*argv, "--repeats", str(args.repeats)], timeout=900)
+            argv += ["--repeats", str(args.repeats), "--fine-iterations", str(args.fine_iterations)]
+            done = bed.run(0, [*argv, *(["--fine-only"] if args.fine_only else [])], timeout=1800)
         if done.returncode:
             raise SystemExit(f"compiled_graphs.py: error: the run across hosts failed: {done.stderr[-2000:]}")
         rows = {}
@@ -166,7 +239,10 @@ def main() -> None:
             if "\t" in line:
                 label, values = line.split("\t")
                 rows[label] = [float(v) for v in values.split()]
-        print_table("two testbed hosts (round trip)", rows)
+        fine = {label: times for label, times in rows.items() if label.startswith("fine: ")}
+        if not args.fine_only:
+            print_table("two testbed hosts (round trip)", {k: v for k, v in rows.items() if k not in fine})
+        print_fine(fine, args.repeats)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ worker actors, the transport between them and the gradient all-reduce.  No
 package below this one imports Ray; the application reaches it only through
 ``RayRuntime``, which has the same interface as ``fragments.LocalRuntime``."""
 
+from cluster._callreply import REPLY_SLOTS, CallRoutes, ReplySlots, call_routes
 from cluster._collective import backend_for
 from cluster._connect import CLUSTER_SWITCH, connect, loopback_only
 from cluster._direct import DirectListener, DirectSender
@@ -20,24 +21,29 @@ from cluster._reports import merge_replica_metrics, merge_reports
 from cluster._runtime import RayRuntime
 from cluster._schedule import SCHEDULES, AsyncSchedule, SyncSchedule
 from cluster._startup import actor_resources, starts_embedded
-from cluster._transport import Mailbox, RayTransport
+from cluster._transport import Mailbox, MailboxClosed, RayTransport
 from cluster._worker import ComputeThread
 
 __all__ = [
     "CLUSTER_SWITCH",
     "PLACEMENT_TIMEOUT_S",
+    "REPLY_SLOTS",
     "SCHEDULES",
     "AsyncSchedule",
+    "CallRoutes",
     "ComputeThread",
     "DirectListener",
     "DirectSender",
     "Mailbox",
+    "MailboxClosed",
     "RayRuntime",
     "RayTransport",
+    "ReplySlots",
     "SyncSchedule",
     "actor_resources",
     "backend_for",
     "bundles_of",
+    "call_routes",
     "check_feasible",
     "connect",
     "create_placement_group",

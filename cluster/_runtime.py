@@ -25,7 +25,8 @@ from fragments import BuildRecipe, FragmentedGraph, IterationResult
 
 class RayRuntime:
     """The Ray runtime of a fragmented graph (``fragments.Runtime``).  ``workers`` is fragment ->
-    one actor handle per replica."""
+    one actor handle per replica.  ``call_reply=False`` turns off the call-and-reply route between
+    nodes (``cluster._callreply``), for comparisons: what is computed is the same."""
 
     def __init__(
         self,
@@ -33,11 +34,12 @@ class RayRuntime:
         fdg: FragmentedGraph,
         address: str | None = None,
         liveness_timeout_s: float = LIVENESS_TIMEOUT_S,
+        call_reply: bool = True,
     ) -> None:
         self.fdg, self.policy = fdg, fdg.policy
         self.output_fragment = fdg.assignment[fdg.graph.output.name]
         schedule = SCHEDULES[self.policy.mode]
-        self.started = Workers(recipe, fdg, address, schedule.stale_ok(fdg, self.output_fragment))
+        self.started = Workers(recipe, fdg, address, schedule.stale_ok(fdg, self.output_fragment), call_reply)
         self.workers = self.started.handles
         addresses = node_addresses()
         where = {

@@ -11,6 +11,7 @@ import shutil
 import sys
 from typing import Any
 
+from cluster._callreply import REPLY_SLOTS, CallRoutes, call_routes
 from cluster._connect import connect
 from cluster._liveness import get_each
 from cluster._placement import create_placement_group, demand_of
@@ -32,7 +33,9 @@ class Workers:
     """The run's fragment-worker actors, started and connected (``handles``: fragment -> one actor
     handle per replica, in replica order), and what they share: the placement group, the socket
     endpoints and the gradient stores.  ``stale_ok`` (from the schedule) names, per fragment, the
-    received values its replicas may take stale."""
+    received values its replicas may take stale.  ``call_reply=False`` sends every value to another
+    node as a one-way ``deliver``, never as a call and reply (``cluster._callreply``): for
+    comparisons, the results are the same."""
 
     def __init__(
         self,
@@ -40,6 +43,7 @@ class Workers:
         fdg: FragmentedGraph,
         address: str | None,
         stale_ok: dict[str, set[str]],
+        call_reply: bool = True,
     ) -> None:
         self.handles: dict[str, list[Any]] = {}
         self.endpoints: Endpoints = {}
@@ -48,7 +52,7 @@ class Workers:
         self.group: Any = create_placement_group(fdg.policy)
         try:
             self._spawn(recipe, fdg)
-            self._connect(fdg, stale_ok)
+            self._connect(fdg, stale_ok, call_routes(fdg, stale_ok) if call_reply else {})
         except BaseException:
             self.close()
             raise
@@ -60,9 +64,11 @@ class Workers:
 
         from cluster._worker import FragmentWorker
 
-        # liveness checks get their own thread: they are answered even with every other one busy.
-        # ray.remote's stubs list only the task options, not an actor's concurrency ones.
-        worker_cls = ray.remote(max_concurrency=MAX_CONCURRENCY, concurrency_groups={"liveness": 1})(  # type: ignore[call-overload]
+        # liveness checks get their own thread: they are answered even with every other one busy; calls
+        # waiting for their answer get their own threads (cluster._callreply), so they never hold up the
+        # rest.  ray.remote's stubs list only the task options, not an actor's concurrency ones.
+        groups = {"liveness": 1, "reply": REPLY_SLOTS}
+        worker_cls = ray.remote(max_concurrency=MAX_CONCURRENCY, concurrency_groups=groups)(  # type: ignore[call-overload]
             FragmentWorker
         )
         bundle = 0
@@ -80,9 +86,9 @@ class Workers:
                 )
                 bundle += 1
 
-    def _connect(self, fdg: FragmentedGraph, stale_ok: dict[str, set[str]]) -> None:
+    def _connect(self, fdg: FragmentedGraph, stale_ok: dict[str, set[str]], routes: dict[str, CallRoutes]) -> None:
         """Every worker's endpoint first (which raises a worker's build error), then every worker
-        wired to its peers."""
+        wired to its peers, with its fragment's call-and-reply routes."""
         import ray
 
         from cluster._collective import KeyValueStore
@@ -96,7 +102,9 @@ class Workers:
         for name, handles in self.handles.items():
             for handle in handles:
                 calls.append(
-                    handle.connect.remote(self.handles, stale_ok.get(name, set()), stores.get(name), endpoints)
+                    handle.connect.remote(
+                        self.handles, stale_ok.get(name, set()), stores.get(name), endpoints, routes.get(name, {})
+                    )
                 )
         get_each(calls)
 

@@ -7,14 +7,20 @@ through the driver: over a Unix socket when both are on the same node
 arguments through its object store and inlines small ones; a call costs
 1-3 ms).  Messages are keyed by (node, source replica, sequence number)
 because deliveries on different threads may land out of order.
+
+A value whose answer comes back in the same block of the program (``calls``,
+see ``cluster._callreply``) goes to another node as one call that returns the
+answer, instead of two one-way calls.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter, deque
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from cluster._callreply import CallRoutes, ReplySlots, await_reply
 from fragments import FragmentedGraph, FragmentProgram, Recv, check_flat, combine, route, sources
 
 POLL_S = 1.0
@@ -46,6 +52,10 @@ class Mailbox:
                 self.cond.wait(POLL_S)
             return self.messages.pop(key)
 
+    def holds(self, node: str, src: int, seq: int) -> bool:
+        with self.cond:
+            return (node, src, seq) in self.messages
+
     def take_skipping(self, node: str, src: int, seq: int) -> Any:
         """Message ``seq``, dropping the older ones of that sender that were never taken."""
         payload = self.take(node, src, seq)
@@ -66,6 +76,12 @@ class RayTransport:
     ``stale_ok`` (async policies) names received nodes that may lag: they are
     taken ``max_lag`` sends behind, so the receiver does not wait for the
     newest; the lag is recorded as ``policy_lag``.
+
+    ``calls`` (``cluster._callreply.call_routes``) names the values sent to
+    another node as a call whose reply is the answer; ``replies`` holds this
+    replica's own waiting callers, whose answers ``send`` hands back to them.
+    ``counts`` says how many payloads went each way (``socket``, ``deliver``,
+    ``call``, ``reply``).
     """
 
     def __init__(
@@ -78,6 +94,8 @@ class RayTransport:
         stale_ok: AbstractSet[str] = frozenset(),
         max_lag: int = 1,
         direct: dict[tuple[str, int], Any] | None = None,
+        calls: CallRoutes | None = None,
+        replies: ReplySlots | None = None,
     ) -> None:
         self.fdg, self.program, self.replica, self.mailbox, self.peers = fdg, program, replica, mailbox, peers
         self.direct = direct or {}  # (fragment, replica) -> DirectSender, for values to same-node peers
@@ -87,6 +105,15 @@ class RayTransport:
         self.held: dict[str, tuple] = {}
         self.policy_lag = 0
         self.checked: set[str] = set()  # nodes whose first value was checked flat (fragments.FLAT_RULE)
+        self.calls = calls or {}
+        self.replies = replies or ReplySlots()
+        self.awaiting: dict[tuple[str, int], deque[Any]] = {}  # (answer node, callee replica) -> call refs
+        answered_by = {r.name: r for r in program.recvs()}
+        self.answerers = {  # answer node -> the callee replicas that answer this replica
+            reply: set(sources(answered_by[reply].interfaces, replica, fdg.fragments[callee].replicas))
+            for (_, callee), reply in self.calls.items()
+        }
+        self.counts: Counter[str] = Counter()
 
     def send(self, node: str, value: tuple) -> None:
         if node not in self.checked:  # a node's first value: flat, or a one-line error naming node and path
@@ -99,12 +126,22 @@ class RayTransport:
             seq = self.sent.get((node, dst), 0)
             self.sent[(node, dst)] = seq + 1
             handles = self.peers[dst]
+            reply = self.calls.get((node, dst))
             for replica, payload in route(value, interfaces, self.replica, len(handles)).items():
                 sender = self.direct.get((dst, replica))
-                if sender is not None:
+                if self.replies.answer(node, dst, replica, seq, payload):
+                    self.counts["reply"] += 1
+                elif sender is not None:
                     sender.deliver(node, self.replica, seq, payload)
+                    self.counts["socket"] += 1
+                elif reply is not None and replica in self.answerers[reply]:
+                    call = handles[replica].deliver_and_await.options(concurrency_group="reply")
+                    ref = call.remote(node, self.replica, seq, payload, reply, self.program.fragment)
+                    self.awaiting.setdefault((reply, replica), deque()).append(ref)
+                    self.counts["call"] += 1
                 else:
                     handles[replica].deliver.remote(node, self.replica, seq, payload)
+                    self.counts["deliver"] += 1
 
     def recv(self, step: Recv) -> tuple:
         src_fragment = step.interfaces[0].src
@@ -115,8 +152,19 @@ class RayTransport:
             if step.name in self.stale_ok:
                 parts.append(self._lagged(step.name, src, seq))
             else:
-                parts.append(self.mailbox.take(step.name, src, seq))
+                parts.append(self._take(step.name, src, seq))
         return combine(parts, step.interfaces)
+
+    def _take(self, node: str, src: int, seq: int) -> Any:
+        """Message ``seq``, after the answers to this replica's calls for ``node`` are in the
+        mailbox.  An answer that never comes (the callee closed or was lost) leaves the wait to
+        the mailbox, which ends when this worker closes, as for a message that never comes."""
+        refs = self.awaiting.get((node, src))
+        while refs and not self.mailbox.holds(node, src, seq):
+            answer = await_reply(refs.popleft(), lambda: self.mailbox.closed)
+            if answer is not None:
+                self.mailbox.put(node, src, *answer)
+        return self.mailbox.take(node, src, seq)
 
     def _lagged(self, node: str, src: int, seq: int) -> tuple:
         """The value sent ``max_lag`` sends before the one a sync policy would wait

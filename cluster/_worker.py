@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cluster._callreply import CallRoutes, Reply, ReplySlots
 from cluster._direct import DirectListener, DirectSender
 from cluster._transport import Mailbox, MailboxClosed, RayTransport
 from fragments import BuildRecipe, FragmentedGraph, Replica, ReplicaReport, build_replica
@@ -113,6 +114,7 @@ class FragmentWorker:
         self.init_error = None
         self.program = self.built.program
         self.mailbox = Mailbox()
+        self.replies = ReplySlots()  # calls from other nodes waiting for this replica's answer
         receives = bool(self.program.recvs())
         self.listener = DirectListener(self.mailbox, f"{fragment}-{replica}") if receives else None
         if self.listener is not None:  # a worker Ray ends gracefully (its driver gone) removes its socket too
@@ -162,10 +164,12 @@ class FragmentWorker:
         stale_ok: set[str],
         store: Any = None,
         endpoints: dict[str, list[tuple[str, str | None]]] | None = None,
+        calls: CallRoutes | None = None,
     ) -> None:
-        """Wire the transport to every other replica (over sockets to same-node ones), start the
-        executor and, for replicated learners, join the gradient all-reduce group."""
-        self.compute.run(self._connect, peers, stale_ok, store, endpoints, self.node_id(), self.address())
+        """Wire the transport to every other replica (over sockets to same-node ones, with
+        ``calls`` as call and reply to other nodes), start the executor and, for replicated
+        learners, join the gradient all-reduce group."""
+        self.compute.run(self._connect, peers, stale_ok, store, endpoints, calls, self.node_id(), self.address())
 
     def _connect(
         self,
@@ -173,6 +177,7 @@ class FragmentWorker:
         stale_ok: set[str],
         store: Any,
         endpoints: dict[str, list[tuple[str, str | None]]] | None,
+        calls: CallRoutes | None,
         node: str,
         address: str,
     ) -> None:
@@ -181,7 +186,15 @@ class FragmentWorker:
                 if path is not None and peer_node == node and name != self.fragment:
                     self.senders[(name, replica)] = DirectSender(path)
         self.transport = RayTransport(
-            self.fdg, self.program, self.replica, self.mailbox, peers, stale_ok=stale_ok, direct=self.senders
+            self.fdg,
+            self.program,
+            self.replica,
+            self.mailbox,
+            peers,
+            stale_ok=stale_ok,
+            direct=self.senders,
+            calls=calls,
+            replies=self.replies,
         )
         self.executor = self.built.start(self.fdg, self.transport)
         if store is not None:
@@ -189,6 +202,18 @@ class FragmentWorker:
 
     def deliver(self, node: str, src: int, seq: int, payload: Any) -> None:
         self.mailbox.put(node, src, seq, payload)
+
+    def deliver_and_await(self, node: str, src: int, seq: int, payload: Any, reply: str, caller: str) -> Reply | None:
+        """``deliver``, then this replica's next ``reply`` to ``caller``'s replica ``src`` as the
+        call's result (``None`` if this worker closes first).  Called in the ``reply``
+        concurrency group, never the default one: see ``cluster._callreply``."""
+        slot = self.replies.open(reply, caller, src)
+        self.mailbox.put(node, src, seq, payload)
+        return self.replies.wait(slot)
+
+    def transport_counts(self) -> dict[str, int]:
+        """How many payloads this replica sent each way (``socket``, ``deliver``, ``call``, ``reply``)."""
+        return dict(self.transport.counts) if self.transport is not None else {}
 
     def run_iteration(self, number: int) -> ReplicaReport:
         """This worker's iteration ``number`` (from 0); see ``ComputeThread.run_numbered`` for
@@ -229,6 +254,7 @@ class FragmentWorker:
         if self.init_error is not None:
             return
         self.mailbox.close()
+        self.replies.close()
         self.compute.close()
         for sender in self.senders.values():
             sender.close()

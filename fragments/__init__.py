@@ -27,6 +27,7 @@ from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, I
 from fragments._flat import FLAT_RULE, CutEdgeError, check_flat, flat_violation
 from fragments._interfaces import combine, concat_batched, route, sources, split_batched
 from fragments._local import LocalRuntime
+from fragments._pairs import ReplyPair, program_pairs, reply_pairs
 from fragments._partition import partition
 from fragments._program import FragmentProgram, LoopBlock, Recv, build_program
 from fragments._runtime import IterationResult, ReplicaReport, Runtime
@@ -72,9 +73,12 @@ __all__ = [
     "LocalRuntime",
     "LoopBlock",
     "Recv",
+    "ReplyPair",
     "ReplicaReport",
     "Runtime",
     "build_program",
+    "program_pairs",
+    "reply_pairs",
     "combine",
     "concat_batched",
     "fdg_figure",

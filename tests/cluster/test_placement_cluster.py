@@ -17,7 +17,7 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 from sim_helpers import NUM_ENVS, NUM_STEPS, small_config, wait_until_idle  # noqa: E402
 
 import fragments  # noqa: E402
-from cluster import PLACEMENT_TIMEOUT_S, loopback_only  # noqa: E402
+from cluster import PLACEMENT_TIMEOUT_S, RayRuntime, loopback_only  # noqa: E402
 from msrl import ConfigError  # noqa: E402
 from msrl.app import make_runtime, plan  # noqa: E402
 
@@ -112,6 +112,37 @@ def test_replicas_on_different_nodes_exchange_data(ray_cluster):
         actor = rollout["actor"]["net"]
         assert actor.keys() == learned.keys()
         assert all(torch.equal(actor[key], learned[key]) for key in learned)
+
+
+@pytest.mark.slow  # about 15 s: two fine runs over three nodes; the suite's 6-minute budget
+def test_fine_steps_across_nodes_as_calls_and_replies_train_as_one_way_deliveries(ray_cluster):
+    """The learner and both env replicas on three nodes: the actions go down as calls whose replies
+    bring the observations back (cluster._callreply), and the run computes what it computes with
+    one-way deliveries both ways, bit for bit, seed for seed."""
+    run_plan = plan(small_config({"preset": "single_learner_fine", "envs": 2, "placement": "STRICT_SPREAD"}))
+    runs = {}
+    for call_reply in (True, False):
+        wait_until_idle(NODES * CPUS_PER_NODE)
+        runtime = RayRuntime(run_plan.recipe, run_plan.fdg, call_reply=call_reply)
+        try:
+            assert len(set(node_ids(runtime.placement()))) == 3
+            results = [runtime.run_iteration(more=i < 2) for i in range(3)]
+            counts = {
+                name: ray.get([handle.transport_counts.remote() for handle in handles])
+                for name, handles in runtime.workers.items()
+            }
+        finally:
+            runtime.close()
+        runs[call_reply] = [(r.env_steps, r.output, r.component_metrics) for r in results]
+        steps = 3 * NUM_STEPS  # actions sent per env replica, each answered by one observation batch
+        if call_reply:
+            assert counts["learner"] == [{"call": 2 * steps}]
+            assert counts["env"] == [{"deliver": 3, "reply": steps}] * 2  # env.observe once an iteration
+        else:
+            assert counts["learner"] == [{"deliver": 2 * steps}]
+            assert counts["env"] == [{"deliver": 3 + steps}] * 2
+    assert runs[True] == runs[False]
+    assert all(env_steps == NUM_ENVS * NUM_STEPS for env_steps, _, _ in runs[True])
 
 
 @pytest.mark.parametrize(
