@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from _learning_specs import CONFIG_DIR, EVAL_SEED_OFFSET, WINDOW, ZOO_HYPERPARAMS, Spec
+from _shared_eval import msrl_act, sb3_act, shared_eval
 
 
 # -- records ----------------------------------------------------------------------------------------
@@ -93,11 +94,19 @@ def msrl_overrides(seed: int, budget: int, eval_episodes: int, runs_dir: str) ->
 
 
 def run_msrl(
-    config: str, seed: int, budget: int, eval_episodes: int, runs_dir: str, extra: Sequence[str] = ()
+    config: str,
+    seed: int,
+    budget: int,
+    eval_episodes: int,
+    runs_dir: str,
+    extra: Sequence[str] = (),
+    shared: str | None = None,
 ) -> RunResult:
     """``msrl.train`` as a user calls it, with ``extra`` overrides before the run's own (seed, budget,
     ...); the curve comes from its per-iteration metrics, whose ``wall_time`` is that iteration's
-    seconds (summed here into wall seconds so far)."""
+    seconds (summed here into wall seconds so far).  ``shared`` (the config's env id): the greedy
+    returns are those on the start states every run shares (``_shared_eval``), not msrl's own
+    evaluation's."""
     import msrl
 
     stream = io.StringIO()
@@ -110,9 +119,10 @@ def run_msrl(
     except BaseException:
         sys.stderr.write(stream.getvalue()[-4000:])
         raise
-    result = RunResult(
-        config, "msrl", seed, int(run.env_steps), float(run.wall_time), [float(r) for r in run.evaluation.returns]
-    )
+    returns = [float(r) for r in run.evaluation.returns]
+    if shared:
+        returns = shared_eval(shared, eval_episodes, msrl_act(run.checkpoint))
+    result = RunResult(config, "msrl", seed, int(run.env_steps), float(run.wall_time), returns)
     wall = 0.0
     for record in run.metrics:
         wall += float(record["wall_time"])
@@ -180,10 +190,13 @@ def normalize_kwargs(params: dict[str, Any]) -> dict[str, Any]:
     return {"gamma": params["gamma"]} if "gamma" in params else {}
 
 
-def run_sb3(config: str, spec: Spec, seed: int, budget: int, eval_episodes: int, threads: int) -> RunResult:
+def run_sb3(
+    config: str, spec: Spec, seed: int, budget: int, eval_episodes: int, threads: int, shared: bool = False
+) -> RunResult:
     """Train with ``learn(total_timesteps=budget)``, recording every training episode from the
     Monitor wrapper's ``info["episode"]`` (raw returns, also under VecNormalize), then evaluate
-    greedily on ``eval_episodes`` fresh environments."""
+    greedily on ``eval_episodes`` fresh environments (``shared``: on the start states every run
+    shares, ``_shared_eval``)."""
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -208,6 +221,10 @@ def run_sb3(config: str, spec: Spec, seed: int, budget: int, eval_episodes: int,
     model.learn(total_timesteps=budget, callback=EpisodeRecorder())
     wall = time.perf_counter() - started[0]
 
+    if shared:
+        returns = shared_eval(spec.env_id, eval_episodes, sb3_act(model))
+        model.get_env().close()
+        return RunResult(config, "sb3", seed, int(model.num_timesteps), wall, returns, episodes)
     eval_env = make_vec_env(spec.env_id, n_envs=eval_episodes, seed=seed + EVAL_SEED_OFFSET)
     train_norm = model.get_vec_normalize_env()
     if train_norm is not None:

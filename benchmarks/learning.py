@@ -117,6 +117,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--seeds", type=int, default=None, help="seeds 0..N-1 per framework (default 3; with --quick: each row's own)"
     )
     parser.add_argument(
+        "--shared-eval",
+        action="store_true",
+        help="greedy returns on the same start states for every framework and seed (gymnasium envs reset "
+        "with fixed seeds), instead of each framework's own evaluation",
+    )
+    parser.add_argument(
         "--first-seed",
         type=int,
         default=0,
@@ -303,12 +309,13 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
                 "published": [asdict(x) for x in PUBLISHED.get(p.config, [])],
             }
             mine: list[RunResult] = []
+            shared_env = p.spec.env_id if args.shared_eval else None
             for seed in seed_list(args):  # interleaved: msrl seed 0, SB3 seed 0, msrl seed 1, ...
                 for framework in args.frameworks:
                     if framework == "msrl":
-                        r = run_msrl(p.config, seed, p.budget, args.eval_episodes, runs_dir, args.set)
+                        r = run_msrl(p.config, seed, p.budget, args.eval_episodes, runs_dir, args.set, shared_env)
                     else:
-                        r = run_sb3(p.config, p.spec, seed, p.budget, args.eval_episodes, p.threads)
+                        r = run_sb3(p.config, p.spec, seed, p.budget, args.eval_episodes, p.threads, args.shared_eval)
                     mine.append(r)
                     hit = r.reached(THRESHOLDS[p.spec.env_id])
                     where = "not reached" if hit is None else f"at {hit.wall_seconds:.1f} s / {hit.env_steps:,} steps"
