@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 PREFIX = "msrltb"
 """Every testbed's name starts with this, so ``down --all`` and the leftover check find them."""
@@ -130,38 +131,61 @@ def netem_missing() -> str | None:
         run_ip("netns", "del", probe, check=False)
 
 
+class Delayer(Protocol):
+    """What holds a link's frames for a delay where the kernel has no netem (``cluster._delay.Relay``)."""
+
+    def start(self, delay: str) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 def shape_link(
-    ends: Sequence[tuple[str, str]], what: str, rate: str | None, delay: str | None, burst: int | None
+    ends: Sequence[tuple[str, str]],
+    what: str,
+    rate: str | None,
+    delay: str | None,
+    burst: int | None,
+    relay: Delayer | None = None,
 ) -> None:
     """Both ``ends`` (namespace, device) of one link shaped on their egress: ``tc netem`` where a
     delay is asked for, else a token bucket (``tc tbf``) of ``burst`` bytes (default: a millisecond
-    of the rate, at least 64 KiB).  Bad input or a missing sch_netem raises before either end is
-    touched."""
+    of the rate, at least 64 KiB).  A kernel without sch_netem gets the delay from ``relay`` (and
+    the rate, if any, from tbf); with no relay it raises ``NetemMissing``.  Bad input or a missing
+    sch_netem raises before either end is touched."""
     if rate is None and delay is None:
         raise ValueError("shape needs a rate, a delay or both")
     bits = rate_bits(rate) if rate is not None else 0.0
+    relayed = False
     if delay is not None:
         if not re.fullmatch(r"\d+(\.\d+)?(us|ms|s)", delay.strip()):
             raise ValueError(f"not a tc delay: {delay!r} (e.g. 0.5ms, 2ms, 100us)")
-        if burst is not None:
-            raise ValueError("burst is tc tbf's bucket, for a rate without a delay; netem paces every packet")
         why = netem_missing()
-        if why:
+        relayed = bool(why) and relay is not None
+        if burst is not None and not relayed:
+            raise ValueError("burst is tc tbf's bucket, for a rate without a delay; netem paces every packet")
+        if why and not relayed:
             asked = f"rate {rate} and delay {delay}" if rate else f"delay {delay}"
             raise NetemMissing(f"{what}: {asked} asked for, but {why}")
+    unshape_link(ends, relay)
+    if delay is not None and not relayed:
         qdisc = ["netem", "delay", delay, *(("rate", rate) if rate else ())]
-    else:
+    elif rate is not None:
         bucket = burst if burst is not None else max(int(bits / 8 * 1e-3), 65536)
         qdisc = ["tbf", "rate", str(rate), "burst", str(bucket), "latency", "50ms"]
-    for ns, dev in ends:
-        unshape_link([(ns, dev)])
+    else:
+        qdisc = []
+    for ns, dev in ends if qdisc else ():
         argv = ["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", *qdisc]
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode:
             raise TestbedError(f"{what}: {' '.join(argv)}: {done.stderr.strip()}")
+    if relayed and relay is not None and delay is not None:
+        relay.start(delay)
 
 
-def unshape_link(ends: Sequence[tuple[str, str]]) -> None:
-    """Back to the device's default queue on both ends (no shaping there already is fine)."""
+def unshape_link(ends: Sequence[tuple[str, str]], relay: Delayer | None = None) -> None:
+    """Back to the device's default queue on both ends (no shaping there already is fine), and no relay."""
+    if relay is not None:
+        relay.stop()
     for ns, dev in ends:
         subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], capture_output=True)

@@ -28,8 +28,8 @@ Layout, for a testbed named ``NAME``:
 A host is lost by ``kill_host`` (every process of its namespace SIGKILLed), cut off by
 ``set_link(i, False)`` and healed by ``set_link(i, True)``; ``shape`` gives its link a rate and a
 delay (``tc netem``), or a rate alone (``tc tbf``, which needs no netem), and ``unshape`` takes them
-off.  A kernel without ``sch_netem`` cannot delay a link: ``shape`` with a delay then raises one
-line saying so (``netem_missing()`` says it beforehand).  ``down`` kills by pid (``ip netns pids``)
+off.  A kernel without ``sch_netem`` gets the delay from a relay in the bridge's namespace that
+holds each frame (``cluster/_delay.py``) and the rate from tc tbf.  ``down`` kills by pid (``ip netns pids``)
 and deletes the namespaces by the names it made, and runs from ``with Testbed(...)`` even when the
 body failed.
 """
@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cluster._delay import Relay, started_here
 from cluster._netns import (
     PREFIX,
     NetemMissing,
@@ -196,7 +197,7 @@ class Testbed:
         return self
 
     def down(self) -> None:
-        procs = [proc for proc in (*self.ray, *self.inits) if proc is not None]
+        procs = [proc for proc in (*self.ray, *self.inits, *started_here(self.bridge)) if proc is not None]
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
@@ -312,16 +313,15 @@ class Testbed:
         rate paces every packet), or a rate alone, ``shape(1, "100mbit")``: a token bucket (tc tbf)
         of ``burst`` bytes, by default a millisecond of the rate and at least 64 KiB, so a message
         smaller than the bucket that finds it full passes at the veth's speed while a bulk transfer
-        pays the rate (``burst=3028``, two frames, makes every message pay it).  A delay needs the
-        kernel's sch_netem: where it is missing this raises ``NetemMissing`` with one line
-        (``netem_missing()`` gives that line beforehand, e.g. to skip a test) and leaves the link
-        as it was.  A packet between two shaped hosts pays both hosts' links."""
+        pays the rate (``burst=3028``, two frames, makes every message pay it).  Where the kernel has
+        no sch_netem (``netem_missing()`` says why) a relay holds each frame for the delay, each way
+        (``cluster/_delay.py``), and tbf gives the rate.  A packet between two shaped hosts pays both."""
         what = f"host {host}'s link ({self.namespace(host)})"
-        shape_link(self.link(host), what, rate, delay, burst)
+        shape_link(self.link(host), what, rate, delay, burst, Relay(self.bridge, host, self.logs))
 
     def unshape(self, host: int) -> None:
         """Host ``host``'s link back to no added cost."""
-        unshape_link(self.link(host))
+        unshape_link(self.link(host), Relay(self.bridge, host, self.logs))
 
 
 def _paths_to_keep() -> list[str]:
@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shape.add_argument("name")
     shape.add_argument("host", type=int)
     shape.add_argument("--rate", help="e.g. 100mbit, 1gbit (tc tbf alone where no --delay)")
-    shape.add_argument("--delay", help="one way, e.g. 2ms (tc netem: the kernel needs sch_netem)")
+    shape.add_argument("--delay", help="one way, e.g. 2ms (tc netem; without it, a relay: cluster/_delay.py)")
     shape.add_argument("--burst", type=int, help="tc tbf's bucket in bytes (a rate without a delay)")
     shape.add_argument("--off", action="store_true", help="take the host's shaping off")
     down = sub.add_parser("down", help="remove a testbed (kill its processes, delete its namespaces)")
