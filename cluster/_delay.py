@@ -122,23 +122,17 @@ class Relay:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 30
-            while _alive(pid) and time.monotonic() < deadline:
+            deadline = time.monotonic() + 30  # another process's child (the command line's): until its reaper
+            while pid not in _STARTED and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
                 time.sleep(0.01)
-        for started in [p for p, (bridge, _) in _STARTED.items() if bridge == self.bridge and not _alive(p)]:
-            _STARTED.pop(started)[1].wait(timeout=30)  # ours: reaped
+        for started, (bridge, proc) in list(_STARTED.items()):  # ours, killed or ended by itself: reaped here
+            if bridge == self.bridge and (started == pid or proc.poll() is not None):
+                proc.wait(timeout=30)
+                del _STARTED[started]
         self.pid_file.unlink(missing_ok=True)
         if recorded or rewire:
             _ip("-n", self.bridge, "link", "del", self.relayed, check=False)  # and its peer bI with it
             _ip("-n", self.bridge, "link", "set", self.outer, "master", "br0", check=False)
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not ended (a zombie has ended)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 def started_here(bridge: str) -> list[subprocess.Popen]:
