@@ -34,21 +34,19 @@ PROFILES = {  # name -> (rate, one-way delay per shaped link), applied both ways
 
 def apply_profile(bed: Testbed, profile: str, delay: bool, burst: int = 0) -> None:
     """Every host's link (both ends of its veth pair) shaped to ``profile``; ``none`` removes it.  With
-    ``delay``, rate and delay (tc netem); without it the rate alone (tc tbf), for kernels without
-    sch_netem, in a bucket of ``burst`` bytes (0: the testbed's default, a millisecond of the rate and
-    at least 64 KiB, so a message smaller than the bucket that finds it full passes at the veth's
-    speed; two frames, 3028, make every message pay the rate).  A packet between two hosts crosses
-    two shaped links, so its one-way delay is twice the profile's."""
+    ``delay``, rate and delay (tc netem, or where the kernel has no netem the testbed's relay for the
+    delay and tc tbf for the rate); without it the rate alone (tc tbf).  ``burst``: tbf's bucket in
+    bytes (0: the testbed's default, a millisecond of the rate and at least 64 KiB, so a message
+    smaller than the bucket that finds it full passes at the veth's speed; two frames, 3028, make
+    every message pay the rate; netem has no bucket).  A packet between two hosts crosses two
+    shaped links, so its one-way delay is twice the profile's."""
     shaping = PROFILES[profile]
     for host in range(bed.hosts):
         bed.unshape(host)
         if shaping is None:
             continue
         rate, one_way = shaping
-        if delay:
-            bed.shape(host, rate, one_way)
-        else:
-            bed.shape(host, rate, burst=burst or None)
+        bed.shape(host, rate, one_way if delay else None, burst=burst or None)
 
 
 def read_counters(bed: Testbed) -> list[dict[str, int]]:

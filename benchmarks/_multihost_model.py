@@ -161,6 +161,8 @@ def predict(
 
 # -- fitting on measured runs (rows of benchmarks/results/multihost/hosts*.json) -------------------------
 RATES = {"none": float("inf"), "10gbit-0.1ms": 10e9, "1gbit-0.5ms": 1e9, "100mbit-2ms": 100e6}
+DELAYS = {"none": 0.0, "10gbit-0.1ms": 0.1e-3, "1gbit-0.5ms": 0.5e-3, "100mbit-2ms": 2e-3}
+"""Each profile's delay on every host's link, one way."""
 
 
 def remote_replicas(row: dict) -> int:
@@ -179,6 +181,13 @@ def rate(row: dict) -> float:
     return RATES[row["profile"]] if row.get("tbf_burst") else float("inf")
 
 
+def delay(row: dict) -> float:
+    """The one-way delay host to host that a run's messages paid: a packet crosses two shaped links,
+    so twice the profile's, where the run applied it (``delay_applied``: tc netem, or the testbed's
+    relay, cluster/_delay.py); none in the rate-only runs made before the relay."""
+    return 2 * DELAYS[row["profile"]] if row.get("delay_applied") else 0.0
+
+
 def row_traffic(row: dict) -> Traffic:
     return traffic(row["preset"], row["replicas"], remote=remote_replicas(row))
 
@@ -190,12 +199,13 @@ def busiest_bytes(row: dict) -> float:
 
 def fit(rows: list[dict]) -> Constants:
     """``alpha`` and ``alpha_ring`` by least squares (no intercept) on the measured communication
-    time less the wire time of the bytes each run moved through its busiest interface."""
+    time less the wire time of the bytes each run moved through its busiest interface and less its
+    trips' delay."""
     sxx = sxy = syy = bx = by = 0.0
     for row in rows:
         t = row_traffic(row)
         wire = (0.5 if t.duplex else 1.0) * busiest_bytes(row) * 8 / rate(row)
-        y = row["communication_s"] - wire
+        y = row["communication_s"] - wire - t.trips * delay(row)
         x1, x2 = float(t.calls), float(t.ring_steps)
         sxx, sxy, syy = sxx + x1 * x1, sxy + x1 * x2, syy + x2 * x2
         bx, by = bx + x1 * y, by + x2 * y
@@ -222,9 +232,9 @@ def fit_header(rows: list[dict]) -> float:
 
 def check(row: dict, k: Constants) -> dict[str, float]:
     """The model's iteration time for a measured run (its measured compute plus the predicted
-    communication, the link delay this testbed could apply) and its bytes, against the measurement."""
+    communication, with the delay the run applied) and its bytes, against the measurement."""
     t = row_traffic(row)
-    comm = communication(t, Link(rate(row), 0.0), k)
+    comm = communication(t, Link(rate(row), delay(row)), k)
     predicted = row["compute_s"] + comm
     return {
         "comm_predicted_s": comm,

@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from _multihost_model import RATES, Compute, Constants, Link, busiest_bytes, check, fit, predict
+from _multihost_model import RATES, Compute, Constants, Link, busiest_bytes, check, delay, fit, predict, row_traffic
 
 PRESETS = ["single_learner_coarse", "single_learner_fine", "multi_learner", "multi_learner_hd", "async_single_learner"]
 """gpu_only is left out: one fragment, it runs on one host however many there are (its figure is the
@@ -34,7 +34,8 @@ def load(out: Path) -> dict[str, list[dict[str, Any]]]:
     found = {}
     for path in sorted(out.glob("hosts*.json")):
         data = json.loads(path.read_text())
-        found[path.stem] = [{**row, "tbf_burst": data["meta"].get("tbf_burst", 0)} for row in data["rows"]]
+        marks = {"tbf_burst": data["meta"].get("tbf_burst", 0), "delay_applied": data["meta"].get("delay_applied")}
+        found[path.stem] = [{**row, **marks} for row in data["rows"]]
     return found
 
 
@@ -56,7 +57,8 @@ def checked(rows: list[dict[str, Any]], k: Constants) -> str:
     lines = ["| " + " | ".join(heads) + " |", "|---|---:|---:|---|" + "---:|" * 7]
     for r in rows:
         c = check(r, k)
-        cells = [r["preset"], str(r["replicas"]), str(r["hosts"]), r["profile"].split("-")[0]]
+        link = r["profile"] if delay(r) else r["profile"].split("-")[0]
+        cells = [r["preset"], str(r["replicas"]), str(r["hosts"]), link]
         cells += [f"{1e3 * r['iteration_s']:.0f}", f"{1e3 * c['iteration_predicted_s']:.0f}"]
         cells += [f"{100 * c['time_error']:+.0f}%", f"{1e3 * r['communication_s']:.0f}"]
         cells += [f"{1e3 * c['comm_predicted_s']:.0f}", f"{c['bytes_measured'] / 1e3:.0f}"]
@@ -82,6 +84,26 @@ def errors(rows: list[dict[str, Any]], k: Constants) -> str:
         + (f", median {100 * statistics.median(rel):.0f}% where it is over 50 ms" if rel else "")
         + f" ({len(rows)} runs)"
     )
+
+
+def delay_terms(rows: list[dict[str, Any]]) -> str:
+    """Where runs applied a delay: what it added to each run's communication and iteration time over
+    the same preset's undelayed run (``none``) of the same set, against the model's delay term (one-way
+    trips on the critical path x the host-to-host delay), which needs no fitted constant."""
+    heads = ["preset", "replicas", "link", "trips", "one-way delay ms", "model: trips x delay ms"]
+    heads += ["comm. added ms, measured", "iteration added ms, measured", "measured / model (comm.)"]
+    lines = ["| " + " | ".join(heads) + " |", "|---|---:|---|" + "---:|" * (len(heads) - 3)]
+    for r in rows:
+        same = (r["preset"], r["replicas"])
+        base = [b for b in rows if b["profile"] == "none" and (b["preset"], b["replicas"]) == same]
+        if not delay(r) or not base:
+            continue
+        term = row_traffic(r).trips * delay(r)
+        comm = r["communication_s"] - base[0]["communication_s"]
+        cells = [r["preset"], str(r["replicas"]), r["profile"], str(row_traffic(r).trips), f"{1e3 * delay(r):.1f}"]
+        cells += [f"{1e3 * term:.0f}", f"{1e3 * comm:.0f}", f"{1e3 * (r['iteration_s'] - base[0]['iteration_s']):.0f}"]
+        lines.append("| " + " | ".join([*cells, f"{comm / term:.2f}"]) + " |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def predictions(c: Compute, k: Constants) -> str:
@@ -130,6 +152,8 @@ def report(out: Path) -> str:
     ]
     for title, rows in sections:
         parts += [f"\n{title}: {errors(rows, k2)}", checked(rows, k2)]
+        if added := delay_terms(rows):
+            parts += [f"\nthe delay's term, {title}: added over the undelayed run against the model", added]
     parts += ["\npredicted env steps/s, one replica of 32 envs per host (weak scaling), constants fitted here"]
     parts += [predictions(c, k), "\nthe same with a quiet VM's constants (QUIET)", predictions(QUIET[1], QUIET[0])]
     return "\n".join(parts)

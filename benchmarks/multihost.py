@@ -5,8 +5,9 @@ A testbed of ``--hosts`` hosts (network namespaces on a bridge, each its own Ray
 ``--iterations`` iterations of 2048 env steps under every Ray preset, with a placement that spreads
 the replicas (SPREAD; STRICT_SPREAD for multi_learner; gpu_only has one fragment), with every host's
 link shaped to each profile in turn (both ends of the host's veth pair, both ways: the testbed's
-``shape``, tc netem, where the kernel has netem; else a token bucket, tc tbf, which gives the rate
-and no delay, its bucket set by ``--burst``).
+``shape``: tc netem where the kernel has netem; else the testbed's relay for the delay,
+cluster/_delay.py, and a token bucket, tc tbf, for the rate, its bucket set by ``--burst``;
+``--no-delay`` gives the rate alone, as the runs before the relay had).
 
 Per preset x profile it reports, over the steady iterations (the first one, with worker start-up,
 left out): env steps/s; the iteration's wall time split into compute (the fragments' env,
@@ -176,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="times through every preset x profile")
     parser.add_argument("--idle-s", type=float, default=5.0, help="idle window before each run, for the idle rate")
     parser.add_argument("--burst", type=int, default=0, help="tc tbf bucket in bytes (0: 1 ms of the rate, >= 64 KiB)")
+    parser.add_argument("--no-delay", action="store_true", help="the profiles' rates alone (tc tbf), no delay")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--report", action="store_true", help="no runs: fit the scaling model on --out's results")
     args = parser.parse_args(argv)
@@ -189,12 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     runs: list[Run] = []
     no_netem = netem_missing()
-    if no_netem:
-        print(f"multihost: links get their rate only (tc tbf), no delay: {no_netem}")
-    meta = {**_meta(args, argv), "delay_applied": not no_netem, "no_netem": no_netem}
+    delayed = not args.no_delay
+    if no_netem and delayed:
+        print(f"multihost: the delay from the testbed's relay (cluster/_delay.py), the rate from tc tbf: {no_netem}")
+    delay_by = ("relay" if no_netem else "netem") if delayed else None
+    meta = {**_meta(args, argv), "delay_applied": delayed, "delay_by": delay_by, "no_netem": no_netem}
     with started(args.hosts, args.cpus) as bed, tempfile.TemporaryDirectory(prefix="msrl-mh-") as tmp:
         for n, (preset, count, profile) in enumerate(schedule(args.presets, args.replicas, args.profiles, args.rounds)):
-            apply_profile(bed, profile, delay=not no_netem, burst=args.burst)
+            apply_profile(bed, profile, delay=delayed, burst=args.burst)
             count = count if preset in REPLICAS else 1
             run = timed_run(
                 bed,
@@ -219,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             write(ordered(runs), meta, args.out)  # after every run: a stopped benchmark keeps what it measured
     rows = ordered(runs)
-    print(table(rows, args.hosts, not no_netem))
+    print(table(rows, args.hosts, delayed))
     return 0
 
 

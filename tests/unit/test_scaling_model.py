@@ -76,6 +76,19 @@ def test_the_fit_recovers_the_constants_the_rows_were_made_with(model: ModuleTyp
     fitted = model.fit(rows)
     assert fitted.alpha == pytest.approx(truth.alpha) and fitted.alpha_ring == pytest.approx(truth.alpha_ring)
     assert all(abs(model.check(row, fitted)["time_error"]) < 1e-9 for row in rows)
+    # Runs that applied their profile's delay (netem, or the testbed's relay) paid it on every trip,
+    # host to host across two shaped links: twice the profile's; the fit takes it out again.
+    delayed = []
+    for row in rows:
+        t = model.traffic(row["preset"], row["replicas"])
+        extra = t.trips * 2 * model.DELAYS[row["profile"]]
+        delayed.append({**row, "delay_applied": True, "communication_s": row["communication_s"] + extra,
+                        "iteration_s": row["iteration_s"] + extra})  # fmt: skip
+    assert any(model.delay(row) for row in delayed) and not any(model.delay(row) for row in rows)
+    again = model.fit(delayed)
+    assert again.alpha == pytest.approx(truth.alpha) and again.alpha_ring == pytest.approx(truth.alpha_ring)
+    assert all(abs(model.check(row, again)["time_error"]) < 1e-9 for row in delayed)
+    assert model.fit([{**row, "delay_applied": False} for row in delayed]).alpha > 1.2 * truth.alpha  # blind to it
 
 
 def test_predictions_a_single_learner_saturates_and_a_ring_stops_scaling(model: ModuleType) -> None:
