@@ -87,23 +87,28 @@ def errors(rows: list[dict[str, Any]], k: Constants) -> str:
 
 
 def delay_terms(rows: list[dict[str, Any]]) -> str:
-    """Where runs applied a delay: what it added to each run's communication and iteration time over
-    the same preset's undelayed run (``none``) of the same set, against the model's delay term (one-way
-    trips on the critical path x the host-to-host delay), which needs no fitted constant."""
-    heads = ["preset", "replicas", "link", "trips", "one-way delay ms", "model: trips x delay ms"]
+    """Where runs applied a delay: what it added to the communication and iteration time, over the same
+    preset's undelayed runs (``none``) of the same set (means over rounds), against the model's delay
+    term (one-way trips on the critical path x the host-to-host delay), which has no fitted constant."""
+    heads = ["preset", "replicas", "link", "runs", "trips", "one-way delay ms", "model: trips x delay ms"]
     heads += ["comm. added ms, measured", "iteration added ms, measured", "measured / model (comm.)"]
     lines = ["| " + " | ".join(heads) + " |", "|---|---:|---|" + "---:|" * (len(heads) - 3)]
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for r in rows:
-        same = (r["preset"], r["replicas"])
-        base = [b for b in rows if b["profile"] == "none" and (b["preset"], b["replicas"]) == same]
-        if not delay(r) or not base:
+        groups.setdefault((r["preset"], r["replicas"], r["profile"]), []).append(r)
+    for (preset, replicas, profile), runs in groups.items():
+        base = groups.get((preset, replicas, "none"))
+        if not delay(runs[0]) or not base:
             continue
-        term = row_traffic(r).trips * delay(r)
-        comm = r["communication_s"] - base[0]["communication_s"]
-        cells = [r["preset"], str(r["replicas"]), r["profile"], str(row_traffic(r).trips), f"{1e3 * delay(r):.1f}"]
-        cells += [f"{1e3 * term:.0f}", f"{1e3 * comm:.0f}", f"{1e3 * (r['iteration_s'] - base[0]['iteration_s']):.0f}"]
+        term = row_traffic(runs[0]).trips * delay(runs[0])
+        comm, wall = (statistics.fmean(r[k] for r in runs) - statistics.fmean(b[k] for b in base) for k in KEYS)
+        cells = [preset, str(replicas), profile, f"{len(runs)} / {len(base)}", str(row_traffic(runs[0]).trips)]
+        cells += [f"{1e3 * delay(runs[0]):.1f}", f"{1e3 * term:.0f}", f"{1e3 * comm:.0f}", f"{1e3 * wall:.0f}"]
         lines.append("| " + " | ".join([*cells, f"{comm / term:.2f}"]) + " |")
     return "\n".join(lines) if len(lines) > 2 else ""
+
+
+KEYS = ("communication_s", "iteration_s")
 
 
 def predictions(c: Compute, k: Constants) -> str:
@@ -153,7 +158,12 @@ def report(out: Path) -> str:
     for title, rows in sections:
         parts += [f"\n{title}: {errors(rows, k2)}", checked(rows, k2)]
         if added := delay_terms(rows):
-            parts += [f"\nthe delay's term, {title}: added over the undelayed run against the model", added]
+            parts += [f"\nthe delay's term, {title}: added over the undelayed runs against the model", added]
+    delayed, undelayed = [r for r in main if delay(r)], [r for r in main if not delay(r)]
+    if delayed and undelayed:  # the delayed runs predicted from constants fitted without them
+        k0 = fit(undelayed)
+        parts.append(f"\n{constants(f'fitted on the {len(undelayed)} undelayed runs on 3 hosts', k0)}")
+        parts += [f"the {len(delayed)} delayed runs predicted with it: {errors(delayed, k0)}", checked(delayed, k0)]
     parts += ["\npredicted env steps/s, one replica of 32 envs per host (weak scaling), constants fitted here"]
     parts += [predictions(c, k), "\nthe same with a quiet VM's constants (QUIET)", predictions(QUIET[1], QUIET[0])]
     return "\n".join(parts)
