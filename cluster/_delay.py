@@ -1,11 +1,13 @@
 """A link delay without the kernel's netem: a userspace relay in the path of one testbed host's link.
 
 In the bridge's namespace the host's end ``vI`` leaves the bridge, a second veth pair ``dI``/``bI``
-is made whose ``bI`` joins the bridge, and a relay (``python cluster/_delay.py vI dI SECONDS``, this
-module, run as a script in that namespace) forwards every Ethernet frame between ``vI`` and ``dI`` through
-AF_PACKET sockets, each released ``SECONDS`` after the relay read it, in the order it came; so each
-direction pays the delay once, as netem on both ends of the veth pair would (a ping's round trip
-rises by twice it).  The sockets carry a virtio-net header (``PACKET_VNET_HDR``): a TCP segment the
+is made whose ``bI`` joins the bridge, and a relay (``python cluster/_delay.py vI dI SECONDS``:
+this module, run as a script in that namespace) forwards every Ethernet frame between ``vI`` and
+``dI`` through AF_PACKET sockets, each released ``SECONDS`` after the relay read it, in the order
+it came; so each direction pays the delay once, as netem on both ends of the veth pair would (a
+ping's round trip rises by twice it).  It learns how late its timed wake-ups come and wakes that
+much early, so a frame leaves within microseconds of its time (what the relay costs:
+``benchmarks/relay_cost.py``).  The sockets carry a virtio-net header (``PACKET_VNET_HDR``): a TCP segment the
 sender left unsegmented (GSO, up to 64 KiB) and its checksum left to the hardware pass as they came,
 so nothing has to turn the veths' offloads off.  A rate stays tc tbf's, on the same ends as without
 the relay (the relay's sends to ``vI`` go through ``vI``'s queue).

@@ -29,9 +29,9 @@ A host is lost by ``kill_host`` (every process of its namespace SIGKILLed), cut 
 ``set_link(i, False)`` and healed by ``set_link(i, True)``; ``shape`` gives its link a rate and a
 delay (``tc netem``), or a rate alone (``tc tbf``, which needs no netem), and ``unshape`` takes them
 off.  A kernel without ``sch_netem`` gets the delay from a relay in the bridge's namespace that
-holds each frame (``cluster/_delay.py``) and the rate from tc tbf.  ``down`` kills by pid (``ip netns pids``)
-and deletes the namespaces by the names it made, and runs from ``with Testbed(...)`` even when the
-body failed.
+holds each frame (``cluster/_delay.py``), and the rate from tc tbf.  ``down`` kills by pid
+(``ip netns pids``) and deletes the namespaces by the names it made, and runs from
+``with Testbed(...)`` even when the body failed.
 """
 
 from __future__ import annotations
