@@ -22,8 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cluster._delay import Relay, seconds  # noqa: E402
-from cluster.testbed import Testbed, netem_missing  # noqa: E402
+from cluster.testbed import Relay, Testbed, netem_missing  # noqa: E402
 
 PORT = 5302
 SERVER = r"""
@@ -90,7 +89,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pings", type=int, default=300, help="round trips per median")
-    parser.add_argument("--delays", nargs="*", default=["0.5ms", "2ms", "5ms"])
+    parser.add_argument("--delays", nargs="*", default=["0.5ms", "2ms", "5ms"], help="in ms, e.g. 0.5ms")
     args = parser.parse_args()
     if not netem_missing():
         print("relay_cost: this kernel has sch_netem: Testbed.shape uses it, not the relay", file=sys.stderr)
@@ -123,7 +122,7 @@ def main() -> int:
         for delay in args.delays:
             bed.shape(1, delay=delay)
             rise = statistics.median(exchange(bed, "ping", args.pings)) - base
-            wanted = 2 * seconds(delay)
+            wanted = 2 * float(delay.removesuffix("ms")) * 1e-3
             print(f"delay {delay}: round trip +{1e3 * rise:.3f} ms for {1e3 * wanted:.1f} ({rise / wanted - 1:+.1%})")
     finally:
         bed.down()

@@ -67,6 +67,7 @@ from cluster._netns import (
 __all__ = [
     "PREFIX",
     "NetemMissing",
+    "Relay",
     "Testbed",
     "TestbedError",
     "destroy",

@@ -6,7 +6,6 @@ all these tests need, so each takes a few seconds."""
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,8 +14,7 @@ from pathlib import Path
 import pytest
 from multihost_helpers import REPO
 
-from cluster._delay import Relay
-from cluster.testbed import Testbed, namespace_pids, namespaces, netem_missing
+from cluster.testbed import Relay, Testbed, namespace_pids, namespaces, netem_missing
 
 PORT = 5301
 # Host B: accept one connection, then either read to its end and answer one byte (bulk), or echo
@@ -145,15 +143,17 @@ def relay_pid(bed: Testbed, host: int) -> int | None:
 
 
 def test_a_delay_raises_the_round_trip_by_what_was_asked(bed: Testbed) -> None:
-    before = statistics.median(exchange(bed, 0, 1, "ping", 30))
+    # The fastest of 30 round trips: what the link costs, with little of what a busy machine adds
+    # (the medians of a loaded run varied by several milliseconds).
+    before = min(exchange(bed, 0, 1, "ping", 30))
     bed.shape(1, delay="5ms")  # each way crosses host 1's link once: +10 ms a round trip
     if netem_missing():  # the relay holds the frames; host 1's end is off the bridge, the relay's pair on it
         assert relay_pid(bed, 1) is not None
         assert bridge_links(bed) == {**UNSHAPED, "v1": "", "d1": "", "b1": "br0"}
     else:
         assert "netem" in qdiscs(bed, 1)
-    after = statistics.median(exchange(bed, 0, 1, "ping", 30))
-    # 2 x 5 ms, plus what the relay's hand-offs and a busy machine's wake-ups add (0.1-0.4 ms here)
+    after = min(exchange(bed, 0, 1, "ping", 30))
+    # 2 x 5 ms, plus the relay's hand-offs and wake-ups (0.1-0.4 ms here): not 5 ms, not 20
     assert 0.0097 < after - before < 0.0125, (before, after)
 
 
@@ -163,11 +163,11 @@ def test_a_delay_from_the_command_line_outlives_the_command_and_unshape_takes_it
     assert done.returncode == 0, done.stderr
     pid = relay_pid(bed, 1)
     assert (pid is not None) == bool(netem_missing())  # the relay outlives the command that started it
-    assert 0.0038 < statistics.median(exchange(bed, 0, 1, "ping", 20)) < 0.0065
+    assert 0.0038 < min(exchange(bed, 0, 1, "ping", 20)) < 0.0065
     bed.unshape(1)  # here, not the process that started it: found by its pid file
     assert relay_pid(bed, 1) is None and not (pid and Path(f"/proc/{pid}").exists())
     assert bridge_links(bed) == UNSHAPED and "netem" not in qdiscs(bed, 1)
-    assert statistics.median(exchange(bed, 0, 1, "ping", 20)) < 0.002
+    assert min(exchange(bed, 0, 1, "ping", 20)) < 0.002
 
 
 def test_a_bulk_transfer_crosses_a_delayed_link_both_ways_at_its_rate(bed: Testbed) -> None:
@@ -175,7 +175,7 @@ def test_a_bulk_transfer_crosses_a_delayed_link_both_ways_at_its_rate(bed: Testb
     # must pass them whole, or the transfer stalls (the exchange's 60 s timeout).
     nbytes, rate = 4_000_000, 20e6
     bed.shape(1, delay="5ms")
-    assert exchange(bed, 0, 1, "bulk", nbytes)[0] < 3.0
+    assert exchange(bed, 0, 1, "bulk", nbytes)[0] < 10.0  # 0.1 s here
     bed.shape(1, "20mbit", "5ms")  # shaped again: one relay, replaced
     wire = nbytes * 8 / rate
     for sender, receiver in ((0, 1), (1, 0)):
@@ -201,6 +201,6 @@ def test_unshape_and_down_leave_no_relay_and_no_link_of_it(request: pytest.Fixtu
     bed.shape(1, delay="1ms")
     pids = [relay_pid(bed, 0), relay_pid(bed, 1)]
     assert None not in pids and set(bridge_links(bed)) == {*UNSHAPED, "d0", "b0", "d1", "b1"}
-    assert 0.0038 < statistics.median(exchange(bed, 0, 1, "ping", 20)) < 0.0065  # 4 x 1 ms: both links, both ways
+    assert 0.0038 < min(exchange(bed, 0, 1, "ping", 20)) < 0.0065  # 4 x 1 ms: both links, both ways
     bed.down()  # and the fixture checks that nothing of the testbed is left
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
