@@ -22,50 +22,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cluster.testbed import Relay, Testbed, netem_missing  # noqa: E402
+from cluster.testbed import PROBE_CLIENT, PROBE_SERVER, Relay, Testbed, netem_missing  # noqa: E402
 
 PORT = 5302
-SERVER = r"""
-import socket, sys
-srv = socket.create_server((sys.argv[1], int(sys.argv[2])))
-print("ready", flush=True)
-conn, _ = srv.accept()
-conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-if sys.argv[3] == "bulk":
-    while conn.recv(1 << 16):
-        pass
-    conn.sendall(b"k")
-else:
-    while data := conn.recv(1):
-        conn.sendall(data)
-"""
-CLIENT = r"""
-import socket, sys, time
-conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
-conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-n = int(sys.argv[4])
-if sys.argv[3] == "bulk":
-    t0 = time.perf_counter()
-    conn.sendall(bytes(n))
-    conn.shutdown(socket.SHUT_WR)
-    assert conn.recv(1) == b"k"
-    print(time.perf_counter() - t0)
-else:
-    for _ in range(n):
-        t0 = time.perf_counter()
-        conn.sendall(b"p")
-        assert conn.recv(1) == b"p"
-        print(time.perf_counter() - t0)
-"""
 
 
 def exchange(bed: Testbed, mode: str, n: int) -> list[float]:
     """The client on host 0 against the server on host 1: its seconds (one a round trip, or the bulk's)."""
     address = bed.address(1)
-    server = bed.popen(1, [sys.executable, "-c", SERVER, address, str(PORT), mode], stdout=subprocess.PIPE, text=True)
+    server = bed.popen(
+        1, [sys.executable, "-c", PROBE_SERVER, address, str(PORT), mode], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        done = bed.run(0, [sys.executable, "-c", CLIENT, address, str(PORT), mode, str(n)], timeout=120)
+        done = bed.run(0, [sys.executable, "-c", PROBE_CLIENT, address, str(PORT), mode, str(n)], timeout=120)
         if done.returncode:
             raise RuntimeError(done.stderr)
         return [float(line) for line in done.stdout.split()]

@@ -157,6 +157,46 @@ def _open(device: str) -> socket.socket:
     return sock
 
 
+# TCP probes of a testbed link, run on two of its hosts (its tests and benchmarks/relay_cost.py):
+# python -c PROBE_SERVER ADDRESS PORT MODE on one, python -c PROBE_CLIENT ADDRESS PORT MODE N on the other.
+# Host B: accept one connection, then either read to its end and answer one byte (bulk), or echo
+# every byte back (ping).
+PROBE_SERVER = r"""
+import socket, sys
+srv = socket.create_server((sys.argv[1], int(sys.argv[2])))
+print("ready", flush=True)
+conn, _ = srv.accept()
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+if sys.argv[3] == "bulk":
+    while conn.recv(1 << 16):
+        pass
+    conn.sendall(b"k")
+else:
+    while data := conn.recv(1):
+        conn.sendall(data)
+"""
+# Host A: the seconds a bulk send of N bytes takes until B has read them all, or the round trips
+# of one byte, one per line.
+PROBE_CLIENT = r"""
+import socket, sys, time
+conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+n = int(sys.argv[4])
+if sys.argv[3] == "bulk":
+    t0 = time.perf_counter()
+    conn.sendall(bytes(n))
+    conn.shutdown(socket.SHUT_WR)
+    assert conn.recv(1) == b"k"
+    print(time.perf_counter() - t0)
+else:
+    for _ in range(n):
+        t0 = time.perf_counter()
+        conn.sendall(b"p")
+        assert conn.recv(1) == b"p"
+        print(time.perf_counter() - t0)
+"""
+
+
 def relay(devices: tuple[str, str], delay_s: float) -> None:
     """Forward frames between the two devices, each ``delay_s`` after it was read, in order, forever."""
     with contextlib.suppress(PermissionError):  # a real-time priority, as netem's timers have, where allowed

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster._delay import Relay, started_here
+from cluster._delay import PROBE_CLIENT, PROBE_SERVER, Relay, started_here
 from cluster._netns import (
     PREFIX,
     NetemMissing,
@@ -66,6 +66,8 @@ from cluster._netns import (
 
 __all__ = [
     "PREFIX",
+    "PROBE_CLIENT",
+    "PROBE_SERVER",
     "NetemMissing",
     "Relay",
     "Testbed",

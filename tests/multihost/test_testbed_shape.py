@@ -14,45 +14,9 @@ from pathlib import Path
 import pytest
 from multihost_helpers import REPO
 
-from cluster.testbed import Relay, Testbed, namespace_pids, namespaces, netem_missing
+from cluster.testbed import PROBE_CLIENT, PROBE_SERVER, Relay, Testbed, namespace_pids, namespaces, netem_missing
 
 PORT = 5301
-# Host B: accept one connection, then either read to its end and answer one byte (bulk), or echo
-# every byte back (ping).
-SERVER = r"""
-import socket, sys
-srv = socket.create_server((sys.argv[1], int(sys.argv[2])))
-print("ready", flush=True)
-conn, _ = srv.accept()
-conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-if sys.argv[3] == "bulk":
-    while conn.recv(1 << 16):
-        pass
-    conn.sendall(b"k")
-else:
-    while data := conn.recv(1):
-        conn.sendall(data)
-"""
-# Host A: the seconds a bulk send of N bytes takes until B has read them all, or the round trips
-# of one byte, one per line.
-CLIENT = r"""
-import socket, sys, time
-conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
-conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-n = int(sys.argv[4])
-if sys.argv[3] == "bulk":
-    t0 = time.perf_counter()
-    conn.sendall(bytes(n))
-    conn.shutdown(socket.SHUT_WR)
-    assert conn.recv(1) == b"k"
-    print(time.perf_counter() - t0)
-else:
-    for _ in range(n):
-        t0 = time.perf_counter()
-        conn.sendall(b"p")
-        assert conn.recv(1) == b"p"
-        print(time.perf_counter() - t0)
-"""
 
 
 @pytest.fixture
@@ -82,12 +46,12 @@ def exchange(bed: Testbed, sender: int, receiver: int, mode: str, n: int) -> lis
     """Run the client on ``sender`` against the server on ``receiver``; the client's seconds."""
     address = bed.address(receiver)
     server = bed.popen(
-        receiver, [sys.executable, "-c", SERVER, address, str(PORT), mode], stdout=subprocess.PIPE, text=True
+        receiver, [sys.executable, "-c", PROBE_SERVER, address, str(PORT), mode], stdout=subprocess.PIPE, text=True
     )
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
         done = bed.run(
-            sender, [sys.executable, "-c", CLIENT, address, str(PORT), mode, str(n)], cwd=str(REPO), timeout=60
+            sender, [sys.executable, "-c", PROBE_CLIENT, address, str(PORT), mode, str(n)], cwd=str(REPO), timeout=60
         )
         assert done.returncode == 0, done.stderr
         assert server.wait(timeout=30) == 0
