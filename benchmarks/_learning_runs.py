@@ -198,9 +198,6 @@ def run_sb3(
     greedily on ``eval_episodes`` fresh environments (``shared``: on the start states every run
     shares, ``_shared_eval``)."""
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.vec_env import VecNormalize
 
     torch.set_num_threads(threads)
     model = make_sb3_model(spec, seed)
@@ -221,10 +218,22 @@ def run_sb3(
     model.learn(total_timesteps=budget, callback=EpisodeRecorder())
     wall = time.perf_counter() - started[0]
 
-    if shared:
-        returns = shared_eval(spec.env_id, eval_episodes, sb3_act(model))
-        model.get_env().close()
-        return RunResult(config, "sb3", seed, int(model.num_timesteps), wall, returns, episodes)
+    returns = (
+        shared_eval(spec.env_id, eval_episodes, sb3_act(model))
+        if shared
+        else own_eval(model, spec, seed, eval_episodes)
+    )
+    model.get_env().close()
+    return RunResult(config, "sb3", seed, int(model.num_timesteps), wall, returns, episodes)
+
+
+def own_eval(model: Any, spec: Spec, seed: int, eval_episodes: int) -> list[float]:
+    """SB3's greedy returns on ``eval_episodes`` fresh environments seeded from ``seed`` (env ``i``:
+    ``seed + EVAL_SEED_OFFSET + i``), normalised with the training statistics where it trained so."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
     eval_env = make_vec_env(spec.env_id, n_envs=eval_episodes, seed=seed + EVAL_SEED_OFFSET)
     train_norm = model.get_vec_normalize_env()
     if train_norm is not None:
@@ -236,5 +245,4 @@ def run_sb3(
         model, eval_env, n_eval_episodes=eval_episodes, deterministic=True, return_episode_rewards=True
     )
     eval_env.close()
-    model.get_env().close()
-    return RunResult(config, "sb3", seed, int(model.num_timesteps), wall, [float(r) for r in returns], episodes)
+    return [float(r) for r in returns]
