@@ -266,6 +266,17 @@ class PettingZooEnv(Environment):
         self._steps += 1
         return self.observe(), rewards, terminated, truncated
 
+    def active(self) -> Batched:
+        """Which agents are in the game, for the latest observation: ``{group: (num_envs,
+        n_group)}`` float32, 0 for an agent that ended before its episode did (and for one the
+        copy does not list), 1 otherwise.  MAPPO's active masks read it."""
+        out = {name: np.zeros((self.num_envs, g.num_agents), np.float32) for name, g in self.groups.items()}
+        for i, copy in enumerate(self._copies):
+            live = set(copy.agents).difference(self._ended[i])
+            for name, agents in self._layout.members.items():
+                out[name][i] = [agent in live for agent in agents]
+        return out
+
     # -- Component API -------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
         return self._episodes.metrics()

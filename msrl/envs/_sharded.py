@@ -60,6 +60,14 @@ class ShardedEnv(Environment):
         results = self._each("step", slices)
         return tuple(_join([result[i] for result in results]) for i in range(4))
 
+    def active(self) -> Any:
+        """The shards' ``active()`` joined (see ``algorithms.mappo``'s active masks); every agent
+        in the game when the shards' environment has no such method."""
+        if callable(getattr(self.shards[0], "active", None)):
+            return _join([getattr(shard, "active")() for shard in self.shards])  # noqa: B009 - optional method
+        groups = self.groups or {}
+        return {name: np.ones((self.num_envs, g.num_agents), np.float32) for name, g in groups.items()}
+
     def metrics(self) -> dict[str, float]:
         """The shards' episode means weighted by their episode counts (every ``episode_*`` key,
         the per-group returns of a multi-agent environment included)."""

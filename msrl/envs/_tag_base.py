@@ -130,6 +130,16 @@ class TagBase(MultiAgentEnv):
             "runners": AgentGroup("runners", self.num_runners, obs, action),
         }
 
+    def active(self) -> dict[str, Any]:
+        """Which agents are in the game, for the latest observation: ``{group: (num_envs,
+        n_group)}`` float32, 1 in and 0 out (a runner tagged with
+        ``runner_exits_game_after_tagged``), in the backend's memory.  An environment that just
+        finished already shows its next episode's (every agent in).  MAPPO's active masks read
+        it, so a tagged runner's later steps leave the losses."""
+        T, N = self.num_taggers, self.num_taggers + self.num_runners
+        flags = self.arrays.convert(self._state[:, 4 * N : 5 * N], "float32")  # a fresh copy
+        return {"taggers": flags[:, :T], "runners": flags[:, T:]}
+
     # -- tables every backend builds its physics from (float64, NumPy) -------------------
     def action_tables(self) -> tuple[np.ndarray, np.ndarray]:
         """Acceleration and turn of each action."""

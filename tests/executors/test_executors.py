@@ -59,6 +59,15 @@ def test_sharded_env_equals_its_shards_concatenated() -> None:
         sharded.close()
 
 
+def test_a_sharded_env_without_active_keeps_every_agent_in() -> None:
+    shard = lambda n, seed: msrl.envs.make("simple_spread_v3", n, seed=seed)  # noqa: E731
+    sharded = ShardedEnv(shard, 5, 0, 2)
+    try:
+        assert {g: a.tolist() for g, a in sharded.active().items()} == {"agents": [[1.0] * 3] * 5}
+    finally:
+        sharded.close()
+
+
 def test_a_sharded_multi_agent_env_equals_its_shards_concatenated() -> None:
     """Per-group dicts are split and joined group by group; per-group returns are weighted means."""
     kwargs = {"num_taggers": 2, "num_runners": 3, "world_size": 4.0, "max_episode_steps": 20}
@@ -84,6 +93,10 @@ def test_a_sharded_multi_agent_env_equals_its_shards_concatenated() -> None:
                         np.testing.assert_array_equal(value[group], np.concatenate([w[group] for w in want]))
                 else:
                     np.testing.assert_array_equal(value, np.concatenate(want))
+            active, want_active = sharded.active(), [first.active(), second.active()]
+            for group in ("taggers", "runners"):
+                np.testing.assert_array_equal(active[group], np.concatenate([w[group] for w in want_active]))
+        assert sharded.active()["runners"].min() == 0.0  # a runner was out after the last step
         metrics, parts = sharded.metrics(), [first.metrics(), second.metrics()]
         count = sum(p["episodes"] for p in parts)
         assert metrics["episodes"] == count > 0

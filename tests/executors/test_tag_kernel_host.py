@@ -100,6 +100,10 @@ def test_cuda_backend_host_code_matches_numpy(monkeypatch, sparse):
     outputs = (*obs.values(), *rewards.values(), terminated, truncated)
     assert all(isinstance(v, torch.Tensor) and v.dtype == torch.float32 for v in outputs)
     assert env.metrics()["episodes"] > 0
+    active = env.active()  # read off the kernels' state: what every agent sees of itself
+    for name in ("taggers", "runners"):
+        assert isinstance(active[name], torch.Tensor) and torch.equal(active[name], obs[name][:, :, 5])
+    assert active["runners"].min() == 0.0  # CROWDED: some runner was tagged in these 91 steps
 
 
 def test_unvalidated_out_of_range_actions_are_clamped(monkeypatch):

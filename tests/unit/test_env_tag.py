@@ -217,6 +217,28 @@ def test_terminates_when_no_runner_is_left(backend):
     assert m["episode_return/taggers"] == pytest.approx(0.99) and m["episode_return/runners"] == pytest.approx(-0.495)
 
 
+def test_active_says_who_is_in_the_game_for_the_latest_observation(backend):
+    """``active()`` (what MAPPO's active masks read): a tagged runner is out from the step it was
+    tagged on, an episode that finished shows its next one (everyone in), and what it returns is a
+    copy that later steps leave alone."""
+    env = make(2, backend, num_taggers=1, num_runners=2)
+    # env 1: runner 2 is already out, so tagging runner 1 ends the episode
+    out = state(x=[5.0, 5.5, 9.0], y=[5.0, 5.0, 5.0], active=[1.0, 1.0, 0.0])
+    env.set_state(np.concatenate([state(x=[5.0, 5.5, 9.0], y=[5.0, 5.0, 9.0]), out]))
+    before = env.active()
+    assert np_(before["taggers"]).tolist() == [[1.0], [1.0]]
+    assert np_(before["runners"]).tolist() == [[1.0, 1.0], [1.0, 0.0]]
+    assert before["runners"].dtype in (np.float32, torch.float32)
+    obs, _, terminated, _ = env.step({"taggers": np.array([[NOOP]] * 2), "runners": np.array([[NOOP, NOOP]] * 2)})
+    assert np_(terminated).tolist() == [0.0, 1.0]
+    after = env.active()
+    assert np_(after["runners"]).tolist() == [[0.0, 1.0], [1.0, 1.0]]  # env 1 restarted in the same step
+    np.testing.assert_array_equal(np_(after["runners"]), np_(obs["runners"])[:, :, 5])  # what each runner sees
+    assert np_(before["runners"]).tolist() == [[1.0, 1.0], [1.0, 0.0]]  # not a view of the state
+    after["runners"][0, 1] = 0.0
+    assert np_(env.active()["runners"])[0].tolist() == [0.0, 1.0]
+
+
 def test_truncation_and_end_of_game_bonus(backend):
     env = make(1, backend, num_taggers=1, num_runners=2, max_episode_steps=3)
     env.set_state(state(x=[5.0, 5.5, 9.0], y=[5.0, 5.0, 9.0]))  # runner 1 is tagged in the first step

@@ -168,9 +168,14 @@ def test_dropped_agents_autoreset_and_flags(leave: bool, end: str, flags: tuple)
     assert env.observation_space["chaser"] == msrl.Discrete(9) and env.action_space["runner"] == msrl.Discrete(3)
     obs = env.observe()
     assert obs["chaser"].dtype == np.int64 and obs["chaser"].tolist() == [[0], [0]]  # Discrete(start=2): index 0
+    assert {k: v.tolist() for k, v in env.active().items()} == {"runner": [[1.0, 1.0]] * 2, "chaser": [[1.0]] * 2}
     for t in range(1, 5):
         obs, rewards, terminated, truncated = env.step(_actions(2, runner=1))
         gone = leave and t > 2
+        active = env.active()  # runner_1 out once it left, everyone back in the next episode
+        assert active["runner"].dtype == np.float32
+        assert active["runner"].tolist() == [[1.0, 0.0 if leave and 2 <= t < 4 else 1.0]] * 2
+        assert active["chaser"].tolist() == [[1.0]] * 2
         np.testing.assert_array_equal(rewards["runner"], [[2.0, 0.0 if gone else 2.0]] * 2)  # index 1 is action 2
         np.testing.assert_array_equal(rewards["chaser"], 0.5)
         if t < 4:
