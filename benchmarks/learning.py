@@ -43,6 +43,9 @@ The learning regression gate (msrl only, no SB3)::
     python benchmarks/learning.py --quick --write-bands   # refresh benchmarks/learning_bands.json
     python benchmarks/learning.py --check RESULT.json     # compare a saved quick.json only
 
+Runs made in separate processes (two at a time on two cores, or seeds added with ``--first-seed``)
+become one table and plot with ``--merge DIR ...`` (``_learning_merge``).
+
 ``--quick`` runs the CartPole rows of ``_learning_gate_rows.QUICK_ROWS`` (reduced budgets and settings
 pinned there, fixed seeds, the ``local`` policy), writes ``quick.json`` and ``quick.md`` under
 ``benchmarks/results/learning-quick`` and exits 1, naming the row, the value and the band, when a
@@ -66,6 +69,7 @@ from typing import Any
 
 import yaml
 from _learning_gate import BANDS_FILE, QUICK_OUT, QUICK_ROWS, BandsError, check_bands, load_json, report, run_quick
+from _learning_merge import MergeError, merge
 from _learning_report import (
     framework_label,
     jsonable,
@@ -147,6 +151,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="an override for msrl, e.g. algo.compile=true",
     )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="DIR",
+        help="no runs: one table and plot per config from earlier runs' --out directories (written to --out)",
+    )
     gate = parser.add_argument_group("learning regression gate")
     gate.add_argument(
         "--quick", action="store_true", help="run the gate's quick rows (msrl only) and compare them with the bands"
@@ -161,6 +172,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.check = args.check.resolve() if args.check else None
     if args.write_bands and not args.quick:
         parser.error("--write-bands needs --quick")
+    if args.merge and (args.quick or args.check):
+        parser.error("--merge makes no runs: not with --quick or --check")
     if args.quick and args.check:
         parser.error("--quick and --check: choose one")
     valid = QUICK_ROWS if args.quick else SPECS
@@ -242,6 +255,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BandsError as exc:
             print(f"learning.py: error: {exc}", file=sys.stderr)
             return 2
+    if args.merge:
+        try:
+            print(merge(args.merge, ensure_dir(args.out)))
+        except MergeError as exc:
+            print(f"learning.py: error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     if "sb3" in args.frameworks and not args.quick:
         try:
             import stable_baselines3  # noqa: F401
@@ -264,6 +284,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_benchmark(args, out, command)
     finally:
         os.chdir(cwd)
+
+
+def ensure_dir(path: Path) -> Path:
+    path = path.resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def seed_list(args: argparse.Namespace) -> list[int]:

@@ -7,11 +7,9 @@ quick run itself, a few minutes on 2 cores, is under ``-m slow``."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType  # the script fixture (tests/e2e/conftest.py)
 from typing import Any
 
 import pytest
@@ -19,18 +17,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = REPO / "benchmarks"
 BANDS = BENCHMARKS / "learning_bands.json"
-
-
-@pytest.fixture
-def script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """benchmarks/learning.py as a module (its ``main`` is what ``python benchmarks/learning.py`` runs)."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("learning_script", BENCHMARKS / "learning.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def _bands() -> dict[str, Any]:
