@@ -69,7 +69,8 @@ class A2CConfig:
     ent_coef: float = 0.0
     """Entropy bonus coefficient."""
     vf_coef: float = 0.5
-    """Value loss coefficient."""
+    """Value loss coefficient; the value loss is half the mean squared error (CleanRL's), so SB3's
+    ``vf_coef`` (on the mean squared error) is this one halved."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clip."""
     norm_adv: bool = False

@@ -37,6 +37,7 @@ OVERRIDES: dict[str, list[str]] = {
         "algo.optimizer=adam",
         "algo.learning_rate=1.0e-3",
         "algo.anneal_lr=true",
+        "algo.vf_coef=0.5",  # the file's value then (now 1.0, SB3's scale at rl-zoo's settings)
     ],
     "impala_cartpole": ["total_env_steps=100000"],  # of the shipped 200k (the step size anneals over it)
 }
