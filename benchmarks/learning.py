@@ -270,8 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "learning.py: error: stable-baselines3 is not installed; pip install -c constraints.txt -e '.[bench]'"
             )
     command = shlex.join(["python", *sys.argv]) if argv is None else shlex.join(["python", __file__, *argv])
-    out: Path = (QUICK_OUT if args.quick and args.out == DEFAULT_OUT else args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_dir(QUICK_OUT if args.quick and args.out == DEFAULT_OUT else args.out)
     cwd = os.getcwd()
     os.chdir(out)  # MuJoCo writes MUJOCO_LOG.TXT into the working directory: keep it out of the checkout
     try:
