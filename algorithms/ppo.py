@@ -10,6 +10,9 @@ state-independent log standard deviation, the environment clipping them to its b
 the learner keeps the observation statistics, folds in each batch (averaged over learner copies,
 so every policy normalises alike) and sends them to the actors with the weights; the buffer
 scales rewards.  Checkpoints hold both.
+The networks are the PPO paper's (tanh, orthogonal initialisation) unless ``activation: relu`` and
+``ortho_init: false`` ask for SB3's form, as ``configs/ppo_halfcheetah.yaml`` does with rl-zoo's
+settings.
 
 The default learner is plain torch modules and autograd.  ``fused: true`` swaps in
 ``FusedPPOLearner`` (discrete actions only): ``msrl.rl.TwinMLP`` and ``msrl.rl.ppo_losses``'
@@ -53,6 +56,7 @@ from msrl.rl import (
     TwinMLP,
     action_layout,
     check_action_space,
+    check_activation,
     check_compile_option,
     clip_grad_norm_,
     clipped_surrogate,
@@ -107,6 +111,11 @@ class PPOConfig:
     """Width of the two hidden layers of the policy and value networks."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
+    activation: str = "tanh"
+    """Hidden-layer activation of both networks: tanh (the PPO paper's, CleanRL's) or relu."""
+    ortho_init: bool = True
+    """Orthogonal initialisation as in the PPO paper's code; false keeps PyTorch's default (SB3's
+    ``ortho_init=False``, which rl-zoo's MuJoCo entries use)."""
     normalize_obs: bool = False
     """Standardise observations by their running mean and variance: the learner folds in every
     batch after learning from it and sends the statistics to the actors with the weights."""
@@ -139,6 +148,9 @@ class PPOConfig:
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
         check_compile_option(self.compile)
+        check_activation(self.activation)
+        if self.fused and (self.activation != "tanh" or not self.ortho_init):
+            raise ConfigError("algo.fused: true takes the default network: activation tanh with ortho_init true")
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -173,7 +185,8 @@ class PPOLearner(Learner):
 
     @staticmethod
     def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic | TwinMLP:
-        return ActorCritic(obs_dim, action_space, config.hidden_size, seed, config.log_std_init)
+        size, log_std = config.hidden_size, config.log_std_init
+        return ActorCritic(obs_dim, action_space, size, seed, log_std, None, config.activation, config.ortho_init)
 
     def learn(self, batch: RolloutBatch) -> Global:
         cfg = self.config
@@ -310,28 +323,12 @@ class FusedPPOLearner(PPOLearner):
     def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic | TwinMLP:
         return fused_network(obs_dim, action_space, config, seed)
 
-    def losses(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        old_logprobs: torch.Tensor,
-        old_values: torch.Tensor,
-        advantages: torch.Tensor,
-        returns: torch.Tensor,
-    ) -> tuple[torch.Tensor, ...]:
+    def losses(self, *minibatch: torch.Tensor) -> tuple[torch.Tensor, ...]:
         cfg = self.config
+        obs, actions = minibatch[:2]
         logits, values = self.net(obs)
         pg_loss, v_loss = ppo_losses(
-            logits,
-            values,
-            actions,
-            old_logprobs,
-            old_values,
-            advantages,
-            returns,
-            clip=cfg.clip_coef,
-            clip_vloss=cfg.clip_vloss,
-            norm_adv=cfg.norm_adv,
+            logits, values, *minibatch[1:], clip=cfg.clip_coef, clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv
         )
         return pg_loss, v_loss, self.net.head.entropy(logits), self.net.head.log_prob(logits, actions)
 

@@ -8,7 +8,15 @@ one compiled region (``CompiledStep``, ``adam_``, ``CompiledGradientStep`` for a
 ``CompiledPPOUpdate``; an actor's draw: ``CompiledAct``, ``CompiledCall``).  The rollout buffer
 takes agent groups, so PPO and MAPPO share it.  Algorithms import them instead of copying them."""
 
-from msrl.rl._actor_critic import OBS_STATS, ActorCritic, ActorCriticActor, action_head, obs_stats_weights
+from msrl.rl._actor_critic import (
+    ACTIVATIONS,
+    OBS_STATS,
+    ActorCritic,
+    ActorCriticActor,
+    action_head,
+    check_activation,
+    obs_stats_weights,
+)
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, categorical_noise, sample_categorical
 from msrl.rl._clip import clip_grad_norm_
 from msrl.rl._compiled import CompiledStep, adam_, adam_state, check_compile_option, compile_mode
@@ -54,6 +62,7 @@ __all__ = [
     "ppo_twin_grad",
     "ppo_twin_steps_",
     "GROUP_SEPARATOR",
+    "ACTIVATIONS",
     "OBS_STATS",
     "ActorCritic",
     "ActorCriticActor",
@@ -74,6 +83,7 @@ __all__ = [
     "categorical_log_prob",
     "categorical_noise",
     "check_action_space",
+    "check_activation",
     "clip_grad_norm_",
     "clipped_surrogate",
     "copy_weights",

@@ -10,24 +10,37 @@ from torch import nn
 
 from msrl.core import Actor, Batched, Box, ConfigError, Discrete, NoValue, Space
 from msrl.rl._compiled_act import CompiledAct
-from msrl.rl._heads import CategoricalHead, GaussianHead, orthogonal_
+from msrl.rl._heads import CategoricalHead, GaussianHead, init_
 from msrl.rl._normalize import RunningMeanStd
 from msrl.rl._state import load_generator_state, load_weights
 from msrl.rl._twin_mlp import TwinMLP
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+"""The hidden-layer activations ``ActorCritic`` offers, by the name a config gives."""
+
 
 def action_head(
-    features: int, action_space: Space, generator: torch.Generator | None = None, log_std_init: float = 0.0
+    features: int,
+    action_space: Space,
+    generator: torch.Generator | None = None,
+    log_std_init: float = 0.0,
+    gain: float | None = 0.01,
 ) -> CategoricalHead | GaussianHead:
     """A categorical head for ``Discrete`` actions, a diagonal Gaussian one for ``Box`` actions."""
     if isinstance(action_space, Discrete):
-        return CategoricalHead(features, action_space.n, 0.01, generator)
+        return CategoricalHead(features, action_space.n, gain, generator)
     if isinstance(action_space, Box):
         dim = 1
         for size in action_space.shape:
             dim *= size
-        return GaussianHead(features, dim, 0.01, log_std_init, generator)
+        return GaussianHead(features, dim, gain, log_std_init, generator)
     raise ConfigError(f"no action head for {type(action_space).__name__} actions; supported: Discrete, Box")
+
+
+def check_activation(name: str, key: str = "algo.activation") -> None:
+    """A ``ConfigError`` naming the choices unless ``name`` is one of ``ACTIVATIONS``."""
+    if name not in ACTIVATIONS:
+        raise ConfigError(f"{key} must be one of: {', '.join(ACTIVATIONS)}; got {name!r}")
 
 
 class ActorCritic(nn.Module):
@@ -35,6 +48,10 @@ class ActorCritic(nn.Module):
     paper's code (orthogonal, gain sqrt(2) in hidden layers, 1 for the value output, 0.01 for the
     policy output, zero biases).  The value tower is drawn first, then the policy tower, in the
     same order as ``msrl.rl.TwinMLP``: a seed gives the same network either way.
+
+    ``activation="relu"`` and ``ortho_init=False`` (PyTorch's default initialisation, drawn from
+    the same seed) give SB3's ``MlpPolicy`` with ``activation_fn=nn.ReLU, ortho_init=False``, the
+    form rl-zoo tunes some MuJoCo entries for.
 
     ``forward(obs)`` returns ``(dist_params, value)``; ``self.head`` samples from and scores
     ``dist_params`` (logits, or Gaussian mean and log-std).
@@ -48,24 +65,27 @@ class ActorCritic(nn.Module):
         seed: int = 0,
         log_std_init: float = 0.0,
         critic_dim: int | None = None,
+        activation: str = "tanh",
+        ortho_init: bool = True,
     ) -> None:
         super().__init__()
+        check_activation(activation, "activation")
         generator = torch.Generator().manual_seed(seed)
+        act = ACTIVATIONS[activation]
         sqrt2 = 2**0.5
+
+        def layer(fan_in: int, fan_out: int, gain: float | None) -> nn.Linear:
+            return init_(nn.Linear(fan_in, fan_out), gain if ortho_init else None, generator)
+
         self.critic = nn.Sequential(
-            orthogonal_(nn.Linear(obs_dim if critic_dim is None else critic_dim, hidden), sqrt2, generator),
-            nn.Tanh(),
-            orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator),
-            nn.Tanh(),
-            orthogonal_(nn.Linear(hidden, 1), 1.0, generator),
+            layer(obs_dim if critic_dim is None else critic_dim, hidden, sqrt2),
+            act(),
+            layer(hidden, hidden, sqrt2),
+            act(),
+            layer(hidden, 1, 1.0),
         )
-        self.torso = nn.Sequential(
-            orthogonal_(nn.Linear(obs_dim, hidden), sqrt2, generator),
-            nn.Tanh(),
-            orthogonal_(nn.Linear(hidden, hidden), sqrt2, generator),
-            nn.Tanh(),
-        )
-        self.head = action_head(hidden, action_space, generator, log_std_init)
+        self.torso = nn.Sequential(layer(obs_dim, hidden, sqrt2), act(), layer(hidden, hidden, sqrt2), act())
+        self.head = action_head(hidden, action_space, generator, log_std_init, 0.01 if ortho_init else None)
 
     def forward(self, obs: torch.Tensor) -> tuple[Any, torch.Tensor]:
         return self.head(self.torso(obs)), self.critic(obs).squeeze(-1)

@@ -38,12 +38,29 @@ def orthogonal_(layer: nn.Linear, gain: float, generator: torch.Generator | None
     return layer
 
 
+def default_init_(layer: nn.Linear, generator: torch.Generator | None = None) -> nn.Linear:
+    """PyTorch's own ``nn.Linear`` initialisation (Kaiming-uniform weights, biases uniform in
+    +-1/sqrt(fan_in)), drawn from ``generator``: what SB3's policies keep with ``ortho_init=False``."""
+    with torch.no_grad():
+        nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
+        bound = 1 / math.sqrt(layer.in_features)
+        layer.bias.uniform_(-bound, bound, generator=generator)
+    return layer
+
+
+def init_(layer: nn.Linear, gain: float | None, generator: torch.Generator | None = None) -> nn.Linear:
+    """``orthogonal_`` with ``gain``, or with ``gain=None`` PyTorch's default (``default_init_``)."""
+    return default_init_(layer, generator) if gain is None else orthogonal_(layer, gain, generator)
+
+
 class CategoricalHead(nn.Module):
     """``features -> logits`` for ``n`` discrete actions."""
 
-    def __init__(self, features: int, n: int, gain: float = 0.01, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self, features: int, n: int, gain: float | None = 0.01, generator: torch.Generator | None = None
+    ) -> None:
         super().__init__()
-        self.linear = orthogonal_(nn.Linear(features, n), gain, generator)
+        self.linear = init_(nn.Linear(features, n), gain, generator)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.linear(features)
@@ -90,12 +107,12 @@ class GaussianHead(nn.Module):
         self,
         features: int,
         dim: int,
-        gain: float = 0.01,
+        gain: float | None = 0.01,
         log_std_init: float = 0.0,
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
-        self.linear = orthogonal_(nn.Linear(features, dim), gain, generator)
+        self.linear = init_(nn.Linear(features, dim), gain, generator)
         self.log_std = nn.Parameter(torch.full((dim,), float(log_std_init)))
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

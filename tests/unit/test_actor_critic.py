@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from msrl.core import Box, Discrete
+from msrl.core import Box, ConfigError, Discrete
 from msrl.rl import (
     ActorCritic,
     ActorCriticActor,
@@ -55,6 +55,31 @@ def test_actor_critic_matches_twin_mlp_with_the_same_seed() -> None:
         twin_logits, twin_value = twin(x)
     torch.testing.assert_close(logits, twin_logits, atol=1e-5, rtol=0)
     torch.testing.assert_close(value, twin_value, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("space", [Discrete(3), BOX])
+def test_relu_without_orthogonal_init_is_pytorchs_default_linear(space) -> None:
+    """``activation="relu", ortho_init=False`` (SB3's MlpPolicy as rl-zoo's MuJoCo entries tune it):
+    ReLU hidden layers, and every layer exactly what ``nn.Linear``'s own initialisation draws from
+    the same seed, in the same order as the orthogonal network (critic, torso, head)."""
+    net = ActorCritic(4, space, hidden=8, seed=5, log_std_init=-2.0, activation="relu", ortho_init=False)
+    assert [type(m) for m in net.torso] == [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear, torch.nn.ReLU]
+    assert [type(m) for m in net.critic][1::2] == [torch.nn.ReLU, torch.nn.ReLU]
+    torch.manual_seed(5)  # the global generator, drawn from as nn.Linear's constructor draws
+    sizes = [(4, 8), (8, 8), (8, 1), (4, 8), (8, 8), (8, 3 if isinstance(space, Discrete) else 1)]
+    expected = [torch.nn.Linear(*size) for size in sizes]
+    layers = [net.critic[0], net.critic[2], net.critic[4], net.torso[0], net.torso[2], net.head.linear]
+    for layer, reference in zip(layers, expected):
+        torch.testing.assert_close(layer.weight, reference.weight, rtol=0, atol=0)
+        torch.testing.assert_close(layer.bias, reference.bias, rtol=0, atol=0)
+    if isinstance(space, Box):
+        torch.testing.assert_close(net.head.log_std.detach(), torch.full((1,), -2.0))
+    orthogonal = ActorCritic(4, space, hidden=8, seed=5)
+    assert isinstance(orthogonal.torso[1], torch.nn.Tanh)
+    assert not torch.allclose(orthogonal.torso[0].weight, net.torso[0].weight)
+    assert torch.count_nonzero(orthogonal.torso[0].bias) == 0 and torch.count_nonzero(net.torso[0].bias) == 8
+    with pytest.raises(ConfigError, match="activation must be one of: tanh, relu; got 'gelu'"):
+        ActorCritic(4, space, activation="gelu")
 
 
 def test_actor_critic_actor_normalizes_with_the_statistics_it_is_sent() -> None:

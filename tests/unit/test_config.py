@@ -151,10 +151,13 @@ def test_wrong_type(override, expected):
         ("name=.hidden", "name must be a plain directory name"),
         ("algo.num_envs=0", "algo.num_envs must be >= 1, got 0"),
         ("algo.learning_rate=-1", "algo.learning_rate must be > 0"),
+        ("algo.activation=gelu", "algo.activation must be one of: tanh, relu; got 'gelu'"),
+        ("algo.fused=true algo.activation=relu", "algo.fused: true takes the default network"),
+        ("algo.fused=true algo.ortho_init=false", "algo.fused: true takes the default network"),
     ],
 )
 def test_out_of_range(override, expected):
-    assert expected in error_of([override])
+    assert expected in error_of(override.split())
 
 
 def test_unknown_algorithm():
