@@ -6,6 +6,10 @@ every trajectory with its current network and corrects the targets with V-trace 
 importance weights ``rho_bar``, ``c_bar``), so the lag biases nothing; the mean and clipped
 fraction of the importance ratios it reports measure how far behind the actors were.
 
+With ``value_norm`` the critic learns the V-trace targets standardised by running statistics
+(``msrl.rl.ValueNorm``, as MAPPO's critics do), each minibatch's targets folded in before its
+value loss, and its outputs are mapped back before they enter V-trace.
+
 Config, learner, algorithm; the actor, network and buffer come from ``msrl.rl``.
 """
 
@@ -37,6 +41,7 @@ from msrl.rl import (
     CompiledGradientStep,
     RolloutBuffer,
     TrajectoryBatch,
+    ValueNorm,
     action_layout,
     check_action_space,
     check_compile_option,
@@ -82,6 +87,9 @@ class IMPALAConfig:
     """Global gradient-norm clip (the paper's 40)."""
     hidden_size: int = 64
     """Width of the two hidden layers of the policy and value networks."""
+    value_norm: bool = False
+    """Learn standardised value targets (``msrl.rl.ValueNorm``); runs eagerly, so ``compile`` must
+    be ``auto`` (then eager everywhere) or ``false``."""
     compile: bool | str = "auto"
     """``true``: each minibatch's gradient step (loss, gradient, clip, Adam) is one
     compiled region (a CUDA graph on CUDA), and on the CPU the actor's ``act`` too; ``false``:
@@ -97,6 +105,8 @@ class IMPALAConfig:
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
         check_compile_option(self.compile)
+        if self.value_norm and self.compile in (True, "true"):
+            raise ConfigError("algo.value_norm runs the learner eagerly: set algo.compile to auto or false")
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -116,7 +126,8 @@ class IMPALALearner(Learner):
         self.generator = run.rng("learner")  # minibatch order, drawn where the data is
         self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
-        mode = compile_mode(config.compile, self.device)
+        self.value_norm = ValueNorm().to(self.device) if config.value_norm else None
+        mode = None if config.value_norm else compile_mode(config.compile, self.device)
         self.compiled = self.compiled_step(mode) if mode else None
 
     def compiled_step(self, mode: str | None, backend: str = "inductor") -> CompiledGradientStep:
@@ -166,17 +177,20 @@ class IMPALALearner(Learner):
         """V-trace policy-gradient, value and entropy terms of a minibatch of trajectories."""
         cfg = self.config
         envs, steps_ = part.rewards.shape
-        dist, values = self.net(part.obs.reshape(envs * steps_, -1))
+        dist, outputs = self.net(part.obs.reshape(envs * steps_, -1))
         logprobs = self.net.head.log_prob(dist, part.actions.reshape((envs * steps_,) + part.actions.shape[2:]))
+        norm = self.value_norm
         with torch.no_grad():
             last_value = self.net.value(part.last_obs)
+            last_value = last_value if norm is None else norm.denormalize(last_value)
         time_major = lambda x: x.reshape(envs, steps_).t()  # noqa: E731
-        values_t, logprobs_t = time_major(values), time_major(logprobs)
+        outputs_t, logprobs_t = time_major(outputs), time_major(logprobs)
+        values_t = outputs_t.detach() if norm is None else norm.denormalize(outputs_t.detach())
         vs, advantages = vtrace(
             time_major(part.logprobs),
             logprobs_t.detach(),
             time_major(part.rewards),
-            values_t.detach(),
+            values_t,
             time_major(part.terminated),
             time_major(part.truncated),
             last_value,
@@ -184,10 +198,15 @@ class IMPALALearner(Learner):
             cfg.rho_bar,
             cfg.c_bar,
         )
+        if norm is not None:  # fold in this minibatch's targets (averaged over learner copies), then standardise
+            sums = norm.batch_sums(vs)
+            self.sync_mean([sums])
+            norm.update_from_sums(sums)
+            vs = norm.normalize(vs)
         ratios = (logprobs_t.detach() - time_major(part.logprobs)).exp()
         return {
             "policy_loss": -(logprobs_t * advantages).mean(),
-            "value_loss": 0.5 * (vs - values_t).square().mean(),
+            "value_loss": 0.5 * (vs - outputs_t).square().mean(),
             "entropy": self.net.head.entropy(dist).mean(),
             "rho_mean": ratios.mean(),
             "rho_clipped": (ratios > cfg.rho_bar).float().mean(),
@@ -197,10 +216,13 @@ class IMPALALearner(Learner):
         return copy_weights(self.net)
 
     def state_dict(self) -> dict[str, Any]:
-        return save_state(self, "net", "optimizer", "generator", "updates")
+        return save_state(self, *self.state_names())
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        load_state(self, state, "net", "optimizer", "generator", "updates")
+        load_state(self, state, *self.state_names())
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("net", "optimizer", "generator", "updates") + (("value_norm",) if self.value_norm is not None else ())
 
 
 # -- algorithm ---------------------------------------------------------------------------------------
