@@ -82,8 +82,6 @@ def test_checkpoints_carry_the_statistics() -> None:
 
 @pytest.mark.parametrize("compile", [True, "true"])
 def test_value_norm_refuses_the_compiled_step(compile: bool | str) -> None:
-    with pytest.raises(
-        ConfigError, match="algo.value_norm runs the learner eagerly"
-    ):
+    with pytest.raises(ConfigError, match="algo.value_norm runs the learner eagerly"):
         IMPALAConfig(value_norm=True, compile=compile).validate()
     IMPALAConfig(value_norm=True, compile="auto").validate()
