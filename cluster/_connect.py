@@ -5,14 +5,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from typing import Any
+
+from msrl.core import ClusterError
 
 # Ray reads this once, at import, to decide whether a node may take part in a cluster.  Where it
 # may (the default on Linux), Ray advertises the node's network address and its GCS, raylet and
 # worker servers listen on every interface, even for a single-machine instance.  Where it may
 # not, the node's address is 127.0.0.1 and every server listens on loopback only.
 CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+PROBE_TIMEOUT_S = 10.0
+"""How long a cluster's address may take to accept a TCP connection before the join is refused:
+``ray.init`` itself retries an address where nothing answers for minutes."""
+START_TIMEOUT = "timed out during startup"
+"""Ray's words when an embedded instance's raylet does not register within its 30 s."""
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -23,11 +31,30 @@ def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: A
     nothing on the network can reach it.  ``"auto"``, ``"host:port"`` or
     ``"ray://host:port"`` joins an existing cluster as Ray configures it.
     Ray's token authentication is left as Ray configures it.
+
+    A local start that times out (a loaded machine) is tried once more; an address where nothing
+    accepts a connection within ``PROBE_TIMEOUT_S`` is refused at once.  Either failure is a
+    one-line ``ClusterError``.
     """
     import ray
 
     if not ray.is_initialized():
         if address is None:
+            _start_local(num_cpus, kwargs)
+        else:
+            probe(address)
+            try:
+                ray.init(address=address, logging_level=logging.WARNING, **kwargs)
+            except ConnectionError as exc:  # something answers there, but not a Ray cluster's GCS
+                raise ClusterError(f"cannot join the Ray cluster at {address!r}: {exc}") from None
+    return dict(ray.cluster_resources())
+
+
+def _start_local(num_cpus: int | None, kwargs: dict[str, Any]) -> None:
+    import ray
+
+    for attempt in (1, 2):
+        try:
             # "local": never attach to another instance by accident.
             with loopback_only():
                 ray.init(
@@ -40,9 +67,42 @@ def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: A
                     log_to_driver=True,
                     **kwargs,
                 )
-        else:
-            ray.init(address=address, logging_level=logging.WARNING, **kwargs)
-    return dict(ray.cluster_resources())
+            return
+        except Exception as exc:  # Ray raises a bare Exception for this one
+            if START_TIMEOUT not in str(exc):
+                raise
+            ray.shutdown()  # the half-started processes
+            if attempt == 2:
+                load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+                raise ClusterError(
+                    f"the embedded Ray did not start, twice: {exc} (load {load:.1f} on "
+                    f"{os.cpu_count()} cores); run again when the machine is less busy, or join a "
+                    f"running cluster with --address"
+                ) from None
+
+
+def probe(address: str) -> None:
+    """A ``ClusterError`` unless something accepts a TCP connection where ``address`` points (as
+    Ray resolves it: ``"auto"`` and ``RAY_ADDRESS`` included) within ``PROBE_TIMEOUT_S``."""
+    target = address
+    if not target.startswith("ray://"):
+        from ray._private.services import canonicalize_bootstrap_address
+
+        try:
+            target = canonicalize_bootstrap_address(address) or address
+        except (ConnectionError, ValueError) as exc:
+            raise ClusterError(f"cannot join the Ray cluster at {address!r}: {exc}") from None
+    host, _, port = target.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterError(f"--address must be 'auto', 'host:port' or 'ray://host:port', got {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        shown = address if target == address else f"{address!r} ({target})"
+        raise ClusterError(
+            f"no Ray cluster answers at {shown}: {exc.strerror or exc}; start one there "
+            f"('ray start --head') or leave out --address to start an embedded one"
+        ) from None
 
 
 @contextlib.contextmanager

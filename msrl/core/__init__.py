@@ -40,6 +40,7 @@ from msrl.core._deferred import Deferred, deferred, deferring, has_deferred, pen
 from msrl.core._errors import (
     BuildError,
     CheckpointError,
+    ClusterError,
     ConfigError,
     ControlFlowError,
     DivergenceError,
@@ -98,6 +99,7 @@ __all__ = [
     "GraphLintError",
     "InterfaceOp",
     "WorkerLostError",
+    "ClusterError",
     "HeadLostError",
     "HostLostError",
     "HiddenStateError",

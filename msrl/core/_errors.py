@@ -45,6 +45,11 @@ class HeadLostError(HostLostError):
     calls would hang from here on, so the run's workers are left to the cluster's end."""
 
 
+class ClusterError(MsrlError):
+    """The Ray cluster a run needs could not be started or joined: the embedded instance did not
+    come up (an overloaded machine), or no cluster answers at the ``--address`` given."""
+
+
 class BuildError(MsrlError):
     """An algorithm's ``__init__`` uses a component that msrl does not construct in this
     process (it belongs to another fragment), or a fragment's build does not match the plan."""
