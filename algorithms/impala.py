@@ -50,7 +50,6 @@ from msrl.rl import (
     copy_weights,
     linear_lr,
     load_state,
-    normalize_advantages,
     observation_shape,
     ppo_epochs,
     save_state,
@@ -86,9 +85,6 @@ class IMPALAConfig:
     """Value loss coefficient."""
     max_grad_norm: float = 40.0
     """Global gradient-norm clip (the paper's 40)."""
-    norm_adv: bool = False
-    """Standardise the V-trace policy-gradient advantages over each minibatch (as Sample Factory's
-    APPO does; the paper does not)."""
     hidden_size: int = 64
     """Width of the two hidden layers of the policy and value networks."""
     value_norm: bool = False
@@ -202,8 +198,6 @@ class IMPALALearner(Learner):
             cfg.rho_bar,
             cfg.c_bar,
         )
-        if cfg.norm_adv:
-            advantages = normalize_advantages(advantages)
         if norm is not None:  # fold in this minibatch's targets (averaged over learner copies), then standardise
             sums = norm.batch_sums(vs)
             self.sync_mean([sums])

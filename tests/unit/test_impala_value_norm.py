@@ -1,8 +1,7 @@
 """IMPALA's ``value_norm``: the critic learns V-trace targets standardised by ``msrl.rl.ValueNorm``.
 The statistics are the moments of the targets V-trace computes from the critic's outputs mapped
 back to return units; they travel in checkpoints; the compiled step, which would bake them in, is
-refused with them.  ``norm_adv``: the policy gradient's V-trace advantages standardised per
-minibatch."""
+refused with them."""
 
 from __future__ import annotations
 
@@ -16,10 +15,8 @@ from msrl.rl import TrajectoryBatch, vtrace
 ENVS, STEPS = 4, 6
 
 
-def _learner(value_norm: bool = True, norm_adv: bool = False) -> IMPALALearner:
-    config = IMPALAConfig(
-        num_envs=ENVS, num_steps=STEPS, num_minibatches=1, value_norm=value_norm, norm_adv=norm_adv, compile=False
-    )
+def _learner(value_norm: bool = True) -> IMPALALearner:
+    config = IMPALAConfig(num_envs=ENVS, num_steps=STEPS, num_minibatches=1, value_norm=value_norm, compile=False)
     return IMPALALearner(4, Discrete(2), config, RunInfo(seed=2, total_env_steps=1000))
 
 
@@ -36,25 +33,20 @@ def _batch() -> TrajectoryBatch:
     )
 
 
-def _vtrace(learner: IMPALALearner, batch: TrajectoryBatch, scale: float = 0.1) -> tuple[torch.Tensor, ...]:
-    """V-trace targets and advantages written out, the critic's outputs times ``scale`` (0.1: mapped
-    back by value_norm's statistics before any batch, mean 0 and variance at its floor 0.01), and
-    the policy's log-probabilities (time-major) as the learner has them."""
+def _targets(learner: IMPALALearner, batch: TrajectoryBatch) -> torch.Tensor:
+    """V-trace targets written out: the critic's outputs mapped back by the statistics before any
+    batch (mean 0, variance at its floor 0.01), the policy's log-probabilities as the learner has them."""
     cfg, net = learner.config, learner.net
     with torch.no_grad():
         dist, outputs = net(batch.obs.reshape(ENVS * STEPS, -1))
         logprobs = net.head.log_prob(dist, batch.actions.reshape(-1))
-        last = net.value(batch.last_obs) * scale
+        last = net.value(batch.last_obs) * 0.1
     t = lambda x: x.reshape(ENVS, STEPS).t()  # noqa: E731
-    vs, advantages = vtrace(
-        t(batch.logprobs), t(logprobs), t(batch.rewards), t(outputs) * scale, t(batch.terminated), t(batch.truncated),
+    vs, _ = vtrace(
+        t(batch.logprobs), t(logprobs), t(batch.rewards), t(outputs) * 0.1, t(batch.terminated), t(batch.truncated),
         last, cfg.gamma, cfg.rho_bar, cfg.c_bar,
     )  # fmt: skip
-    return vs, advantages, t(logprobs)
-
-
-def _targets(learner: IMPALALearner, batch: TrajectoryBatch) -> torch.Tensor:
-    return _vtrace(learner, batch)[0]
+    return vs
 
 
 def test_the_statistics_are_the_moments_of_the_vtrace_targets() -> None:
@@ -93,18 +85,3 @@ def test_value_norm_refuses_the_compiled_step(compile: bool | str) -> None:
     with pytest.raises(ConfigError, match="algo.value_norm runs the learner eagerly"):
         IMPALAConfig(value_norm=True, compile=compile).validate()
     IMPALAConfig(value_norm=True, compile="auto").validate()
-
-
-def test_norm_adv_standardises_the_policy_gradient_advantages() -> None:
-    """The rewards here are all below the critic's first outputs, so every raw advantage has one
-    sign; standardised, the policy loss is the written-out one with mean-0, std-1 advantages."""
-    batch = _batch()._replace(rewards=-10.0 - torch.rand(ENVS, STEPS))
-    learner = _learner(value_norm=False, norm_adv=True)
-    _, advantages, logprobs = _vtrace(learner, batch, scale=1.0)
-    assert (advantages < 0).all()
-    standard = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    expected = -(logprobs * standard).mean()
-    assert learner.losses(batch)["policy_loss"].item() == pytest.approx(expected.item(), rel=1e-5, abs=1e-6)
-    raw = _learner(value_norm=False).losses(batch)["policy_loss"].item()
-    assert raw == pytest.approx(-(logprobs * advantages).mean().item(), rel=1e-5)
-    assert abs(raw - expected.item()) > 1.0
