@@ -42,6 +42,7 @@ from msrl.rl import (
     clip_grad_norm_,
     compile_mode,
     copy_weights,
+    keeps_final_obs,
     load_state,
     load_weights,
     mlp,
@@ -95,6 +96,9 @@ class DQNConfig:
     """Global gradient-norm clip (SB3's default); 0 clips nothing (as CleanRL)."""
     hidden_sizes: tuple = (256, 256)
     """Widths of the Q-network's hidden layers (ReLU)."""
+    bootstrap_time_limits: bool = False
+    """Store a transition cut by the time limit with its episode's last observation (the
+    environment's ``final_obs()``), bootstrapped, as SB3's replay does; false drops it."""
     compile: bool | str = "auto"
     """``true``: each TD gradient step (loss, gradient, clip, Adam) is one compiled region
     (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md,
@@ -282,6 +286,7 @@ class DQN(Algorithm):
         num_actions = action_space.n
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
         self.actor = DQNActor(obs_dim, num_actions, config, run)
+        self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         self.buffer = ReplayBuffer(
             config.buffer_size,
             obs_shape,
@@ -290,6 +295,7 @@ class DQN(Algorithm):
             learning_starts=config.learning_starts,
             seed=run.seed_for("replay"),
             device=run.device,
+            final_obs=self.final_obs,
         )
         self.learner = DQNLearner(obs_dim, num_actions, config, run)
 
@@ -299,7 +305,8 @@ class DQN(Algorithm):
         for _ in steps(self.config.train_frequency):
             action = self.actor.act(obs)
             next_obs, reward, terminated, truncated = self.env.step(action)
-            self.buffer.insert(obs, action, reward, next_obs, terminated, truncated)
+            last = self.env.final_obs() if self.final_obs else next_obs  # the episodes' last observations
+            self.buffer.insert(obs, action, reward, last, terminated, truncated)
             obs = next_obs
         # Replay: gradient_steps batches sampled uniformly (none during the warm-up).
         batch = self.buffer.sample()

@@ -48,6 +48,7 @@ from msrl.rl import (
     clip_grad_norm_,
     compile_mode,
     copy_weights,
+    keeps_final_obs,
     load_state,
     load_weights,
     observation_shape,
@@ -90,6 +91,9 @@ class SACConfig:
     """Global gradient-norm clip of each network (0 = none, as in the paper)."""
     hidden_sizes: tuple = (256, 256)
     """Widths of the hidden layers (ReLU) of the policy and Q-networks."""
+    bootstrap_time_limits: bool = False
+    """Store a transition cut by the time limit with its episode's last observation (the
+    environment's ``final_obs()``), bootstrapped, as SB3's replay does; false drops it."""
     compile: bool | str = "auto"
     """``true``: the critics', the policy's and the temperature's gradient steps are each one
     compiled region (CUDA graphs on CUDA), and on the CPU the actor's draw; ``false``: eager;
@@ -327,6 +331,7 @@ class SAC(Algorithm):
         obs_dim = int(np.prod(obs_shape))
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
         self.actor = SACActor(obs_dim, action_space, config, run)
+        self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         self.buffer = ReplayBuffer(
             config.buffer_size,
             obs_shape,
@@ -336,6 +341,7 @@ class SAC(Algorithm):
             learning_starts=config.learning_starts,
             seed=run.seed_for("replay"),
             device=run.device,
+            final_obs=self.final_obs,
         )
         self.learner = SACLearner(obs_dim, action_space, config, run)
 
@@ -345,7 +351,8 @@ class SAC(Algorithm):
         for _ in steps(self.config.train_frequency):
             action = self.actor.act(obs)
             next_obs, reward, terminated, truncated = self.env.step(action)
-            self.buffer.insert(obs, action, reward, next_obs, terminated, truncated)
+            last = self.env.final_obs() if self.final_obs else next_obs  # the episodes' last observations
+            self.buffer.insert(obs, action, reward, last, terminated, truncated)
             obs = next_obs
         # Replay: gradient_steps batches sampled uniformly (none during the warm-up).
         batch = self.buffer.sample()

@@ -52,12 +52,13 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 import torch
 
-from msrl.core import Batched, CheckpointError, ConfigError, EnvError, Environment
+from msrl.core import Batched, CheckpointError, ConfigError, Environment
 from msrl.envs._actions import ActionCheck
 from msrl.envs._arrays import Array, ArrayBackend
 from msrl.envs._episodes import Episodes, EpisodeTracker
 from msrl.envs._kernels import KernelDynamics, Kernels
 from msrl.envs._numpy_arrays import NumpyArrays, numpy_real
+from msrl.envs._state_access import StateAccess, check_shape
 from msrl.envs._torch_arrays import TorchArrays
 
 _STATE_KEYS = ("state", "rng", "episodes")
@@ -149,6 +150,9 @@ class HostDynamics:
         # Truncated: the step that makes ``max_episode_steps``, i.e. the tracker's
         # running length (steps before this one) has reached the limit minus one.
         self._last_step = env.arrays.scalar(env.max_episode_steps - 1, "int64")
+        self.keep_final = False  # from the first final_obs() on: copy the state before a reset
+        self._finished: Any = None  # the rows the last step finished (None: none)
+        self._final_state: Array | None = None  # their states before the reset, where kept
 
     def reset(self, state: Array) -> Array:
         return self.arrays.own_state(self.physics.draw_reset(state.shape[0]))
@@ -168,11 +172,31 @@ class HostDynamics:
     ) -> Array:
         new = self.physics.step(state, action, reward, terminated)
         rows = self.arrays.truncate(episodes.lengths, self._last_step, terminated, truncated)
+        self._finished, self._final_state = rows, None
         if rows is not None:
+            if self.keep_final:
+                self._final_state = self.arrays.copy(new)
             new = self.arrays.reset_rows(new, rows, self.physics.draw_reset)
         self.physics.write_obs(new, obs)
         episodes.record(reward, rows)
         return new
+
+    def final_obs(self, obs: Array) -> Array:
+        """``obs``, the last step's observations, with the rows it finished set to their
+        episodes' last observations (NaN before the first call: keeping starts there)."""
+        self.keep_final = True
+        if self._finished is not None:
+            if self._final_state is None:
+                self.arrays.fill_rows(obs, self._finished, float("nan"))
+            else:
+                final = self.arrays.obs_buffer(obs.shape[0], tuple(obs.shape[1:]))
+                self.physics.write_obs(self._final_state, final)
+                self.arrays.copy_rows(obs, final, self._finished)
+        return obs
+
+    def forget_final(self) -> None:
+        """A reset or a restored checkpoint: the last step finished nothing."""
+        self._finished, self._final_state = None, None
 
 
 def host_dynamics(env: BatchedEnv, seed: int) -> HostDynamics:
@@ -183,55 +207,6 @@ def host_dynamics(env: BatchedEnv, seed: int) -> HostDynamics:
         kinds = [*env.physics, *(["kernels (cuda, cuda-emulated)"] if env.kernel else [])]
         raise ConfigError(f"{env.env_id} has no {name} physics; it runs on: {', '.join(kinds) or 'nothing'}")
     return HostDynamics(env, env.physics[name], seed)
-
-
-def check_shape(what: str, shape: tuple[int, ...], expected: tuple[int, ...], error: type[Exception]) -> None:
-    """An ``error`` naming ``what`` unless ``shape == expected`` (state, masks, checkpoints)."""
-    if shape != expected:
-        raise error(f"{what} must have shape {expected}, got {shape}")
-
-
-class StateAccess:
-    """Direct access to a ``BatchedEnv``'s physical state, for tests and consistency checks (two
-    backends re-aligned mid-episode); kept apart from the environment's stepping API."""
-
-    env_id: ClassVar[str]
-    num_envs: int
-    state_dim: int
-    arrays: ArrayBackend
-    _state: Array
-    _episodes: EpisodeTracker
-
-    def get_state(self) -> Array:
-        """A copy of the physical state, ``(num_envs, state_dim)`` in ``dtype``."""
-        return self.arrays.copy(self._state)
-
-    def get_elapsed(self) -> Array:
-        """A copy of the steps each environment's running episode has taken (int64):
-        the counter the time limit reads."""
-        return self.arrays.copy(self._episodes.lengths)
-
-    def set_state(self, state: Any, mask: Any = None, *, new_episode: bool = True) -> None:
-        """Overwrite the physical state (all envs, or the rows where ``mask``).
-
-        By default this starts new episodes there (elapsed steps and running
-        return are zeroed); ``new_episode=False`` keeps them, which lets a
-        consistency check re-align two backends mid-episode without moving
-        their time limits.  Accepts NumPy arrays and tensors on any device.
-        """
-        state = self.arrays.asarray(state)
-        check_shape(f"{self.env_id} state", tuple(state.shape), (self.num_envs, self.state_dim), EnvError)
-        if mask is not None:
-            mask = self.arrays.convert(mask, "bool")
-            check_shape(f"{self.env_id} state mask", tuple(mask.shape), (self.num_envs,), EnvError)
-            state = self.arrays.where(mask[:, None], state, self._state)
-        self._state = self.arrays.own_state(state)
-        if new_episode:
-            self._discard_episodes(mask)
-
-    def _discard_episodes(self, mask: Array | None = None) -> None:
-        """Forget the running episodes (all, or where ``mask``): ``reset`` and ``set_state``."""
-        self._episodes.discard(mask)
 
 
 class BatchedEnv(StateAccess, Environment):
@@ -331,6 +306,7 @@ class BatchedEnv(StateAccess, Environment):
             self.dynamics.rng.reseed(seed)
         self._state = self.dynamics.reset(self._state)
         self._discard_episodes()
+        self.dynamics.forget_final()
         return self.observe()
 
     def observe(self) -> Batched:
@@ -345,6 +321,13 @@ class BatchedEnv(StateAccess, Environment):
         with self._stepping():
             self._state = self.dynamics.step(self._state, self._episodes, checked, *out)
         return out
+
+    def final_obs(self) -> Batched:
+        """The observations the last ``step`` ended in: its ``obs`` where an episode goes on, and
+        where the step ended one (and restarted it), that episode's last observation, which a
+        time-limited transition bootstraps from.  Rows are NaN where it is not known: fused
+        kernels reset inside the step, and host physics keeps it from the first call on."""
+        return self.dynamics.final_obs(self.observe())
 
     # -- Component API ----------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
@@ -370,6 +353,7 @@ class BatchedEnv(StateAccess, Environment):
         self._episodes.load_state_dict(state["episodes"])
         self.dynamics.rng.load_state_dict(state["rng"])
         self._state = self.arrays.own_state(self.arrays.asarray(state["state"]))
+        self.dynamics.forget_final()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_envs={self.num_envs}, {self.dynamics.name} on {self.device})"

@@ -133,6 +133,7 @@ class GymnasiumEnv(Environment):
         self._episodes = EpisodeTracker(self._arrays, self.num_envs)
         self._seed, self._steps = int(seed), 0
         self._obs = self._convert_obs(self._vec.reset(seed=self._seed)[0])
+        self._final: tuple[np.ndarray, Any] | None = None  # rows the last step finished, gymnasium's final_obs
 
     def _make_vec(self, gym: Any, kwargs: dict[str, Any]) -> Any:
         try:
@@ -165,17 +166,29 @@ class GymnasiumEnv(Environment):
         if seed is not None:
             self._seed, self._steps = int(seed), 0
         self._obs = self._convert_obs(self._vec.reset(seed=seed)[0])
+        self._final = None
         self._episodes.discard()
         return self._obs.copy()
 
     def observe(self) -> Batched:
         return self._obs.copy()
 
+    def final_obs(self) -> Batched:
+        """The observations the last ``step`` ended in: its ``obs``, and where it ended an episode,
+        gymnasium's ``final_obs`` of it (``BatchedEnv.final_obs``)."""
+        obs = self._obs.copy()
+        if self._final is not None:
+            rows, finals = self._final
+            obs[rows] = self._convert_obs(np.stack([finals[i] for i in rows]))
+        return obs
+
     def step(self, action: Any) -> tuple[Batched, Batched, Batched, Batched]:
         """Advance every copy; finished ones restart in the same step (their ``obs`` is
-        the first of the next episode; gymnasium's ``final_obs`` is not kept)."""
+        the first of the next episode; the last one's is ``final_obs()``)."""
         checked = self._check_action(action)
-        obs, reward, terminated, truncated, _ = self._vec.step(self._to_gymnasium(checked))
+        obs, reward, terminated, truncated, infos = self._vec.step(self._to_gymnasium(checked))
+        rows = np.flatnonzero(infos.get("_final_obs", ()))
+        self._final = (rows, infos["final_obs"]) if rows.size else None
         reward = np.asarray(reward, dtype=np.float32)
         terminated = np.asarray(terminated, dtype=np.float32)
         truncated = np.asarray(truncated, dtype=np.float32)
@@ -204,6 +217,7 @@ class GymnasiumEnv(Environment):
         self._episodes.load_state_dict(state["episodes"])
         self._seed, self._steps = int(state["seed"]), int(state["steps"])
         self._obs = self._convert_obs(self._vec.reset(seed=_restart_seed(self._seed, self._steps))[0])
+        self._final = None
         self._episodes.discard()
 
     def close(self) -> None:

@@ -174,6 +174,7 @@ class KernelDynamics:
         self.num_envs = env.num_envs
         self.grid, self.block = self._layout(env, tpb)
         self.rng = PhiloxRNG(seed)
+        self._flags: tuple[Array, Array] | None = None  # the last step's (terminated, truncated)
         real = "double" if arrays.dtype.itemsize == 8 else "float"
         self.launcher = kernels.loader(env.kernel, {"MSRL_REAL": real, **env.kernel_defines()})
         self._reset, self._step, self._observe, self._step_tracked = (
@@ -195,6 +196,17 @@ class KernelDynamics:
     def observe(self, state: Array, out: Array) -> None:
         self.launch(self._observe, [state, out, self.num_envs])
 
+    def final_obs(self, obs: Array) -> Array:
+        """``obs`` with NaN on the rows the last step finished: the step kernel resets them, so
+        their episodes' last observations are gone."""
+        rows = None if self._flags is None else self.arrays.finished_rows(*self._flags)
+        if rows is not None:
+            self.arrays.fill_rows(obs, rows, float("nan"))
+        return obs
+
+    def forget_final(self) -> None:
+        self._flags = None
+
     def step(
         self,
         state: Array,
@@ -208,6 +220,7 @@ class KernelDynamics:
         """One step, recorded into ``episodes`` (the environment's ``EpisodeTracker``): by
         the step kernel itself, or after it by the tracker's array operations."""
         outputs, rng, n = (obs, reward, terminated, truncated), self.rng, self.num_envs
+        self._flags = (terminated, truncated)
         if self.fuse_episodes:
 
             def launch(total: Array, start: Array, lengths: Array, finished: Array) -> None:

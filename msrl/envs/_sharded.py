@@ -60,6 +60,10 @@ class ShardedEnv(Environment):
         results = self._each("step", slices)
         return tuple(_join([result[i] for result in results]) for i in range(4))
 
+    def final_obs(self) -> Any:
+        """The shards' ``final_obs()`` joined (``BatchedEnv.final_obs``)."""
+        return _join([getattr(shard, "final_obs")() for shard in self.shards])  # noqa: B009 - not in Environment
+
     def active(self) -> Any:
         """The shards' ``active()`` joined (see ``algorithms.mappo``'s active masks); every agent
         in the game when the shards' environment has no such method."""

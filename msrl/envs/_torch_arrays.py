@@ -206,7 +206,7 @@ class TorchArrays(TorchActions, ArrayBackend):
         if self.sparse:
             array.index_fill_(0, rows, value)
         else:
-            array.masked_fill_(rows, value)
+            array.masked_fill_(_per_row(rows, array), value)
 
     def fill_mask(self, array: torch.Tensor, mask: torch.Tensor, value: float | int) -> None:
         array.masked_fill_(mask, value)
@@ -215,7 +215,7 @@ class TorchArrays(TorchActions, ArrayBackend):
         if self.sparse:
             dst.index_copy_(0, rows, src.index_select(0, rows))
         else:
-            torch.where(rows, src, dst, out=dst)
+            torch.where(_per_row(rows, dst), src, dst, out=dst)
 
     def copy_where(self, dst: torch.Tensor, src: torch.Tensor, mask: torch.Tensor) -> None:
         torch.where(mask, src, dst, out=dst)
@@ -232,6 +232,11 @@ class TorchArrays(TorchActions, ArrayBackend):
 
     def new_rng(self, seed: int) -> TorchRNG:
         return TorchRNG(seed, self.device)
+
+
+def _per_row(mask: torch.Tensor, array: torch.Tensor) -> torch.Tensor:
+    """A per-environment ``(num_envs,)`` mask shaped to select whole rows of ``array``."""
+    return mask.view(mask.shape + (1,) * (array.dim() - mask.dim()))
 
 
 __all__ = ["TorchArrays", "TorchRNG"]

@@ -37,7 +37,7 @@ from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo import clipped_surrogate, ppo_epochs
 from msrl.rl._ppo_loss import ppo_losses
 from msrl.rl._ppo_step import CompiledPPOUpdate, PPOStepConfig, ppo_twin_grad, ppo_twin_steps_
-from msrl.rl._replay import ReplayBatch, ReplayBuffer
+from msrl.rl._replay import ReplayBatch, ReplayBuffer, keeps_final_obs
 from msrl.rl._returns import nstep_returns, vtrace
 from msrl.rl._rollout import GROUP_SEPARATOR, RolloutBatch, RolloutBuffer, TrajectoryBatch, flat_groups, group_batches
 from msrl.rl._schedule import linear_lr
@@ -70,6 +70,7 @@ __all__ = [
     "GaussianHead",
     "ReplayBatch",
     "ReplayBuffer",
+    "keeps_final_obs",
     "RewardScaler",
     "RolloutBatch",
     "RolloutBuffer",

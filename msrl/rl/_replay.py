@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from msrl.core import Batched, Buffer, NoValue
+from msrl.core import Batched, Buffer, ConfigError, NoValue, component_class
 from msrl.rl._state import load_generator_state
 
 
@@ -35,8 +35,11 @@ class ReplayBuffer(Buffer):
 
     ``insert`` takes one step of every environment.  With same-step autoreset the observation after
     an episode's end is the next episode's first, so a transition cut by a time limit (truncated and
-    not terminated) has no true next observation: it is not stored, rather than bootstrapped from
-    the wrong state.  A terminated transition is stored; its target does not use ``next_obs``.
+    not terminated) is stored only with ``final_obs=True``, where ``next_obs`` is the environment's
+    ``final_obs()`` (the episode's last observation), and only on rows where that is known (not
+    NaN); it is stored with ``terminated`` 0, so its target bootstraps.  Otherwise it is not stored,
+    rather than bootstrapped from the next episode's first state.  A terminated transition is
+    stored; its target does not use ``next_obs``.
 
     ``sample()`` returns ``num_batches`` batches of ``batch_size`` transitions at once (one per
     gradient step of the learner's update), or zero rows while fewer than ``learning_starts``
@@ -57,6 +60,7 @@ class ReplayBuffer(Buffer):
         learning_starts: int = 0,
         seed: int = 0,
         device: str = "cpu",
+        final_obs: bool = False,
     ) -> None:
         if capacity < 1 or batch_size < 1 or num_batches < 1:
             raise ValueError(
@@ -64,6 +68,7 @@ class ReplayBuffer(Buffer):
             )
         self.capacity, self.batch_size, self.num_batches = capacity, batch_size, num_batches
         self.learning_starts = max(learning_starts, 1)
+        self.final_obs = final_obs
         self.device = torch.device(device)
         self.obs = torch.zeros((capacity,) + tuple(obs_shape), device=self.device)
         self.next_obs = torch.zeros_like(self.obs)
@@ -81,7 +86,14 @@ class ReplayBuffer(Buffer):
     def insert(self, obs: Any, action: Any, reward: Any, next_obs: Any, terminated: Any, truncated: Any) -> NoValue:
         as_tensor = lambda x, dtype=None: torch.as_tensor(x, device=self.device, dtype=dtype)  # noqa: E731
         terminated = as_tensor(terminated, torch.float32)
-        keep = ~((as_tensor(truncated, torch.float32) > 0) & (terminated == 0))
+        cut = (as_tensor(truncated, torch.float32) > 0) & (terminated == 0)
+        if self.final_obs:  # next_obs is each episode's last observation, or NaN where unknown
+            next_obs = as_tensor(next_obs, torch.float32)
+            known = torch.isfinite(next_obs.reshape(next_obs.shape[0], -1)).all(dim=1)
+            cut &= ~known
+            # a terminated row's target ignores next_obs, but NaN times 0 is NaN: store zeros there
+            next_obs = torch.where(known.reshape((-1,) + (1,) * (next_obs.dim() - 1)), next_obs, 0.0)
+        keep = ~cut
         offered, kept = keep.numel(), int(keep.sum())
         self.inserted += offered
         if kept == 0:
@@ -135,3 +147,14 @@ class ReplayBuffer(Buffer):
             getattr(self, name)[:n] = state[name].to(self.device)
         self.position, self.size, self.inserted = int(state["position"]), n, int(state["inserted"])
         load_generator_state(self.generator, state["generator"])
+
+
+def keeps_final_obs(env: Any, wanted: bool) -> bool:
+    """Whether a replay buffer stores time-limited transitions with ``env.final_obs()``
+    (``algo.bootstrap_time_limits``): ``wanted``, or a ``ConfigError`` where ``env`` cannot give it."""
+    if wanted and not callable(getattr(component_class(env), "final_obs", None)):
+        raise ConfigError(
+            f"algo.bootstrap_time_limits needs an environment with final_obs(); "
+            f"{type(env).__name__} has none: set it to false"
+        )
+    return wanted

@@ -1,5 +1,6 @@
 """The pieces of the off-policy algorithms (DQN, SAC): Polyak averaging of target networks, and the
-replay buffer's storage, warm-up and uniform sampling."""
+replay buffer's storage (time-limited transitions with their last observations or dropped),
+warm-up and uniform sampling."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import pytest
 import torch
 from torch import nn
 
+from msrl.core import ConfigError, Environment
+from msrl.envs.pendulum import Pendulum
 from msrl.rl import (
     ReplayBatch,
     ReplayBuffer,
+    keeps_final_obs,
     polyak_update_,
 )
 
@@ -188,3 +192,32 @@ def test_replay_buffer_continuous_actions() -> None:
     sampled = batch.obs[..., 0]
     assert torch.equal(batch.actions, torch.stack((sampled * 0.25, -sampled * 0.5), -1))
     assert torch.equal(batch.rewards, sampled)
+
+
+def test_with_final_obs_time_limited_transitions_are_kept_where_their_last_observation_is_known() -> None:
+    """Rows: going on; truncated with its episode's last observation; truncated with it unknown
+    (NaN, fused kernels); terminated with it unknown.  The second is kept, not terminal, with its
+    observation; the third dropped; the fourth kept with zeros, so its target's 0 x Q stays 0."""
+    buffer = ReplayBuffer(8, (2,), batch_size=4, seed=0, final_obs=True)
+    obs = torch.arange(8.0).view(4, 2)
+    nan = float("nan")
+    last = torch.tensor([[10.0, 11.0], [12.0, 13.0], [nan, nan], [nan, nan]])
+    buffer.insert(obs, torch.arange(4), torch.ones(4), last, torch.tensor([0.0, 0, 0, 1]), torch.tensor([0.0, 1, 1, 0]))
+    state = buffer.state_dict()
+    assert state["size"] == 3 and state["inserted"] == 4
+    assert state["actions"].tolist() == [0, 1, 3]
+    assert state["terminated"].tolist() == [0.0, 0.0, 1.0]
+    assert state["next_obs"].tolist() == [[10.0, 11.0], [12.0, 13.0], [0.0, 0.0]]
+    plain = ReplayBuffer(8, (2,), batch_size=4, seed=0)  # step's obs as next_obs: every cut row dropped
+    plain.insert(obs, torch.arange(4), torch.ones(4), last, torch.tensor([0.0, 0, 0, 1]), torch.tensor([0.0, 1, 1, 0]))
+    assert plain.state_dict()["actions"].tolist() == [0, 3]
+
+
+class _NoFinalObs(Environment):
+    """A user's environment without final_obs()."""
+
+
+def test_bootstrapping_time_limits_needs_an_environment_with_final_obs() -> None:
+    assert keeps_final_obs(Pendulum(1), True) and not keeps_final_obs(_NoFinalObs(), False)
+    with pytest.raises(ConfigError, match="algo.bootstrap_time_limits needs an environment with final_obs"):
+        keeps_final_obs(_NoFinalObs(), True)
