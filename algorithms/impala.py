@@ -46,6 +46,7 @@ from msrl.rl import (
     check_action_space,
     check_compile_option,
     clip_grad_norm_,
+    clipped_surrogate,
     compile_mode,
     copy_weights,
     linear_lr,
@@ -85,6 +86,10 @@ class IMPALAConfig:
     """Value loss coefficient."""
     max_grad_norm: float = 40.0
     """Global gradient-norm clip (the paper's 40)."""
+    clip_coef: float | None = None
+    """None: the paper's V-trace policy gradient.  A number: APPO's (RLlib's asynchronous PPO)
+    clipped surrogate on the V-trace advantages, the ratio to the behaviour policy clipped to
+    ``[1 - clip_coef, 1 + clip_coef]``, a trust region against the policy lag."""
     hidden_size: int = 64
     """Width of the two hidden layers of the policy and value networks."""
     value_norm: bool = False
@@ -104,6 +109,8 @@ class IMPALAConfig:
             raise ConfigError(f"algo.num_minibatches ({self.num_minibatches}) must divide num_envs ({self.num_envs})")
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        if self.clip_coef is not None and not 0 < self.clip_coef < 1:
+            raise ConfigError(f"algo.clip_coef must be in (0, 1) or null, got {self.clip_coef}")
         check_compile_option(self.compile)
         if self.value_norm and self.compile in (True, "true"):
             raise ConfigError("algo.value_norm runs the learner eagerly: set algo.compile to auto or false")
@@ -204,8 +211,13 @@ class IMPALALearner(Learner):
             norm.update_from_sums(sums)
             vs = norm.normalize(vs)
         ratios = (logprobs_t.detach() - time_major(part.logprobs)).exp()
+        if cfg.clip_coef is None:
+            policy_loss = -(logprobs_t * advantages).mean()
+        else:  # V-trace's advantages carry rho = min(rho_bar, ratio): the surrogate applies the ratio itself
+            unweighted = advantages / ratios.clamp(max=cfg.rho_bar)
+            policy_loss = clipped_surrogate(logprobs_t, time_major(part.logprobs), unweighted, cfg.clip_coef)
         return {
-            "policy_loss": -(logprobs_t * advantages).mean(),
+            "policy_loss": policy_loss,
             "value_loss": 0.5 * (vs - outputs_t).square().mean(),
             "entropy": self.net.head.entropy(dist).mean(),
             "rho_mean": ratios.mean(),

@@ -1,7 +1,8 @@
 """IMPALA's ``value_norm``: the critic learns V-trace targets standardised by ``msrl.rl.ValueNorm``.
 The statistics are the moments of the targets V-trace computes from the critic's outputs mapped
 back to return units; they travel in checkpoints; the compiled step, which would bake them in, is
-refused with them."""
+refused with them.  ``clip_coef``: APPO's clipped surrogate in place of the V-trace policy
+gradient."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from msrl.rl import TrajectoryBatch, vtrace
 ENVS, STEPS = 4, 6
 
 
-def _learner(value_norm: bool = True) -> IMPALALearner:
-    config = IMPALAConfig(num_envs=ENVS, num_steps=STEPS, num_minibatches=1, value_norm=value_norm, compile=False)
+def _learner(value_norm: bool = True, clip_coef: float | None = None) -> IMPALALearner:
+    config = IMPALAConfig(
+        num_envs=ENVS, num_steps=STEPS, num_minibatches=1, value_norm=value_norm, clip_coef=clip_coef, compile=False
+    )
     return IMPALALearner(4, Discrete(2), config, RunInfo(seed=2, total_env_steps=1000))
 
 
@@ -33,20 +36,25 @@ def _batch() -> TrajectoryBatch:
     )
 
 
-def _targets(learner: IMPALALearner, batch: TrajectoryBatch) -> torch.Tensor:
-    """V-trace targets written out: the critic's outputs mapped back by the statistics before any
-    batch (mean 0, variance at its floor 0.01), the policy's log-probabilities as the learner has them."""
+def _vtrace(learner: IMPALALearner, batch: TrajectoryBatch, scale: float = 0.1) -> tuple[torch.Tensor, ...]:
+    """V-trace targets and advantages written out, with the critic's outputs times ``scale`` (0.1:
+    mapped back by value_norm's statistics before any batch, mean 0 and variance at its floor
+    0.01), and the policy's log-probabilities (time-major) as the learner has them."""
     cfg, net = learner.config, learner.net
     with torch.no_grad():
         dist, outputs = net(batch.obs.reshape(ENVS * STEPS, -1))
         logprobs = net.head.log_prob(dist, batch.actions.reshape(-1))
-        last = net.value(batch.last_obs) * 0.1
+        last = net.value(batch.last_obs) * scale
     t = lambda x: x.reshape(ENVS, STEPS).t()  # noqa: E731
-    vs, _ = vtrace(
-        t(batch.logprobs), t(logprobs), t(batch.rewards), t(outputs) * 0.1, t(batch.terminated), t(batch.truncated),
+    vs, advantages = vtrace(
+        t(batch.logprobs), t(logprobs), t(batch.rewards), t(outputs) * scale, t(batch.terminated), t(batch.truncated),
         last, cfg.gamma, cfg.rho_bar, cfg.c_bar,
     )  # fmt: skip
-    return vs
+    return vs, advantages, t(logprobs)
+
+
+def _targets(learner: IMPALALearner, batch: TrajectoryBatch) -> torch.Tensor:
+    return _vtrace(learner, batch)[0]
 
 
 def test_the_statistics_are_the_moments_of_the_vtrace_targets() -> None:
@@ -85,3 +93,35 @@ def test_value_norm_refuses_the_compiled_step(compile: bool | str) -> None:
     with pytest.raises(ConfigError, match="algo.value_norm runs the learner eagerly"):
         IMPALAConfig(value_norm=True, compile=compile).validate()
     IMPALAConfig(value_norm=True, compile="auto").validate()
+
+
+def _policy_grads(learner: IMPALALearner, batch: TrajectoryBatch) -> list[torch.Tensor]:
+    learner.net.zero_grad()
+    learner.losses(batch)["policy_loss"].backward()
+    return [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in learner.net.parameters()]
+
+
+def test_the_clipped_surrogate_is_the_vtrace_gradient_on_policy() -> None:
+    """Where the behaviour policy is the learner's (ratio 1), APPO's surrogate and the V-trace
+    policy gradient have the same gradient."""
+    plain, clipped = _learner(value_norm=False), _learner(value_norm=False, clip_coef=0.2)
+    _, _, logprobs = _vtrace(plain, _batch(), scale=1.0)
+    batch = _batch()._replace(logprobs=logprobs.t().contiguous())
+    for a, b in zip(_policy_grads(plain, batch), _policy_grads(clipped, batch)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_off_policy_the_surrogate_clips_the_ratio_to_the_behaviour_policy() -> None:
+    learner, batch = _learner(value_norm=False, clip_coef=0.2), _batch()
+    _, advantages, logprobs = _vtrace(learner, batch, scale=1.0)
+    ratio = (logprobs - batch.logprobs.t()).exp()
+    assert ((ratio < 0.8) | (ratio > 1.2)).any()  # the batch reaches both sides of the clip
+    unweighted = advantages / ratio.clamp(max=1.0)
+    expected = torch.max(-unweighted * ratio, -unweighted * ratio.clamp(0.8, 1.2)).mean()
+    assert learner.losses(batch)["policy_loss"].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("clip_coef", [0.0, 1.0, -0.1])
+def test_clip_coef_outside_the_unit_interval_is_refused(clip_coef: float) -> None:
+    with pytest.raises(ConfigError, match=r"algo.clip_coef must be in \(0, 1\) or null"):
+        IMPALAConfig(clip_coef=clip_coef).validate()
