@@ -41,6 +41,7 @@ def test_a_local_run_stores_the_time_limited_transitions(tmp_path: Path, sets: l
     assert (buffer["terminated"] == 0).all()  # Pendulum never terminates: a kept cut row bootstraps
 
 
+@pytest.mark.slow  # about 20 s of Ray workers starting on 2 cores: the default suite keeps the local runs above
 def test_under_a_ray_policy_each_buffer_copy_keeps_them(tmp_path: Path) -> None:
     copies = _buffers(
         tmp_path,

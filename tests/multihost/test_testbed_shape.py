@@ -117,8 +117,9 @@ def test_a_delay_raises_the_round_trip_by_what_was_asked(bed: Testbed) -> None:
     else:
         assert "netem" in qdiscs(bed, 1)
     after = min(exchange(bed, 0, 1, "ping", 30))
-    # 2 x 5 ms, plus the relay's hand-offs and wake-ups (0.1-0.4 ms here): not 5 ms, not 20
-    assert 0.0097 < after - before < 0.0125, (before, after)
+    # 2 x 5 ms, plus the relay's hand-offs and wake-ups (0.1-0.4 ms here), less netem's timer
+    # slack (a quiet run once measured 9.59 ms): not 5 ms, not 20
+    assert 0.009 < after - before < 0.0125, (before, after)
 
 
 def test_a_delay_from_the_command_line_outlives_the_command_and_unshape_takes_it_off(bed: Testbed) -> None:
