@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -209,10 +210,11 @@ class EmulatedModule:
 
 
 @functools.cache
-def _cached(source_name: str, defines: tuple[tuple[str, str], ...]) -> EmulatedModule:
+def _cached(source_name: str, defines: tuple[tuple[str, str], ...], cxx: str) -> EmulatedModule:
     return EmulatedModule(source_name, dict(defines))
 
 
 def emulated_module(source_name: str, defines: Mapping[str, object] | None = None) -> EmulatedModule:
-    """An :class:`EmulatedModule`, shared by every caller in the process with the same configuration."""
-    return _cached(source_name, tuple(normalise_defines(defines).items()))
+    """An :class:`EmulatedModule`, shared by every caller in the process with the same configuration
+    and the same ``$CXX`` (as ``fragments.native_module``)."""
+    return _cached(source_name, tuple(normalise_defines(defines).items()), os.environ.get("CXX", ""))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import platform
 import struct
 from collections.abc import Mapping, Sequence
@@ -313,13 +314,15 @@ class NativeModule(EmulatedModule):
 
 
 @functools.cache
-def _cached(source_name: str, defines: tuple[tuple[str, str], ...], threads: int) -> NativeModule:
+def _cached(source_name: str, defines: tuple[tuple[str, str], ...], threads: int, cxx: str) -> NativeModule:
     return NativeModule(source_name, dict(defines), threads)
 
 
 def native_module(source_name: str, defines: Mapping[str, object] | None = None, threads: int = 1) -> NativeModule:
-    """A :class:`NativeModule`, shared in the process by every caller with the same configuration."""
-    return _cached(source_name, tuple(normalise_defines(defines).items()), threads)
+    """A :class:`NativeModule`, shared in the process by every caller with the same configuration
+    and the same ``$CXX`` (a process that points ``$CXX`` elsewhere builds with that compiler, or
+    learns that it cannot, rather than reusing what another compiler built)."""
+    return _cached(source_name, tuple(normalise_defines(defines).items()), threads, os.environ.get("CXX", ""))
 
 
 __all__ = ["NATIVE_FLAGS", "PARALLEL_MIN_THREADS", "NativeModule", "native_module"]

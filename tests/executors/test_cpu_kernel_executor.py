@@ -28,7 +28,8 @@ def test_a_config_picks_the_native_kernels_with_executor_cpu_kernel(tmp_path: Pa
 
 def test_without_a_compiler_the_run_trains_on_numpy_after_one_line(tmp_path: Path, monkeypatch, capfd) -> None:
     monkeypatch.setenv("CXX", "/nonexistent/g++")
-    # a configuration never built before (the build cache would otherwise serve it): Pendulum's g
+    # Pendulum's kernels: another test in this process may have built them with the real compiler,
+    # and a module built with another $CXX is not reused
     dynamics, records = _train(tmp_path, "algorithm=ppo", "algo.env_id=Pendulum-v1", "algo.fused=false")
     assert dynamics != "kernels" and records[-1]["env_steps"] == 4096
     lines = [line for line in capfd.readouterr().err.splitlines() if "cpu-kernel" in line]
