@@ -31,7 +31,13 @@ def _run(tmp_path: Path, *phases: str, **env: str) -> tuple[subprocess.Completed
 
 def test_presets_beside_tests_each_say_one_line_and_the_summary_ends_the_output(tmp_path: Path) -> None:
     proc, summary = _run(
-        tmp_path, "presets+", "tests", PRESETS="gpu_only", TESTS="tests/unit/test_collective.py", DEADLINE="200"
+        tmp_path,
+        "presets+",
+        "tests",
+        PRESETS="gpu_only",
+        TESTS="tests/unit/test_collective.py",
+        TEST_WORKERS="1",  # the GPU machine's 12 workers, each importing torch, cost 20 s of 2 cores
+        DEADLINE="200",
     )
     assert proc.returncode == 0, proc.stderr
     assert any(re.search(r"train gpu_only: exit 2 in \d+s$", line) for line in summary), summary

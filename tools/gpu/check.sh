@@ -9,7 +9,7 @@
 #
 # Phases: setup (install, start the pycuda build), sync (wait for the phases started with +),
 # presets (PPO CartPole under every preset on the GPU, trained to the shipped budget; PRESETS picks),
-# tests (the GPU-relevant test files, on the GPU; TESTS picks), ppo
+# tests (the GPU-relevant test files, on the GPU; TESTS picks, TEST_WORKERS the pytest workers, 12), ppo
 # (benchmarks/ppo_cartpole.py in device mode), envstep (env steps/s of the torch and cuda backends
 # through the public step API), tag (Tag's GPU rows), warpdrive (WarpDrive beside us).
 set -u
@@ -115,7 +115,7 @@ phase_presets() {
 phase_tests() {
     wait_pycuda
     bounded "${TEST_LIMIT:-300}" "$OUT/tests.log" "tests on the GPU" $PY -m pytest -q -p no:cacheprovider \
-        -n 12 --dist loadfile -rfEs --timeout=120 --durations=10 \
+        -n ${TEST_WORKERS:-12} --dist loadfile -rfEs --timeout=120 --durations=10 \
         ${TESTS:-tests/executors tests/unit tests/e2e/test_gpu_learner_cli.py}
     say "tests: $(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$OUT/tests.log" | tail -1)"
 }
