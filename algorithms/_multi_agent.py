@@ -5,15 +5,14 @@ policies of every agent group, the actor, the rollout buffer with active masks, 
   ``value_norm`` each policy's critic predicts value targets standardised by running statistics of
   the targets.  The statistics are buffers of the policies' module, so they travel to the actors
   with the weights and into checkpoints with them; the actor denormalises what the critic says
-  before GAE sees it.  The learner folds each batch's returns in before it learns from them, the
-  sums averaged over learner copies (``Learner.sync_mean``) so every copy normalises alike.
+  before GAE sees it.  The learner folds each batch's returns in before it learns from them,
+  averaged over learner copies (``Learner.sync_mean``): every copy normalises alike.
 * **Active masks**: an environment may say which agents are still in the game with an
   ``active() -> {group: (num_envs, agents)}`` method (1 in the game, 0 out of it: a tagged runner
   that left, a PettingZoo agent removed before the episode ended), for the latest observation.
   A step an agent takes while out of the game leaves every loss, advantage normalisation and the
-  value statistics, and the step on which it leaves ends its own episode in GAE (it is terminal for
-  that agent; the environment's other agents play on).  Environments without ``active()`` keep
-  every agent in the game.
+  value statistics, and the step on which it leaves ends its episode in GAE (terminal for it alone;
+  the others play on).  Environments without ``active()`` keep every agent in the game.
 """
 
 from __future__ import annotations
@@ -61,6 +60,7 @@ class Agents(nn.Module):
         hidden: int,
         run: RunInfo,
         value_norm: bool = False,
+        **net_options: Any,  # ActorCritic's activation, layer_norm
     ) -> None:
         super().__init__()
         self.groups, self.mapping, self.central = list(groups), mapping, central
@@ -70,12 +70,9 @@ class Agents(nn.Module):
         for index, name in enumerate(dict.fromkeys(mapping.values())):
             g = next(g for g in groups if mapping[g] == name)
             # one policy: actor on the agent's observation, critic on global state + observation
+            seed, critic_dim = run.seed_for("weights", index), self.global_dim + obs_dims[g]
             self.nets[name] = ActorCritic(
-                obs_dims[g],
-                groups[g].action_space,
-                hidden,
-                run.seed_for("weights", index),
-                critic_dim=self.global_dim + obs_dims[g],
+                obs_dims[g], groups[g].action_space, hidden, seed, critic_dim=critic_dim, **net_options
             )
         self.value_norms = nn.ModuleDict({name: ValueNorm() for name in self.nets} if value_norm else {})
 

@@ -47,7 +47,7 @@ from msrl.core import (
     split,
     steps,
 )
-from msrl.rl import check_action_space, observation_shape
+from msrl.rl import check_action_space, check_activation, observation_shape
 
 CENTRAL_INPUT_LIMIT = 4096
 """Largest global state (numbers per environment) the centralised critic takes: beyond it the
@@ -91,6 +91,10 @@ class MAPPOConfig:
     """Global gradient-norm clip (the MAPPO paper's 10)."""
     hidden_size: int = 64
     """Width of the two hidden layers of each policy and critic."""
+    activation: str = "tanh"
+    """Hidden-layer activation, ``tanh`` or ``relu`` (the paper's MPE runs: ``--use_ReLU``)."""
+    layer_norm: bool = False
+    """LayerNorm on each network's input and after each hidden layer (the paper's ``MLPBase``)."""
     value_norm: bool = True
     """Train each critic on value targets standardised by running statistics (the paper's
     ValueNorm, ``msrl.rl.ValueNorm``) and denormalise its outputs for GAE."""
@@ -123,6 +127,7 @@ class MAPPOConfig:
             )
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        check_activation(self.activation)
         if self.huber_delta < 0:
             raise ConfigError(f"algo.huber_delta must be >= 0 (0: squared error), got {self.huber_delta}")
         if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in self.policies.items()):
@@ -193,7 +198,8 @@ class MAPPO(Algorithm):
                 )
 
         def make_agents() -> Agents:
-            return Agents(spec.groups, mapping, central, config.hidden_size, run, config.value_norm)
+            net = {"activation": config.activation, "layer_norm": config.layer_norm}
+            return Agents(spec.groups, mapping, central, config.hidden_size, run, config.value_norm, **net)
 
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), **config.env_kwargs)
         # Active masks where the environment says which agents are in the game (a constant here,

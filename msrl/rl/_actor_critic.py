@@ -51,7 +51,9 @@ class ActorCritic(nn.Module):
 
     ``activation="relu"`` and ``ortho_init=False`` (PyTorch's default initialisation, drawn from
     the same seed) give SB3's ``MlpPolicy`` with ``activation_fn=nn.ReLU, ortho_init=False``, the
-    form rl-zoo tunes some MuJoCo entries for.
+    form rl-zoo tunes some MuJoCo entries for.  ``layer_norm=True`` puts a ``LayerNorm`` on each
+    tower's input and after each hidden activation, as the MAPPO paper's ``MLPBase`` (its
+    ``use_feature_normalization``) does; the linear layers are drawn as without it.
 
     ``forward(obs)`` returns ``(dist_params, value)``; ``self.head`` samples from and scores
     ``dist_params`` (logits, or Gaussian mean and log-std).
@@ -67,6 +69,7 @@ class ActorCritic(nn.Module):
         critic_dim: int | None = None,
         activation: str = "tanh",
         ortho_init: bool = True,
+        layer_norm: bool = False,
     ) -> None:
         super().__init__()
         check_activation(activation, "activation")
@@ -77,14 +80,14 @@ class ActorCritic(nn.Module):
         def layer(fan_in: int, fan_out: int, gain: float | None) -> nn.Linear:
             return init_(nn.Linear(fan_in, fan_out), gain if ortho_init else None, generator)
 
-        self.critic = nn.Sequential(
-            layer(obs_dim if critic_dim is None else critic_dim, hidden, sqrt2),
-            act(),
-            layer(hidden, hidden, sqrt2),
-            act(),
-            layer(hidden, 1, 1.0),
-        )
-        self.torso = nn.Sequential(layer(obs_dim, hidden, sqrt2), act(), layer(hidden, hidden, sqrt2), act())
+        def hidden_layers(fan_in: int) -> list[nn.Module]:
+            norm = (lambda size: [nn.LayerNorm(size)]) if layer_norm else (lambda size: [])
+            first, second = layer(fan_in, hidden, sqrt2), layer(hidden, hidden, sqrt2)  # drawn in this order
+            return [*norm(fan_in), first, act(), *norm(hidden), second, act(), *norm(hidden)]
+
+        critic_in = obs_dim if critic_dim is None else critic_dim
+        self.critic = nn.Sequential(*hidden_layers(critic_in), layer(hidden, 1, 1.0))
+        self.torso = nn.Sequential(*hidden_layers(obs_dim))
         self.head = action_head(hidden, action_space, generator, log_std_init, 0.01 if ortho_init else None)
 
     def forward(self, obs: torch.Tensor) -> tuple[Any, torch.Tensor]:

@@ -197,7 +197,7 @@ def test_a_centralised_critic_too_large_for_the_agents_is_refused(tmp_path: Path
     assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("setting", ["algo.value_norm=maybe", "algo.huber_delta=-1"])
+@pytest.mark.parametrize("setting", ["algo.value_norm=maybe", "algo.huber_delta=-1", "algo.activation=gelu"])
 def test_a_bad_paper_setting_is_one_line(setting: str, tmp_path: Path) -> None:
     line = _train_error(SPREAD, tmp_path, setting)
     assert line.startswith("msrl: error: algo.") and setting.split("=")[0] in line, line

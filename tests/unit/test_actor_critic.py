@@ -82,6 +82,32 @@ def test_relu_without_orthogonal_init_is_pytorchs_default_linear(space) -> None:
         ActorCritic(4, space, activation="gelu")
 
 
+@pytest.mark.parametrize("space", [Discrete(3), BOX])
+def test_layer_norm_normalises_each_towers_input_and_hidden_layers(space) -> None:
+    """``layer_norm=True`` (the MAPPO paper's MLPBase): a LayerNorm before each tower and after
+    each hidden activation, the linear layers drawn as without it; so each output ignores the
+    input's per-row offset and scale, which a network without it does not."""
+    net = ActorCritic(4, space, hidden=8, seed=5, activation="relu", layer_norm=True)
+    plain = ActorCritic(4, space, hidden=8, seed=5, activation="relu")
+    kinds = [torch.nn.LayerNorm, torch.nn.Linear, torch.nn.ReLU, torch.nn.LayerNorm, torch.nn.Linear, torch.nn.ReLU]
+    assert [type(m) for m in net.torso] == [*kinds, torch.nn.LayerNorm]
+    assert [type(m) for m in net.critic] == [*kinds, torch.nn.LayerNorm, torch.nn.Linear]
+    assert [m.normalized_shape for m in net.torso if isinstance(m, torch.nn.LayerNorm)] == [(4,), (8,), (8,)]
+    linear = [m for m in net.modules() if isinstance(m, torch.nn.Linear)]
+    plain_linear = [m for m in plain.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linear) == len(plain_linear) == 6
+    assert all(torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias) for a, b in zip(linear, plain_linear))
+    x = torch.randn(16, 4, generator=_gen(2))
+    moved = 3.0 * x + torch.randn(16, 1, generator=_gen(3))  # each row scaled and shifted as a whole
+    with torch.no_grad():
+        for model, invariant in ((net, True), (plain, False)):
+            (params, value), (params_moved, value_moved) = model(x), model(moved)
+            logits = params if isinstance(space, Discrete) else params[0]
+            logits_moved = params_moved if isinstance(space, Discrete) else params_moved[0]
+            same = torch.allclose(value, value_moved, atol=1e-4) and torch.allclose(logits, logits_moved, atol=1e-4)
+            assert same == invariant
+
+
 def test_actor_critic_actor_normalizes_with_the_statistics_it_is_sent() -> None:
     """act, value and greedy take raw observations and standardise them by the statistics that came
     with the weights (numpy's mean/var of the data behind them); the actor never updates them."""

@@ -120,6 +120,20 @@ def test_without_an_active_method_every_agent_stays_in() -> None:
     assert torch.equal(captured_batch(algo)["agents/active"], torch.ones(8, 3))
 
 
+def test_the_papers_network_reaches_the_learner_and_the_actors() -> None:
+    """``activation: relu`` and ``layer_norm: true`` (the paper's MLPBase) build every policy that
+    way, for the learner and the actors alike, and the two stay equal after learning."""
+    algo = algorithm(activation="relu", layer_norm=True)
+    weights = learner_weights(algo, iterations=1)
+    for agents in (algo.learner.agents, algo.actor.agents):
+        kinds = {type(m) for m in agents.modules()}
+        assert torch.nn.LayerNorm in kinds and torch.nn.ReLU in kinds and torch.nn.Tanh not in kinds
+    actor = algo.actor.agents.state_dict()
+    assert any("critic.0.weight" in k for k in weights) and all(torch.equal(weights[k], actor[k]) for k in weights)
+    plain = {type(m) for m in algorithm().learner.agents.modules()}
+    assert torch.nn.LayerNorm not in plain and torch.nn.Tanh in plain
+
+
 def test_value_statistics_follow_the_returns_and_reach_the_actors() -> None:
     """After one iteration the (debiased) statistics are the batch's returns of agents in the game;
     the actors get them with the weights and denormalise with them, so the values GAE sees are in
