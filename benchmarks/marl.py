@@ -149,7 +149,7 @@ def tag_run(steps: int, every: int, episodes: int, extra: list[str]) -> dict[str
 
 
 # -- report ---------------------------------------------------------------------------------------------
-def report(paths: list[str]) -> None:
+def report(paths: list[str], figure: str = "marl_simple_spread") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -164,14 +164,16 @@ def report(paths: list[str]) -> None:
         )
         print("|---|---|---:|---:|---:|---:|---:|---:|")
         fig, ax = plt.subplots(figsize=(6, 4))
-        for algorithm in ("mappo", "ippo"):
-            rows = [r for r in spread if r["algorithm"] == algorithm]
-            if not rows:
-                continue
+        # one line per algorithm, budget and settings (runs of different lengths are not averaged)
+        groups: dict[tuple[str, int, tuple[str, ...]], list[dict[str, Any]]] = {}
+        for r in sorted(spread, key=lambda r: (r["algorithm"] != "mappo", r["env_steps"])):
+            groups.setdefault((r["algorithm"], r["env_steps"], tuple(r["overrides"])), []).append(r)
+        for (algorithm, env_steps, overrides), rows in groups.items():
             greedy = np.array([r["greedy_return"] for r in rows])
             train = np.array([r["train_return_last5"] for r in rows])
+            name = " ".join([algorithm.upper(), *overrides])
             print(
-                f"| {algorithm.upper()} | {', '.join(str(r['seed']) for r in rows)} | {rows[0]['env_steps']:,} "
+                f"| {name} | {', '.join(str(r['seed']) for r in rows)} | {env_steps:,} "
                 f"| {greedy.mean():.1f} ± {greedy.std():.1f} "
                 f"| {paper_units(greedy.mean()):.0f} ± {6 * greedy.std():.0f} "
                 f"| {train.mean():.1f} ± {train.std():.1f} "
@@ -181,15 +183,20 @@ def report(paths: list[str]) -> None:
             n = min(len(r["curve"]) for r in rows)
             steps = np.array([p[0] for p in rows[0]["curve"][:n]])
             ys = np.array([[paper_units(p[1]) for p in r["curve"][:n]] for r in rows])
-            ax.plot(steps, ys.mean(0), label=f"{algorithm.upper()} ({len(rows)} seeds)")
-            ax.fill_between(steps, ys.min(0), ys.max(0), alpha=0.2)
+            window = max(1, n // 100)  # a running mean over 1% of the run: long runs stay readable
+            kernel = np.ones(window) / window
+            mean = np.convolve(ys.mean(0), kernel, mode="valid")
+            ax.plot(steps[window - 1 :], mean, label=f"{name} ({len(rows)} seed{'s' * (len(rows) > 1)})")
+            if len(rows) > 1:
+                low, high = (np.convolve(f(ys, 0), kernel, mode="valid") for f in (np.min, np.max))
+                ax.fill_between(steps[window - 1 :], low, high, alpha=0.2)
         ax.set_xlabel("env steps")
         ax.set_ylabel("episode reward, MAPPO paper's units (6 R - 75)")
         ax.set_title("simple_spread_v3, configs/mappo_simple_spread.yaml")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(FIGURES / "marl_simple_spread.png", dpi=100)
-        print(f"\nwrote {FIGURES / 'marl_simple_spread.png'}")
+        fig.savefig(FIGURES / f"{figure}.png", dpi=100)
+        print(f"\nwrote {FIGURES / f'{figure}.png'}")
     for record in (r for r in records if r["kind"] == "tag"):
         points = record["points"]
         xs = [p["env_steps"] for p in points]
@@ -230,10 +237,11 @@ def main() -> None:
     tag.add_argument("--out", required=True)
     rep = sub.add_parser("report")
     rep.add_argument("paths", nargs="+")
+    rep.add_argument("--figure", default="marl_simple_spread", help="the simple_spread figure's name in figures/")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "report":
-        report(args.paths)
+        report(args.paths, args.figure)
         return
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, torch threads 1")
     with open(args.out, "a", encoding="utf-8") as out:
