@@ -186,7 +186,8 @@ def report(paths: list[str], figure: str = "marl_simple_spread") -> None:
             window = max(1, n // 100)  # a running mean over 1% of the run: long runs stay readable
             kernel = np.ones(window) / window
             mean = np.convolve(ys.mean(0), kernel, mode="valid")
-            ax.plot(steps[window - 1 :], mean, label=f"{name} ({len(rows)} seed{'s' * (len(rows) > 1)})")
+            label = f"{name}, {env_steps / 1e6:g}M steps ({len(rows)} seed{'s' * (len(rows) > 1)})"
+            ax.plot(steps[window - 1 :], mean, label=label)
             if len(rows) > 1:
                 low, high = (np.convolve(f(ys, 0), kernel, mode="valid") for f in (np.min, np.max))
                 ax.fill_between(steps[window - 1 :], low, high, alpha=0.2)
