@@ -27,10 +27,13 @@ def test_a_config_picks_the_native_kernels_with_executor_cpu_kernel(tmp_path: Pa
 
 
 def test_without_a_compiler_the_run_trains_on_numpy_after_one_line(tmp_path: Path, monkeypatch, capfd) -> None:
+    pendulum = ("algorithm=ppo", "algo.env_id=Pendulum-v1", "algo.fused=false")
+    # Pendulum's kernels built in this process with the real compiler first: a module built with
+    # another $CXX is not reused (it was, and this test failed after another test had built them)
+    assert _train(tmp_path / "built", *pendulum)[0] == "kernels"
+    capfd.readouterr()
     monkeypatch.setenv("CXX", "/nonexistent/g++")
-    # Pendulum's kernels: another test in this process may have built them with the real compiler,
-    # and a module built with another $CXX is not reused
-    dynamics, records = _train(tmp_path, "algorithm=ppo", "algo.env_id=Pendulum-v1", "algo.fused=false")
+    dynamics, records = _train(tmp_path / "without", *pendulum)
     assert dynamics != "kernels" and records[-1]["env_steps"] == 4096
     lines = [line for line in capfd.readouterr().err.splitlines() if "cpu-kernel" in line]
     assert len(lines) == 1 and "using the NumPy backend instead" in lines[0], lines
