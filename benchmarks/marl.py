@@ -194,7 +194,7 @@ def report(paths: list[str], figure: str = "marl_simple_spread") -> None:
         ax.set_xlabel("env steps")
         ax.set_ylabel("episode reward, MAPPO paper's units (6 R - 75)")
         ax.set_title("simple_spread_v3, configs/mappo_simple_spread.yaml")
-        ax.legend()
+        ax.legend(fontsize="small")
         fig.tight_layout()
         fig.savefig(FIGURES / f"{figure}.png", dpi=100)
         print(f"\nwrote {FIGURES / f'{figure}.png'}")
