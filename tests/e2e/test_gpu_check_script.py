@@ -34,9 +34,11 @@ def test_presets_beside_tests_each_say_one_line_and_the_summary_ends_the_output(
         tmp_path,
         "presets+",
         "tests",
+        "learning",
         PRESETS="gpu_only",
         TESTS="tests/unit/test_collective.py",
         TEST_WORKERS="1",  # the GPU machine's 12 workers, each importing torch, cost 20 s of 2 cores
+        LEARN_WORKERS="0",  # in pytest's own process
         DEADLINE="200",
     )
     assert proc.returncode == 0, proc.stderr
@@ -45,6 +47,7 @@ def test_presets_beside_tests_each_say_one_line_and_the_summary_ends_the_output(
     assert any(line.startswith("[") and f"train gpu_only: {no_gpu}" in line for line in summary), summary
     assert not [line for line in summary if "train coarse-learner-gpu" in line]  # PRESETS picked one run
     assert any("tests:" in line and " passed" in line for line in summary), summary
+    assert any(re.search(r"learning: 7 skipped in ", line) for line in summary), summary  # no GPU here
     assert summary[-1].endswith("done") and proc.stdout.rstrip().endswith("done")  # the summary is printed last
     assert (tmp_path / "out" / "train.log").is_file() and (tmp_path / "out" / "tests.log").is_file()
 

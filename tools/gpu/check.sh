@@ -5,13 +5,15 @@
 # then the phases named on the command line run in order, each bounded in time, each writing its
 # log and one line per result to $OUT/summary.txt (the last thing printed).
 #
-#   OUT=/tmp/gpu-out bash tools/gpu/check.sh setup presets tests ppo envstep tag warpdrive
+#   OUT=/tmp/gpu-out bash tools/gpu/check.sh setup presets tests learning ppo envstep tag warpdrive
 #
 # Phases: setup (install, start the pycuda build), sync (wait for the phases started with +),
 # presets (PPO CartPole under every preset on the GPU, trained to the shipped budget; PRESETS picks),
-# tests (the GPU-relevant test files, on the GPU; TESTS picks, TEST_WORKERS the pytest workers, 12), ppo
-# (benchmarks/ppo_cartpole.py in device mode), envstep (env steps/s of the torch and cuda backends
-# through the public step API), tag (Tag's GPU rows), warpdrive (WarpDrive beside us).
+# tests (the GPU-relevant test files, on the GPU; TESTS picks, TEST_WORKERS the pytest workers, 12),
+# ppo (benchmarks/ppo_cartpole.py in device mode), learning (every algorithm trains on the GPU:
+# tests/e2e/test_learning_on_gpu.py; LEARN_WORKERS the pytest workers, 7), envstep (env steps/s of
+# the torch and cuda backends through the public step API), tag (Tag's GPU rows), warpdrive
+# (WarpDrive beside us).
 set -u
 OUT=${OUT:-/tmp/gpu-out}
 PY=${PYTHON:-python3}
@@ -118,6 +120,15 @@ phase_tests() {
         -n ${TEST_WORKERS:-12} --dist loadfile -rfEs --timeout=120 --durations=10 \
         ${TESTS:-tests/executors tests/unit tests/e2e/test_gpu_learner_cli.py}
     say "tests: $(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$OUT/tests.log" | tail -1)"
+}
+
+phase_learning() {
+    # one run per pytest worker (--dist load, not loadfile: the file's runs are its whole cost); -rA
+    # keeps each run's printed greedy return, copied into the summary
+    bounded "${LEARN_LIMIT:-380}" "$OUT/learning.log" "learning on the GPU" $PY -m pytest -q -p no:cacheprovider \
+        -n "${LEARN_WORKERS:-7}" --dist load -rA --timeout=360 tests/e2e/test_learning_on_gpu.py
+    say "learning: $(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped)' "$OUT/learning.log" | tail -1)"
+    grep -E ' on the GPU .*: greedy ' "$OUT/learning.log" | sed 's/^/  /' >>"$OUT/summary.txt"
 }
 
 # waits for the phases started beside the ones before it (name+), so that timings run alone
