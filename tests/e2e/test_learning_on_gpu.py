@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_algorithm_learning import OVERRIDES
 from test_multi_agent import CI_ENVS, MARGIN_SPREAD, SPREAD, random_policy_return
+from test_off_policy_learning import OVERRIDES as OFF_POLICY
 
 import msrl
 
@@ -29,18 +31,14 @@ COMMON = ["progress=false", "checkpoint_every=0"]
 ON_GPU = ["policy.device=cuda"]
 
 RUNS: dict[str, tuple[list[str], float]] = {
-    # config -> (overrides, greedy-return bar); budgets as in test_algorithm_learning.py and
+    # config -> (overrides, greedy-return bar); the budgets of test_algorithm_learning.py and
     # test_off_policy_learning.py, IMPALA at its shipped 200k (seeds 0-19 end at 139 or more on the CPU)
     "ppo_cartpole": (ON_GPU, 200.0),
-    "a2c_cartpole": (
-        ["total_env_steps=200000", "algo.num_envs=16", "algo.optimizer=adam", "algo.learning_rate=1.0e-3"]
-        + ["algo.anneal_lr=true", "algo.vf_coef=0.5", *ON_GPU],
-        200.0,
-    ),
+    "a2c_cartpole": ([*OVERRIDES["a2c_cartpole"], *ON_GPU], 200.0),
     # DQN is still learning at 30k steps: seeds 1-6 ended at 79-322 on an H200 and 111-393 on the CPU
-    "dqn_cartpole": (["total_env_steps=30000", "algo.learning_starts=2000", *ON_GPU], 50.0),
+    "dqn_cartpole": ([*OFF_POLICY["dqn_cartpole"], *ON_GPU], 50.0),
     "impala_cartpole": (["policy.learner_gpus=1"], 100.0),
-    "sac_pendulum": (["total_env_steps=8000", "algo.hidden_sizes=[64,64]", *ON_GPU], -500.0),
+    "sac_pendulum": ([*OFF_POLICY["sac_pendulum"], *ON_GPU], -500.0),
 }
 
 
