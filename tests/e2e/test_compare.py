@@ -163,6 +163,12 @@ def test_a_sweep_is_a_grid_with_a_run_directory_per_point(tmp_path: Path) -> Non
     ]
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """The child's SIGINT as a terminal's Ctrl-C finds it. A shell starts background jobs (``pytest
+    ... &``) with SIGINT ignored, and the child would inherit that and never see the signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow  # about 20 s (three runs in subprocesses): the suite's 6-minute budget
 def test_an_interrupted_compare_keeps_its_rows_and_a_rerun_completes_the_rest(tmp_path: Path) -> None:
     """SIGINT (Ctrl-C) once the first run's row is written, while the second runs: exit 130, one row
@@ -187,7 +193,14 @@ def test_an_interrupted_compare_keeps_its_rows_and_a_rerun_completes_the_rest(tm
         "algo.learning_rate=2.5e-3,1e-3",
     ]
     results = tmp_path / "compare-cut" / "results.jsonl"
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
+    )
     deadline = time.monotonic() + 180
     while not (results.exists() and results.read_text().count("\n") >= 1):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
