@@ -2,8 +2,8 @@
 
 Each run must finish its budget and its greedy return must clear a bar far above a random
 policy's (CartPole: random ~22, bar 200; Pendulum: random ~-1200, bar -600): the policy learned
-under that preset.  Two budgets stop while some seeds are still learning, so their bars are lower:
-DQN's 30k steps (50, where a constant action gives 9) and IMPALA's 200k (100).
+under that preset.  Three budgets end some seeds short of solving, so their bars are lower: DQN's
+30k steps (50, where a constant action gives 9), and IMPALA's and A2C's 200k (100).
 
 With ``MSRL_MATRIX_OUT=path.jsonl`` every run's result is appended there;
 ``python benchmarks/algorithm_matrix.py path.jsonl`` prints the table BENCHMARKS.md holds.
@@ -40,6 +40,9 @@ CONFIG_BAR = {
     # its 20 seeds under async_single_learner end at 139 or more, and local seed 3 at 184.9
     # (BENCHMARKS.md, "IMPALA CartPole-v1")
     "impala_cartpole": 100.0,
+    # the learning test's 200k steps with the step size annealed to 0: 17 of 18 cells end at 211-500,
+    # `local` seed 3 at 178.1 (BENCHMARKS.md, this matrix's table)
+    "a2c_cartpole": 100.0,
 }
 """config -> its bar where the env's is too high for the budget the matrix runs."""
 MATRIX: dict[str, list[str]] = {
