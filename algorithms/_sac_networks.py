@@ -10,7 +10,11 @@ from torch import nn
 from msrl.core import Box
 from msrl.rl import mlp, sample_tanh_gaussian
 
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+LOG_STD_HEADS = {"tanh": (-5.0, 2.0), "clamp": (-20.0, 2.0)}
+"""The log-std heads ``algo.log_std_head`` chooses from, and their bounds: ``tanh`` squashes the
+layer's output smoothly into [-5, 2] (CleanRL's ``sac_continuous_action.py``; it starts near
+log-std -1.5, a standard deviation of about 0.22), ``clamp`` clips it to [-20, 2] (SB3's and the
+authors' softlearning; it starts near 0, a standard deviation of about 1)."""
 
 
 class SquashedGaussianPolicy(nn.Module):
@@ -19,9 +23,13 @@ class SquashedGaussianPolicy(nn.Module):
     scale: torch.Tensor  # buffers (registered in __init__): half the action range, and its centre
     bias: torch.Tensor
 
-    def __init__(self, obs_dim: int, action_space: Box, hidden: tuple, generator: torch.Generator) -> None:
+    def __init__(
+        self, obs_dim: int, action_space: Box, hidden: tuple, generator: torch.Generator, log_std_head: str = "tanh"
+    ) -> None:
         super().__init__()
         dim = int(np.prod(action_space.shape))
+        self.squash = log_std_head == "tanh"
+        self.log_std_min, self.log_std_max = LOG_STD_HEADS[log_std_head]
         self.torso = mlp([obs_dim, *hidden], nn.ReLU, generator)
         self.torso.append(nn.ReLU())
         self.mean = mlp([hidden[-1], dim], generator=generator)
@@ -33,8 +41,11 @@ class SquashedGaussianPolicy(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         features = self.torso(obs)
-        log_std = torch.tanh(self.log_std(features))  # squashed into [LOG_STD_MIN, LOG_STD_MAX], as CleanRL
-        return self.mean(features), LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1)
+        log_std = self.log_std(features)
+        if not self.squash:
+            return self.mean(features), log_std.clamp(self.log_std_min, self.log_std_max)
+        span = self.log_std_max - self.log_std_min
+        return self.mean(features), self.log_std_min + 0.5 * span * (torch.tanh(log_std) + 1)
 
     def sample(
         self, obs: torch.Tensor, generator: torch.Generator | None = None, noise: torch.Tensor | None = None

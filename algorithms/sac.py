@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 import msrl.envs
-from algorithms._sac_networks import SquashedGaussianPolicy, Temperature, TwinQ
+from algorithms._sac_networks import LOG_STD_HEADS, SquashedGaussianPolicy, Temperature, TwinQ
 from msrl.core import (
     Actor,
     Algorithm,
@@ -91,6 +91,9 @@ class SACConfig:
     """Global gradient-norm clip of each network (0 = none, as in the paper)."""
     hidden_sizes: tuple = (256, 256)
     """Widths of the hidden layers (ReLU) of the policy and Q-networks."""
+    log_std_head: str = "tanh"
+    """The policy's log-std output: ``tanh`` squashes it into [-5, 2] (CleanRL), ``clamp`` clips it
+    to [-20, 2] (SB3 and the SAC authors' code; it starts near a standard deviation of 1, not 0.22)."""
     bootstrap_time_limits: bool = False
     """Store a transition cut by the time limit with its episode's last observation (the
     environment's ``final_obs()``), bootstrapped, as SB3's replay does; false drops it."""
@@ -109,6 +112,9 @@ class SACConfig:
                 raise ConfigError(f"algo.{name} must be > 0, got {getattr(self, name)}")
         if not 0.0 < self.tau <= 1.0:
             raise ConfigError(f"algo.tau must be in (0, 1], got {self.tau}")
+        if self.log_std_head not in LOG_STD_HEADS:
+            choices = ", ".join(LOG_STD_HEADS)
+            raise ConfigError(f"unknown algo.log_std_head {self.log_std_head!r}; valid choices: {choices}")
         check_compile_option(self.compile)
 
 
@@ -118,8 +124,9 @@ class SACActor(Actor):
 
     def __init__(self, obs_dim: int, action_space: Box, config: SACConfig, run: RunInfo) -> None:
         self.device = torch.device(run.device)
+        weights = torch.Generator().manual_seed(run.seed_for("weights"))
         self.policy = SquashedGaussianPolicy(
-            obs_dim, action_space, config.hidden_sizes, torch.Generator().manual_seed(run.seed_for("weights"))
+            obs_dim, action_space, config.hidden_sizes, weights, config.log_std_head
         ).to(self.device)  # as the learner's
         self.generator = run.rng("actor")  # action draws: this copy's own, so copies explore independently
         self.learning_starts = config.learning_starts
@@ -166,7 +173,8 @@ class SACLearner(Learner):
         self.device = torch.device(run.device)
         generator = torch.Generator().manual_seed(run.seed_for("weights"))
         action_dim = int(np.prod(action_space.shape))
-        self.policy = SquashedGaussianPolicy(obs_dim, action_space, config.hidden_sizes, generator).to(self.device)
+        policy = SquashedGaussianPolicy(obs_dim, action_space, config.hidden_sizes, generator, config.log_std_head)
+        self.policy = policy.to(self.device)
         self.critic = TwinQ(obs_dim, action_dim, config.hidden_sizes, generator).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.temperature = Temperature(config.alpha, config.autotune).to(self.device)
