@@ -45,12 +45,15 @@ def test_each_head_stops_at_its_bounds(head: str, low: float, high: float) -> No
     assert torch.all(_log_std(learner, obs) == low)
 
 
-def test_sac_trains_with_the_clamp_head_and_its_actions_stay_in_bounds() -> None:
+def test_sac_trains_with_the_clamp_head_and_its_actor_acts_with_the_learners_head() -> None:
     config = SACConfig(num_envs=2, batch_size=16, learning_starts=8, hidden_sizes=(16, 16), log_std_head="clamp")
     algo = SAC(config, RunInfo(seed=0, total_env_steps=200))
     metrics = [algo.train_step() for _ in range(12)]
     assert all(torch.isfinite(torch.tensor(m["q_loss"])) for m in metrics[-4:])
-    actions = algo.actor.act(algo.env.observe())
+    obs = torch.as_tensor(algo.env.observe(), dtype=torch.float32)
+    with torch.no_grad():  # the synced weights through each copy's own head: the same log-stds
+        torch.testing.assert_close(algo.actor.policy(obs)[1], algo.learner.policy(obs)[1])
+    actions = algo.actor.act(obs)
     assert torch.all(actions.abs() <= 2.0)  # Pendulum's torque bounds, after the tanh and the rescaling
 
 
