@@ -19,7 +19,8 @@ from msrl.envs._multi_agent import MultiAgentEnv
 
 class SimpleSpreadBase(MultiAgentEnv):
     """``simple_spread_v3`` without its physics: constants, ``N``, ``local_ratio``,
-    ``max_cycles`` and ``continuous_actions``, checked."""
+    ``max_cycles``, ``continuous_actions`` and the MAPPO fork's three rules
+    (``landmark_range``, ``shared_reward``, ``integrator``), checked."""
 
     env_id = "simple_spread_v3"
     reward_threshold = None  # PettingZoo registers no thresholds; none is agreed for this task
@@ -32,6 +33,7 @@ class SimpleSpreadBase(MultiAgentEnv):
     size = 0.15  # every agent's radius
     sensitivity = 5.0  # mpe2's default acceleration
     moves = ((0.0, 0.0), (-1.0, 0.0), (1.0, 0.0), (0.0, -1.0), (0.0, 1.0))  # discrete action -> direction
+    integrators = ("explicit", "semi-implicit")  # mpe2's order; the original MPE's and the MAPPO fork's
 
     def __init__(
         self,
@@ -42,6 +44,9 @@ class SimpleSpreadBase(MultiAgentEnv):
         local_ratio: float = 0.5,  # noqa: N803
         max_cycles: int = 25,
         continuous_actions: bool = False,
+        landmark_range: float = 1.0,
+        shared_reward: bool = False,
+        integrator: str = "explicit",
         **backend: Any,
     ) -> None:
         if not isinstance(N, (int, np.integer)) or isinstance(N, bool) or N < 1:
@@ -50,6 +55,19 @@ class SimpleSpreadBase(MultiAgentEnv):
             raise ConfigError(f"simple_spread_v3 local_ratio is a proportion in [0, 1], got {local_ratio!r}")
         if not isinstance(max_cycles, (int, np.integer)) or isinstance(max_cycles, bool) or max_cycles < 1:
             raise ConfigError(f"simple_spread_v3 max_cycles must be a positive integer, got {max_cycles!r}")
+        if not isinstance(landmark_range, (int, float)) or isinstance(landmark_range, bool):
+            raise ConfigError(f"simple_spread_v3 landmark_range must be a number, got {landmark_range!r}")
+        if not 0.0 < landmark_range < np.inf:
+            raise ConfigError(f"simple_spread_v3 landmark_range must be positive and finite, got {landmark_range!r}")
+        if not isinstance(shared_reward, bool):
+            raise ConfigError(f"simple_spread_v3 shared_reward must be true or false, got {shared_reward!r}")
+        if integrator not in self.integrators:
+            raise ConfigError(
+                f"unknown simple_spread_v3 integrator {integrator!r}; valid choices: {', '.join(self.integrators)}"
+            )
+        self.landmark_range = float(landmark_range)
+        self.shared_reward = shared_reward
+        self.velocity_first = integrator == "semi-implicit"
         self.N = int(N)
         self.local_ratio = float(local_ratio)
         self.max_episode_steps = int(max_cycles)

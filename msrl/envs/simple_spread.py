@@ -22,7 +22,8 @@ communication state is always zero).
 State row (``state_dim = 6 N``, float64 on NumPy): ``p_0x, p_0y, ..., p_{N-1}y``,
 then ``v`` in the same layout, then ``l``.
 
-Reset: every ``p_i`` and ``l_k`` uniform in ``[-1, 1)^2``, ``v_i = 0``.  (Each
+Reset: every ``p_i`` uniform in ``[-1, 1)^2``, every ``l_k`` in ``landmark_range
+[-1, 1)^2`` (``landmark_range`` 1 in ``mpe2``), ``v_i = 0``.  (Each
 backend draws from its own generator: resets agree with ``mpe2`` in
 distribution, steps agree exactly.)
 
@@ -44,13 +45,20 @@ A step
 2. ``F_i = u_i + f_i0 + f_i1 + ...`` summed in that order, over ``j != i``
    (``mpe2`` visits pairs ``(a, b)``, ``a < b``, in order; negation is exact).
 3. ``p_i += v_i dt``, then ``v_i = v_i (1 - damping) + F_i dt`` with ``dt = 0.1``,
-   ``damping = 0.25`` (mass 1, no speed limit, no noise).
+   ``damping = 0.25`` (mass 1, no speed limit, no noise): ``mpe2``'s explicit Euler
+   step, in which an action first moves its agent one step later.  With
+   ``integrator="semi-implicit"`` the velocity is updated first and the position
+   moves with the new one (``p_i += v_i dt`` after it), as the original MPE and the
+   MAPPO paper's fork do.
 4. Rewards, on the new positions: the global reward ``g = -(m_0 + m_1 + ... +
    m_{N-1})`` (summed in landmark order), ``m_k`` the distance from landmark ``k``
    to its nearest agent; agent ``i``'s local reward is ``-c_i``, ``c_i`` the number
    of agents ``j != i`` closer than ``2 size`` (``r < 0.3``).  Agent ``i`` gets
    ``g (1 - local_ratio) + (-c_i) local_ratio``, computed in float64 and rounded
-   once to float32.
+   once to float32.  With ``shared_reward=True`` every agent gets the MAPPO
+   fork's shared reward instead, the sum over agents of ``g - 1 - c_i`` (its
+   collision loop counts the agent's own disc: the 1), i.e. ``N g - N - (c_0 +
+   ... + c_{N-1})``; ``local_ratio`` is then unused.
 
 The episode never terminates; it is truncated at its ``max_cycles``-th step
 (``BatchedEnv``'s time limit, ``mpe2``'s ``steps >= max_cycles``) and restarts in
@@ -66,7 +74,13 @@ first of its next episode; ``mpe2``'s last observation of an episode is not
 returned.
 
 Constructor keyword arguments (``mpe2``'s names and defaults): ``N`` [3],
-``local_ratio`` [0.5], ``max_cycles`` [25], ``continuous_actions`` [False].
+``local_ratio`` [0.5], ``max_cycles`` [25], ``continuous_actions`` [False]; and
+the three rules in which the MAPPO paper's MPE fork (marlbenchmark/on-policy,
+``onpolicy/envs/mpe``) differs from ``mpe2``, off by default: ``landmark_range``
+[1.0; the fork's 0.8], ``shared_reward`` [False; the fork's True] and
+``integrator`` ["explicit"; the fork's "semi-implicit"].  With all three set the
+per-agent return is the fork's, the figure its code logs (its discrete actions
+map indices to directions in another order, which no policy sees).
 ``mpe2``'s curriculum, ``terminate_on_success`` and partial observability
 (``num_*_neighbors``) are not implemented; the ``pettingzoo`` backend
 (``msrl.envs.make("simple_spread_v3", n, backend="pettingzoo", ...)``) runs
@@ -120,7 +134,7 @@ class NumpySimpleSpread(Physics[SimpleSpreadBase]):
         c = self.env
         fresh = np.zeros((n, 3, c.N, 2))
         fresh[:, 0] = self.rng.uniform(-1.0, 1.0, size=(n, c.N, 2))
-        fresh[:, 2] = self.rng.uniform(-1.0, 1.0, size=(n, c.N, 2))
+        fresh[:, 2] = self.rng.uniform(-1.0, 1.0, size=(n, c.N, 2)) * c.landmark_range
         return fresh.reshape(n, c.state_dim)
 
     def _planes(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -168,9 +182,9 @@ class NumpySimpleSpread(Physics[SimpleSpreadBase]):
             force = force + signed[:, k]
 
         new = np.empty((c.state_dim, num))
-        new_pos = new[: 2 * n].reshape(n, 2, num)
-        np.add(pos, vel * c.dt, out=new_pos)
-        np.add(vel * (1 - c.damping), force * c.dt, out=new[2 * n : 4 * n].reshape(n, 2, num))
+        new_pos, new_vel = new[: 2 * n].reshape(n, 2, num), new[2 * n : 4 * n].reshape(n, 2, num)
+        np.add(vel * (1 - c.damping), force * c.dt, out=new_vel)
+        np.add(pos, (new_vel if c.velocity_first else vel) * c.dt, out=new_pos)
         new[4 * n :] = state.T[4 * n :]
 
         collisions = self._incidence @ (self._pair_distances(new_pos)[1] < c.dist_min)  # (N, E)
@@ -180,7 +194,10 @@ class NumpySimpleSpread(Physics[SimpleSpreadBase]):
         coverage = np.zeros(num)
         for k in range(n):
             coverage -= nearest[k]
-        rewards["agents"][...] = (coverage * (1 - c.local_ratio) + (-collisions) * c.local_ratio).T
+        if c.shared_reward:
+            rewards["agents"][...] = (coverage * n - n - collisions.sum(0))[:, None]
+        else:
+            rewards["agents"][...] = (coverage * (1 - c.local_ratio) + (-collisions) * c.local_ratio).T
         terminated.fill(0.0)  # simple_spread never terminates, only truncates
         return new.T
 

@@ -37,7 +37,7 @@ class TorchSimpleSpread(Physics[SimpleSpreadBase]):
         c = self.env
         fresh = torch.zeros((n, 3, c.N, 2), dtype=self.dtype, device=self.device)
         fresh[:, 0].uniform_(-1.0, 1.0, generator=self.rng)
-        fresh[:, 2].uniform_(-1.0, 1.0, generator=self.rng)
+        fresh[:, 2].uniform_(-1.0, 1.0, generator=self.rng).mul_(c.landmark_range)
         return fresh.reshape(n, c.state_dim)
 
     def write_obs(self, state: torch.Tensor, out: dict[str, torch.Tensor]) -> None:
@@ -89,8 +89,8 @@ class TorchSimpleSpread(Physics[SimpleSpreadBase]):
         for j in range(n):
             force = force + pair[:, :, j]
 
-        new_pos = pos + vel * c.dt
         new_vel = vel * (1 - c.damping) + force * c.dt
+        new_pos = pos + (new_vel if c.velocity_first else vel) * c.dt
         new = torch.stack((new_pos, new_vel, landmarks), 1).reshape(num, c.state_dim)
 
         _, dist = self._distances(new_pos)
@@ -101,8 +101,12 @@ class TorchSimpleSpread(Physics[SimpleSpreadBase]):
         coverage = torch.zeros(num, dtype=self.dtype, device=self.device)
         for k in range(n):
             coverage = coverage - nearest[:, k]
-        local = (-collisions).to(self.dtype) * c.local_ratio
-        rewards["agents"].copy_((coverage * (1 - c.local_ratio))[:, None] + local)
+        if c.shared_reward:
+            shared = coverage * n - n - collisions.sum(1).to(self.dtype)
+            rewards["agents"].copy_(shared[:, None].expand(num, n))
+        else:
+            local = (-collisions).to(self.dtype) * c.local_ratio
+            rewards["agents"].copy_((coverage * (1 - c.local_ratio))[:, None] + local)
         terminated.zero_()  # simple_spread never terminates, only truncates
         return new
 
