@@ -21,7 +21,10 @@ steps: ``3 sum_t g - 75 - sum_t sum_i c_i`` per episode.  msrl's (mpe2's) simple
 agent ``i`` ``0.5 g - 0.5 c_i`` and msrl reports the mean over agents of their episode returns,
 ``R = 0.5 sum_t g - (1/6) sum_t sum_i c_i``; so the paper's figure is ``6 R - 75`` for the same
 trajectories.  (The paper's fork also draws landmarks from ``0.8 [-1, 1)^2``, mpe2 from ``[-1,
-1)^2``: the tasks differ by that much, which no conversion removes.)
+1)^2``, and moves an agent in the step of its action, mpe2 a step later: the tasks differ by that
+much, which no conversion removes.)  ``spread --rules fork`` runs simple_spread under the fork's
+three rules instead (``landmark_range`` 0.8, ``shared_reward``, the ``semi-implicit`` integrator:
+``msrl.envs.simple_spread``'s docstring); its per-agent return is then the paper's figure itself.
 """
 
 from __future__ import annotations
@@ -48,9 +51,24 @@ FIGURES = REPO / "benchmarks" / "figures"
 CRITIC = {"mappo": "centralised", "ippo": "decentralised"}
 
 
+FORK_RULES = [
+    "algo.env_kwargs.landmark_range=0.8",
+    "algo.env_kwargs.shared_reward=true",
+    "algo.env_kwargs.integrator=semi-implicit",
+]
+
+
 def paper_units(per_agent_return: float, steps: int = 25) -> float:
-    """msrl's per-agent simple_spread return as the MAPPO paper's code counts an episode."""
+    """msrl's per-agent simple_spread return (mpe2's rules) as the MAPPO paper's code counts an episode."""
     return 6.0 * per_agent_return - 3.0 * steps
+
+
+def paper_scale(overrides: list[str] | tuple[str, ...]) -> tuple[Any, float]:
+    """How a run's per-agent returns read in the paper's units, and the factor for a spread: under
+    the fork's rules they are the paper's figure already."""
+    if all(rule in overrides for rule in FORK_RULES):
+        return (lambda r: r), 1.0
+    return paper_units, 6.0
 
 
 # -- simple_spread ------------------------------------------------------------------------------------
@@ -171,18 +189,20 @@ def report(paths: list[str], figure: str = "marl_simple_spread") -> None:
         for (algorithm, env_steps, overrides), rows in groups.items():
             greedy = np.array([r["greedy_return"] for r in rows])
             train = np.array([r["train_return_last5"] for r in rows])
-            name = " ".join([algorithm.upper(), *overrides])
+            to_paper, factor = paper_scale(overrides)
+            fork = factor == 1.0
+            name = " ".join([algorithm.upper() + ", the fork's rules" * fork, *overrides[3 * fork :]])
             print(
                 f"| {name} | {', '.join(str(r['seed']) for r in rows)} | {env_steps:,} "
                 f"| {greedy.mean():.1f} ± {greedy.std():.1f} "
-                f"| {paper_units(greedy.mean()):.0f} ± {6 * greedy.std():.0f} "
+                f"| {to_paper(greedy.mean()):.0f} ± {factor * greedy.std():.0f} "
                 f"| {train.mean():.1f} ± {train.std():.1f} "
-                f"| {paper_units(train.mean()):.0f} ± {6 * train.std():.0f} "
+                f"| {to_paper(train.mean()):.0f} ± {factor * train.std():.0f} "
                 f"| {np.mean([r['wall_s'] for r in rows]):.0f} |"
             )
             n = min(len(r["curve"]) for r in rows)
             steps = np.array([p[0] for p in rows[0]["curve"][:n]])
-            ys = np.array([[paper_units(p[1]) for p in r["curve"][:n]] for r in rows])
+            ys = np.array([[to_paper(p[1]) for p in r["curve"][:n]] for r in rows])
             window = max(1, n // 100)  # a running mean over 1% of the run: long runs stay readable
             kernel = np.ones(window) / window
             mean = np.convolve(ys.mean(0), kernel, mode="valid")
@@ -192,7 +212,7 @@ def report(paths: list[str], figure: str = "marl_simple_spread") -> None:
                 low, high = (np.convolve(f(ys, 0), kernel, mode="valid") for f in (np.min, np.max))
                 ax.fill_between(steps[window - 1 :], low, high, alpha=0.2)
         ax.set_xlabel("env steps")
-        ax.set_ylabel("episode reward, MAPPO paper's units (6 R - 75)")
+        ax.set_ylabel("episode reward, MAPPO paper's units (mpe2's rules: 6 R - 75)")
         ax.set_title("simple_spread_v3, configs/mappo_simple_spread.yaml")
         ax.legend(fontsize="small")
         fig.tight_layout()
@@ -228,6 +248,9 @@ def main() -> None:
     spread.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     spread.add_argument("--steps", type=int, default=300_000)
     spread.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"], choices=sorted(CRITIC))
+    spread.add_argument(
+        "--rules", choices=["mpe2", "fork"], default="mpe2", help="simple_spread's rules: mpe2's, or the MAPPO fork's"
+    )
     spread.add_argument("--set", action="append", default=[], help="an extra config override, e.g. algo.num_envs=32")
     spread.add_argument("--out", required=True)
     tag = sub.add_parser("tag")
@@ -247,9 +270,10 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, torch threads 1")
     with open(args.out, "a", encoding="utf-8") as out:
         if args.command == "spread":
+            extra = [*(FORK_RULES if args.rules == "fork" else []), *args.set]
             for seed in args.seeds:  # interleaved: the machine's load falls on both algorithms alike
                 for algorithm in args.algorithms:
-                    record = spread_run(algorithm, seed, args.steps, args.set)
+                    record = spread_run(algorithm, seed, args.steps, extra)
                     out.write(json.dumps(record) + "\n")
                     out.flush()
                     print(
