@@ -22,9 +22,9 @@ policy runs it as is.
   (``value_norm``), active masks (``active_masks``: agents out of the game leave the losses; the
   environment says who is in through an optional ``active()`` method), a Huber value loss
   (``huber_delta`` 10) clipped around the rollout's values (``clip_value_loss``), the policies'
-  and the critics' gradients clipped to 10 each.  Not done: the paper's input LayerNorm and
-  recurrent policies (its rMAPPO); one Adam over both networks at one learning rate stands in for
-  its two optimisers at the same rate.
+  and the critics' gradients clipped to 10 each; its ``MLPBase`` LayerNorms are ``layer_norm``
+  (off by default).  Not done: recurrent policies (its rMAPPO, which its MPE scripts run); one
+  Adam over both networks at one learning rate stands in for its two optimisers at the same rate.
 """
 
 from __future__ import annotations
@@ -92,9 +92,11 @@ class MAPPOConfig:
     hidden_size: int = 64
     """Width of the two hidden layers of each policy and critic."""
     activation: str = "tanh"
-    """Hidden-layer activation, ``tanh`` or ``relu`` (the paper's MPE runs: ``--use_ReLU``)."""
+    """Hidden-layer activation, ``tanh`` or ``relu``.  The paper's MPE scripts pass ``--use_ReLU``,
+    which its ``config.py`` declares ``store_false`` (default on): passing it selects ``tanh``."""
     layer_norm: bool = False
-    """LayerNorm on each network's input and after each hidden layer (the paper's ``MLPBase``)."""
+    """LayerNorm on each network's input and after each hidden layer (the paper's ``MLPBase``; with
+    ``tanh``, its MPE network less the GRU)."""
     value_norm: bool = True
     """Train each critic on value targets standardised by running statistics (the paper's
     ValueNorm, ``msrl.rl.ValueNorm``) and denormalise its outputs for GAE."""

@@ -120,8 +120,8 @@ def test_without_an_active_method_every_agent_stays_in() -> None:
     assert torch.equal(captured_batch(algo)["agents/active"], torch.ones(8, 3))
 
 
-def test_the_papers_network_reaches_the_learner_and_the_actors() -> None:
-    """``activation: relu`` and ``layer_norm: true`` (the paper's MLPBase) build every policy that
+def test_a_relu_layernorm_network_reaches_the_learner_and_the_actors() -> None:
+    """``activation: relu`` and ``layer_norm: true`` (the paper's MLPBase with ReLU) build every policy that
     way, for the learner and the actors alike, and the two stay equal after learning."""
     algo = algorithm(activation="relu", layer_norm=True)
     weights = learner_weights(algo, iterations=1)
