@@ -167,14 +167,14 @@ def tag_run(steps: int, every: int, episodes: int, extra: list[str]) -> dict[str
 
 
 # -- report ---------------------------------------------------------------------------------------------
-def report(paths: list[str], figure: str = "marl_simple_spread") -> None:
+def report(paths: list[str], figure: str = "marl_simple_spread", steps: int | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     records = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines() if line.strip()]
-    spread = [r for r in records if r["kind"] == "spread"]
+    spread = [r for r in records if r["kind"] == "spread" and steps in (None, r["env_steps"])]
     if spread:
         print(
             "| algorithm | seeds | env steps | greedy, per agent | greedy, paper units | training (last 5), per agent "
@@ -212,7 +212,7 @@ def report(paths: list[str], figure: str = "marl_simple_spread") -> None:
                 low, high = (np.convolve(f(ys, 0), kernel, mode="valid") for f in (np.min, np.max))
                 ax.fill_between(steps[window - 1 :], low, high, alpha=0.2)
         ax.set_xlabel("env steps")
-        ax.set_ylabel("episode reward, MAPPO paper's units (mpe2's rules: 6 R - 75)")
+        ax.set_ylabel("episode reward, MAPPO paper's units")
         ax.set_title("simple_spread_v3, configs/mappo_simple_spread.yaml")
         ax.legend(fontsize="small")
         fig.tight_layout()
@@ -262,10 +262,11 @@ def main() -> None:
     rep = sub.add_parser("report")
     rep.add_argument("paths", nargs="+")
     rep.add_argument("--figure", default="marl_simple_spread", help="the simple_spread figure's name in figures/")
+    rep.add_argument("--steps", type=int, help="simple_spread runs of this many env steps only")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "report":
-        report(args.paths, args.figure)
+        report(args.paths, args.figure, args.steps)
         return
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, torch threads 1")
     with open(args.out, "a", encoding="utf-8") as out:
