@@ -51,11 +51,8 @@ FIGURES = REPO / "benchmarks" / "figures"
 CRITIC = {"mappo": "centralised", "ippo": "decentralised"}
 
 
-FORK_RULES = [
-    "algo.env_kwargs.landmark_range=0.8",
-    "algo.env_kwargs.shared_reward=true",
-    "algo.env_kwargs.integrator=semi-implicit",
-]
+SHARED = "algo.env_kwargs.shared_reward=true"
+FORK_RULES = ["algo.env_kwargs.landmark_range=0.8", SHARED, "algo.env_kwargs.integrator=semi-implicit"]
 
 
 def paper_units(per_agent_return: float, steps: int = 25) -> float:
@@ -65,8 +62,8 @@ def paper_units(per_agent_return: float, steps: int = 25) -> float:
 
 def paper_scale(overrides: list[str] | tuple[str, ...]) -> tuple[Any, float]:
     """How a run's per-agent returns read in the paper's units, and the factor for a spread: under
-    the fork's rules they are the paper's figure already."""
-    if all(rule in overrides for rule in FORK_RULES):
+    the fork's shared reward they are the paper's figure already."""
+    if SHARED in overrides:
         return (lambda r: r), 1.0
     return paper_units, 6.0
 
@@ -190,8 +187,9 @@ def report(paths: list[str], figure: str = "marl_simple_spread", steps: int | No
             greedy = np.array([r["greedy_return"] for r in rows])
             train = np.array([r["train_return_last5"] for r in rows])
             to_paper, factor = paper_scale(overrides)
-            fork = factor == 1.0
-            name = " ".join([algorithm.upper() + ", the fork's rules" * fork, *overrides[3 * fork :]])
+            fork = all(rule in overrides for rule in FORK_RULES)
+            rest = [o for o in overrides if not (fork and o in FORK_RULES)]
+            name = " ".join([algorithm.upper() + ", the fork's rules" * fork, *rest])
             print(
                 f"| {name} | {', '.join(str(r['seed']) for r in rows)} | {env_steps:,} "
                 f"| {greedy.mean():.1f} ± {greedy.std():.1f} "
