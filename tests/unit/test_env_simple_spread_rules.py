@@ -23,6 +23,11 @@ def _make(num_envs: int, backend: str, options: dict, seed: int = 0, **rules):
     return msrl.envs.make("simple_spread_v3", num_envs, seed=seed, backend=backend, **options, **rules)
 
 
+def _native(backend: str, array: np.ndarray):
+    """``array`` as the backend takes it: a tensor for torch."""
+    return torch.as_tensor(array) if backend == "torch" else array
+
+
 def _planes(env) -> np.ndarray:
     """The state as ``[env, (positions, velocities, landmarks), agent, xy]``, float64."""
     state = np.asarray(torch.as_tensor(env.get_state()).numpy(), dtype=np.float64)
@@ -39,11 +44,11 @@ def test_where_an_action_first_moves_its_agent(backend: str, options: dict, inte
     start = _planes(env)
     start[0, 0] = [[-0.9, 0.0], [0.0, 0.5], [0.9, 0.0]]  # far apart: no contact forces
     start[0, 1] = 0.0
-    env.set_state(torch.as_tensor(start.reshape(1, -1)) if backend == "torch" else start.reshape(1, -1))
+    env.set_state(_native(backend, start.reshape(1, -1)))
     moves = []
     for action in (2, 0):
         actions = np.array([[action, 0, 0]])
-        env.step({"agents": torch.as_tensor(actions) if backend == "torch" else actions})
+        env.step({"agents": _native(backend, actions)})
         planes = _planes(env)
         moves.append((planes[0, 0, 0, 0] + 0.9, planes[0, 1, 0, 0]))  # agent 0's x shift and x velocity
     # velocity after the push 5 * 0.1 = 0.5, then 0.5 * 0.75 = 0.375, the same under both
@@ -59,12 +64,12 @@ def test_the_shared_reward_is_the_forks_sum_over_agents(backend: str, options: d
     env = _make(num_envs, backend, options, seed=1, **FORK)
     start = _planes(env)
     start[: num_envs // 2, 0] *= 0.2  # half the environments crowded: discs of radius 0.15 overlap
-    env.set_state(torch.as_tensor(start.reshape(num_envs, -1)) if backend == "torch" else start.reshape(num_envs, -1))
+    env.set_state(_native(backend, start.reshape(num_envs, -1)))
     rng = np.random.default_rng(0)
     collided = 0
     for _ in range(20):  # inside the 25-step episode: the state read back is the one rewarded
         actions = rng.integers(0, 5, (num_envs, n))
-        _, rewards, _, _ = env.step({"agents": torch.as_tensor(actions) if backend == "torch" else actions})
+        _, rewards, _, _ = env.step({"agents": _native(backend, actions)})
         reward = np.asarray(torch.as_tensor(rewards["agents"]).numpy())
         planes = _planes(env)
         pos, landmarks = planes[:, 0], planes[:, 2]
