@@ -43,6 +43,24 @@ def check_activation(name: str, key: str = "algo.activation") -> None:
         raise ConfigError(f"{key} must be one of: {', '.join(ACTIVATIONS)}; got {name!r}")
 
 
+def hidden_layers(
+    fan_in: int,
+    hidden: int,
+    activation: str = "tanh",
+    layer_norm: bool = False,
+    generator: torch.Generator | None = None,
+    ortho_init: bool = True,
+) -> list[nn.Module]:
+    """Two hidden layers of width ``hidden`` (orthogonal, gain sqrt(2), or PyTorch's default
+    initialisation), drawn from ``generator`` in order; with ``layer_norm`` a ``LayerNorm`` on the
+    input and after each activation (the MAPPO paper's ``MLPBase``)."""
+    act, gain = ACTIVATIONS[activation], 2**0.5 if ortho_init else None
+    norm = (lambda size: [nn.LayerNorm(size)]) if layer_norm else (lambda size: [])
+    first = init_(nn.Linear(fan_in, hidden), gain, generator)
+    second = init_(nn.Linear(hidden, hidden), gain, generator)
+    return [*norm(fan_in), first, act(), *norm(hidden), second, act(), *norm(hidden)]
+
+
 class ActorCritic(nn.Module):
     """Separate policy and value MLPs with ``tanh`` hidden layers, initialised as in the PPO
     paper's code (orthogonal, gain sqrt(2) in hidden layers, 1 for the value output, 0.01 for the
@@ -74,20 +92,12 @@ class ActorCritic(nn.Module):
         super().__init__()
         check_activation(activation, "activation")
         generator = torch.Generator().manual_seed(seed)
-        act = ACTIVATIONS[activation]
-        sqrt2 = 2**0.5
-
-        def layer(fan_in: int, fan_out: int, gain: float | None) -> nn.Linear:
-            return init_(nn.Linear(fan_in, fan_out), gain if ortho_init else None, generator)
-
-        def hidden_layers(fan_in: int) -> list[nn.Module]:
-            norm = (lambda size: [nn.LayerNorm(size)]) if layer_norm else (lambda size: [])
-            first, second = layer(fan_in, hidden, sqrt2), layer(hidden, hidden, sqrt2)  # drawn in this order
-            return [*norm(fan_in), first, act(), *norm(hidden), second, act(), *norm(hidden)]
-
         critic_in = obs_dim if critic_dim is None else critic_dim
-        self.critic = nn.Sequential(*hidden_layers(critic_in), layer(hidden, 1, 1.0))
-        self.torso = nn.Sequential(*hidden_layers(obs_dim))
+        tower = (hidden, activation, layer_norm, generator, ortho_init)
+        self.critic = nn.Sequential(
+            *hidden_layers(critic_in, *tower), init_(nn.Linear(hidden, 1), 1.0 if ortho_init else None, generator)
+        )
+        self.torso = nn.Sequential(*hidden_layers(obs_dim, *tower))
         self.head = action_head(hidden, action_space, generator, log_std_init, 0.01 if ortho_init else None)
 
     def forward(self, obs: torch.Tensor) -> tuple[Any, torch.Tensor]:

@@ -21,20 +21,27 @@ from msrl.rl._categorical import categorical_entropy, categorical_log_prob, cate
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def orthogonal_(layer: nn.Linear, gain: float, generator: torch.Generator | None = None) -> nn.Linear:
-    """Orthogonal weights with ``gain`` and zero bias (the PPO paper's code and CleanRL's
-    ``layer_init``), drawn from ``generator`` with one thread so a seed gives the same weights on
-    every machine."""
+def orthogonal_weight_(weight: torch.Tensor, gain: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``weight`` filled with an orthogonal matrix times ``gain``, drawn from ``generator`` with one
+    thread so a seed gives the same weights on every machine."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # orthogonal_'s QR rounds differently with more threads
     try:
         with torch.no_grad():
-            weight = torch.empty_like(layer.weight)
-            nn.init.orthogonal_(weight, gain, generator=generator)
-            layer.weight.copy_(weight)
-            layer.bias.zero_()
+            drawn = torch.empty_like(weight)
+            nn.init.orthogonal_(drawn, gain, generator=generator)
+            weight.copy_(drawn)
     finally:
         torch.set_num_threads(threads)
+    return weight
+
+
+def orthogonal_(layer: nn.Linear, gain: float, generator: torch.Generator | None = None) -> nn.Linear:
+    """Orthogonal weights with ``gain`` and zero bias (the PPO paper's code and CleanRL's
+    ``layer_init``), drawn from ``generator`` (``orthogonal_weight_``)."""
+    orthogonal_weight_(layer.weight, gain, generator)
+    with torch.no_grad():
+        layer.bias.zero_()
     return layer
 
 
