@@ -1,5 +1,6 @@
 """MAPPO's and IPPO's components (``algorithms.mappo`` holds the config and the algorithms): the
-policies of every agent group, the actor, the rollout buffer with active masks, and the learner.
+rollout buffer with active masks and the learner here, the policies in ``algorithms._agents``, the
+actors in ``algorithms._multi_agent_actors``.
 
 * **Value normalisation** (the MAPPO paper's ``ValueNorm``, ``msrl.rl.ValueNorm``): with
   ``value_norm`` each policy's critic predicts value targets standardised by running statistics of
@@ -13,6 +14,10 @@ policies of every agent group, the actor, the rollout buffer with active masks, 
   A step an agent takes while out of the game leaves every loss, advantage normalisation and the
   value statistics, and the step on which it leaves ends its episode in GAE (terminal for it alone;
   the others play on).  Environments without ``active()`` keep every agent in the game.
+* **Recurrent policies** (rMAPPO, ``recurrent``): the buffer keeps what every agent remembered
+  before each step and where episodes began, and hands them over in (environment, step) order; the
+  learner replays each environment's rollout through the GRUs (``Agents.unroll``), restarting from
+  the stored memory every ``chunk_length`` steps, and draws minibatches of whole environments.
 """
 
 from __future__ import annotations
@@ -20,15 +25,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
-from torch import nn
 
-from msrl.core import Actor, AgentGroup, Batched, Buffer, ConfigError, Global, Learner, NoValue, RunInfo, deferred
+from algorithms._agents import Agents
+from algorithms._multi_agent_actors import MultiAgentActor, RecurrentMultiAgentActor
+from msrl.core import AgentGroup, Batched, Buffer, ConfigError, Global, Learner, NoValue, RunInfo, deferred
 from msrl.rl import (
     GROUP_SEPARATOR,
-    ActorCritic,
     ValueNorm,
     action_layout,
     clip_grad_norm_,
@@ -36,124 +40,22 @@ from msrl.rl import (
     copy_weights,
     gae,
     linear_lr,
-    load_generator_state,
     load_state,
     observation_shape,
     ppo_epochs,
     save_state,
 )
 
+__all__ = ["Agents", "MAPPOLearner", "MultiAgentActor", "MultiAgentBuffer", "RecurrentMultiAgentActor"]
+
 FIELDS = ("obs", "actions", "logprobs", "values", "advantages", "returns", "active")
 """What the buffer hands the learner per group, as ``"group/field"`` keys of one flat mapping."""
-
-
-# -- network -------------------------------------------------------------------------------------------
-class Agents(nn.Module):
-    """Every policy of the run, how each group's observations reach its actor and critic, and (with
-    ``value_norm``) each policy's value statistics."""
-
-    def __init__(
-        self,
-        groups: Mapping[str, AgentGroup],
-        mapping: dict[str, str],
-        central: bool,
-        hidden: int,
-        run: RunInfo,
-        value_norm: bool = False,
-        **net_options: Any,  # ActorCritic's activation, layer_norm
-    ) -> None:
-        super().__init__()
-        self.groups, self.mapping, self.central = list(groups), mapping, central
-        obs_dims = {g: int(np.prod(observation_shape(f"group {g!r}", groups[g].observation_space))) for g in groups}
-        self.global_dim = sum(groups[g].num_agents * obs_dims[g] for g in groups) if central else 0
-        self.nets = nn.ModuleDict()
-        for index, name in enumerate(dict.fromkeys(mapping.values())):
-            g = next(g for g in groups if mapping[g] == name)
-            # one policy: actor on the agent's observation, critic on global state + observation
-            seed, critic_dim = run.seed_for("weights", index), self.global_dim + obs_dims[g]
-            self.nets[name] = ActorCritic(
-                obs_dims[g], groups[g].action_space, hidden, seed, critic_dim=critic_dim, **net_options
-            )
-        self.value_norms = nn.ModuleDict({name: ValueNorm() for name in self.nets} if value_norm else {})
-
-    def net(self, group: str) -> ActorCritic:
-        return cast(ActorCritic, self.nets[self.mapping[group]])
-
-    def value_norm(self, group: str) -> ValueNorm | None:
-        name = self.mapping[group]
-        return cast(ValueNorm, self.value_norms[name]) if name in self.value_norms else None
-
-    def critic_inputs(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Per group ``(rows, agents, critic_dim)``: the observation, preceded for a centralised
-        critic by the global state (every agent's observation, groups in order)."""
-        if not self.central:
-            return obs
-        rows = next(iter(obs.values())).shape[0]
-        state = torch.cat([obs[g].reshape(rows, -1) for g in self.groups], dim=1)
-        return {g: torch.cat((state.unsqueeze(1).expand(-1, o.shape[1], -1), o), dim=2) for g, o in obs.items()}
-
-    def predictions(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """What each critic outputs: normalised values with ``value_norm``, else values."""
-        return {g: self.net(g).value(x) for g, x in self.critic_inputs(obs).items()}
-
-    def values(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Values in the rewards' units, for GAE: the predictions, denormalised."""
-        out = self.predictions(obs)
-        for g, v in out.items():
-            norm = self.value_norm(g)
-            if norm is not None:
-                out[g] = norm.denormalize(v)
-        return out
-
-    def parameter_groups(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
-        """The policies' parameters and the critics' (each clipped to ``max_grad_norm`` on its own,
-        as the MAPPO paper's separate actor and critic optimisers do)."""
-        critics = [p for net in self.nets.values() for p in cast(ActorCritic, net).critic.parameters()]
-        ids = {id(p) for p in critics}
-        return [p for p in self.parameters() if id(p) not in ids], critics
+RECURRENT_FIELDS = ("memory", "first")
+"""What it hands a recurrent learner besides: the agents' memories before each step and whether an
+episode began there (per agent, 1 or 0)."""
 
 
 # -- components ----------------------------------------------------------------------------------------
-class MultiAgentActor(Actor):
-    """Acts for every agent with its own copy of the policies: ``act(obs) -> (actions,
-    logprobs, values)``, each a dict per group of ``(num_envs, agents)`` tensors."""
-
-    def __init__(self, agents: Agents, run: RunInfo) -> None:
-        self.device = torch.device(run.device)
-        self.agents = agents.to(self.device)
-        self.generator = run.rng("actor")
-
-    def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {g: torch.as_tensor(o, dtype=torch.float32, device=self.device) for g, o in obs.items()}
-
-    @torch.inference_mode()
-    def act(self, obs: Any) -> tuple[Batched, Batched, Batched]:
-        obs = self._obs(obs)
-        actions, logprobs = {}, {}
-        for g, o in obs.items():
-            net = self.agents.net(g)
-            actions[g], logprobs[g] = net.head.sample(net.policy(o), self.generator)
-        return actions, logprobs, self.agents.values(obs)
-
-    @torch.inference_mode()
-    def value(self, obs: Any) -> Batched:
-        return self.agents.values(self._obs(obs))
-
-    @torch.inference_mode()
-    def greedy(self, obs: Any) -> Batched:
-        return {g: self.agents.net(g).head.mode(self.agents.net(g).policy(o)) for g, o in self._obs(obs).items()}
-
-    def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
-        self.agents.load_state_dict(weights)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"agents": self.agents.state_dict(), "generator": self.generator.get_state()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.agents.load_state_dict(state["agents"])
-        load_generator_state(self.generator, state["generator"])
-
-
 class MultiAgentBuffer(Buffer):
     """``num_steps`` steps of ``num_envs`` environments of every group's agents.  ``drain`` runs GAE
     per agent and returns ``"group/field" -> (rows, agents, ...)`` tensors (``FIELDS``, rows =
@@ -172,9 +74,10 @@ class MultiAgentBuffer(Buffer):
         gae_lambda: float,
         device: str,
         bootstrap_time_limits: bool = True,
+        memory_size: int = 0,
     ) -> None:
         self.num_steps, self.num_envs, self.gamma, self.gae_lambda = num_steps, num_envs, gamma, gae_lambda
-        self.bootstrap_time_limits = bootstrap_time_limits
+        self.bootstrap_time_limits, self.recurrent = bootstrap_time_limits, memory_size > 0
         self.position = 0
         self.tracks: dict[str, dict[str, torch.Tensor]] = {}
         for name, group in groups.items():
@@ -185,9 +88,13 @@ class MultiAgentBuffer(Buffer):
             track["obs"] = torch.zeros(lead + tuple(obs_shape), device=device)
             track["actions"] = torch.zeros(lead + tuple(action_shape), dtype=action_dtype, device=device)
             track["active"] = torch.ones(lead, device=device)
+            if self.recurrent:
+                track["memory"] = torch.zeros(lead + (2, memory_size), device=device)
             self.tracks[name] = track
         self.terminated = torch.zeros((num_steps, num_envs), device=device)
         self.truncated = torch.zeros((num_steps, num_envs), device=device)
+        self.first = torch.zeros((num_steps, num_envs), device=device)
+        self.begins = torch.ones(num_envs, device=device)  # an episode begins at the next step
 
     def insert(
         self,
@@ -200,6 +107,7 @@ class MultiAgentBuffer(Buffer):
         truncated: Any,
         active: Any = None,
         next_active: Any = None,
+        memory: Any = None,
     ) -> NoValue:
         t = self.position
         if t >= self.num_steps:
@@ -207,10 +115,14 @@ class MultiAgentBuffer(Buffer):
         self.terminated[t] = torch.as_tensor(terminated)
         self.truncated[t] = torch.as_tensor(truncated)
         goes_on = 1.0 - torch.maximum(self.terminated[t], self.truncated[t])
+        self.first[t] = self.begins
+        self.begins = 1.0 - goes_on
         for name, track in self.tracks.items():
             for key, value in (("obs", obs), ("actions", actions), ("logprobs", logprobs), ("values", values)):
                 track[key][t] = torch.as_tensor(value[name])
             track["rewards"][t] = torch.as_tensor(rewards[name])
+            if self.recurrent:
+                track["memory"][t] = torch.as_tensor(memory[name])
             if active is not None:
                 now, after = torch.as_tensor(active[name]), torch.as_tensor(next_active[name])
                 track["active"][t] = now
@@ -239,17 +151,23 @@ class MultiAgentBuffer(Buffer):
             )
             fields = {k: track[k] for k in ("obs", "actions", "logprobs", "values", "active")}
             fields.update(advantages=advantages, returns=returns)
-            for key in FIELDS:  # (step, env) -> rows
+            if self.recurrent:
+                fields.update(memory=track["memory"], first=self.first[..., None].expand(shape))
+                fields = {k: v.transpose(0, 1) for k, v in fields.items()}  # each environment's steps in order
+            for key in FIELDS + (RECURRENT_FIELDS if self.recurrent else ()):  # (step, env) or (env, step) -> rows
                 out[f"{name}{GROUP_SEPARATOR}{key}"] = fields[key].reshape((-1,) + fields[key].shape[2:]).clone()
             track["active"].fill_(1.0)
             track["left"].zero_()
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"position": self.position}  # checkpoints are taken between iterations, the buffer empty
+        # checkpoints are taken between iterations, the buffer empty
+        return {"position": self.position, "begins": self.begins.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.position = int(state.get("position", 0))
+        if "begins" in state:
+            self.begins = torch.as_tensor(state["begins"], device=self.begins.device).clone()
 
 
 def split_groups(flat: Mapping[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
@@ -297,10 +215,14 @@ class MAPPOLearner(Learner):
             self.optimizer.param_groups[0]["lr"] = linear_lr(cfg.learning_rate, self.updates, self.num_updates)
         self.updates += 1
         rows = next(iter(data.values())).shape[0]
+        if self.agents.recurrent:  # (env, step) rows -> (env, step): minibatches of whole environments
+            data = {key: t.reshape((rows // cfg.num_steps, cfg.num_steps) + t.shape[1:]) for key, t in data.items()}
+            rows //= cfg.num_steps
         if rows % cfg.num_minibatches:
+            unit = "environments" if self.agents.recurrent else "rows"
             raise ConfigError(
-                f"algo.num_minibatches ({cfg.num_minibatches}) must divide the rows each learner "
-                f"learns from ({rows} = its num_envs x num_steps)"
+                f"algo.num_minibatches ({cfg.num_minibatches}) must divide the {unit} each learner "
+                f"learns from ({rows}{'' if self.agents.recurrent else ' = its num_envs x num_steps'})"
             )
         self.fold_in_returns(data)
         for minibatch in ppo_epochs(data, cfg.update_epochs, cfg.num_minibatches, self.generator):
@@ -341,13 +263,12 @@ class MAPPOLearner(Learner):
         """Surrogate loss, value loss and entropy averaged over every agent sample in the game, and
         the new log-probabilities per group."""
         cfg = self.config
-        predictions = self.agents.predictions({g: b["obs"] for g, b in data.items()})
+        every, predictions = self.forward(data)
         total = torch.stack([b["active"].sum() for b in data.values()]).sum().clamp(min=1.0)
         pg_loss = v_loss = entropy = torch.zeros((), device=self.device)
         logprobs = {}
         for g, b in data.items():
-            net, norm, mask = self.agents.net(g), self.agents.value_norm(g), b["active"]
-            params = net.policy(b["obs"])
+            net, norm, mask, params = self.agents.net(g), self.agents.value_norm(g), b["active"], every[g]
             logprobs[g] = net.head.log_prob(params, b["actions"])
             weight = mask.sum() / total
             adv = normalize_masked(b["advantages"], mask)  # 0 out of the game: no gradient there
@@ -358,6 +279,16 @@ class MAPPOLearner(Learner):
             v_loss = v_loss + weight * masked_mean(self.value_error(predictions[g], old, target), mask)
             entropy = entropy + weight * masked_mean(net.head.entropy(params), mask)
         return pg_loss, v_loss, entropy, logprobs
+
+    def forward(self, data: dict[str, dict[str, torch.Tensor]]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """Every group's distribution parameters and critic outputs on the batch; recurrent
+        policies replay each environment's steps from the stored memories."""
+        obs = {g: b["obs"] for g, b in data.items()}
+        if self.agents.recurrent:
+            memory = {g: b["memory"] for g, b in data.items()}
+            first = next(iter(data.values()))["first"][..., 0]  # (env, step): episodes are per environment
+            return self.agents.unroll(obs, memory, first, self.config.chunk_length)
+        return {g: self.agents.net(g).policy(o) for g, o in obs.items()}, self.agents.predictions(obs)
 
     def value_error(self, value: torch.Tensor, old: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Per sample: Huber (or half the squared error with ``huber_delta`` 0), the larger of the

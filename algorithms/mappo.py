@@ -23,18 +23,26 @@ policy runs it as is.
   environment says who is in through an optional ``active()`` method), a Huber value loss
   (``huber_delta`` 10) clipped around the rollout's values (``clip_value_loss``), the policies'
   and the critics' gradients clipped to 10 each; its ``MLPBase`` LayerNorms are ``layer_norm``
-  (off by default).  Not done: recurrent policies (its rMAPPO, which its MPE scripts run); one
-  Adam over both networks at one learning rate stands in for its two optimisers at the same rate.
+  (off by default); its recurrent rMAPPO, which its MPE scripts run, is ``recurrent`` (a GRU in
+  each policy and critic, replayed in chunks of ``chunk_length`` steps; off by default).  One Adam
+  over both networks at one learning rate stands in for its two optimisers at the same rate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 import msrl.envs
-from algorithms._multi_agent import Agents, MAPPOLearner, MultiAgentActor, MultiAgentBuffer
+from algorithms._multi_agent import (
+    Agents,
+    MAPPOLearner,
+    MultiAgentActor,
+    MultiAgentBuffer,
+    RecurrentMultiAgentActor,
+)
 from msrl.core import (
     AgentGroup,
     Algorithm,
@@ -97,6 +105,13 @@ class MAPPOConfig:
     layer_norm: bool = False
     """LayerNorm on each network's input and after each hidden layer (the paper's ``MLPBase``; with
     ``tanh``, its MPE network less the GRU)."""
+    recurrent: bool = False
+    """A GRU in every policy and critic after its hidden layers (the paper's rMAPPO, which its MPE
+    scripts run; with ``layer_norm``, its networks): agents remember across an episode's steps."""
+    chunk_length: int = 10
+    """With ``recurrent``: steps the learner replays from a stored memory, so gradients flow back
+    through at most this many (the paper's ``data_chunk_length``).  Minibatches are then drawn
+    over whole environments, so ``num_minibatches`` must divide ``num_envs``."""
     value_norm: bool = True
     """Train each critic on value targets standardised by running statistics (the paper's
     ValueNorm, ``msrl.rl.ValueNorm``) and denormalise its outputs for GAE."""
@@ -118,11 +133,16 @@ class MAPPOConfig:
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma", "gae_lambda")
-        for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size"):
+        for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size", "chunk_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
         if self.critic not in ("centralised", "decentralised"):
             raise ConfigError(f"algo.critic must be centralised (MAPPO) or decentralised (IPPO), got {self.critic!r}")
+        if self.recurrent and self.num_envs % self.num_minibatches:
+            raise ConfigError(
+                f"algo.num_minibatches ({self.num_minibatches}) must divide num_envs ({self.num_envs}) with "
+                "algo.recurrent: minibatches are whole environments"
+            )
         if self.rows % self.num_minibatches:
             raise ConfigError(
                 f"algo.num_minibatches ({self.num_minibatches}) must divide num_envs*num_steps ({self.rows})"
@@ -201,13 +221,16 @@ class MAPPO(Algorithm):
 
         def make_agents() -> Agents:
             net = {"activation": config.activation, "layer_norm": config.layer_norm}
-            return Agents(spec.groups, mapping, central, config.hidden_size, run, config.value_norm, **net)
+            size, norm = config.hidden_size, config.value_norm
+            return Agents(spec.groups, mapping, central, size, run, norm, config.recurrent, **net)
 
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), **config.env_kwargs)
         # Active masks where the environment says which agents are in the game (a constant here,
         # so the traced graph has no active() calls otherwise).
         self.masked = config.active_masks and callable(getattr(component_class(self.env), "active", None))
-        self.actor = MultiAgentActor(make_agents(), run)
+        self.recurrent = config.recurrent  # a constant, as self.masked
+        actor = RecurrentMultiAgentActor if self.recurrent else MultiAgentActor
+        self.actor: Any = actor(make_agents(), run)  # the recurrent one's act also returns the memories
         self.buffer = MultiAgentBuffer(
             config.num_steps,
             config.num_envs,
@@ -216,6 +239,7 @@ class MAPPO(Algorithm):
             config.gae_lambda,
             run.device,
             config.bootstrap_time_limits,
+            config.hidden_size if self.recurrent else 0,
         )
         self.learner = MAPPOLearner(make_agents(), config, run)
 
@@ -225,14 +249,23 @@ class MAPPO(Algorithm):
         if self.masked:
             active = self.env.active()
         for _ in steps(self.config.num_steps):
-            actions, logprobs, values = self.actor.act(obs)
+            # Recurrent policies also say what each agent remembered before it acted (the learner
+            # replays from there) and forget the episodes that end.
+            if self.recurrent:
+                actions, logprobs, values, memory = self.actor.act(obs)
+            else:
+                actions, logprobs, values = self.actor.act(obs)
+                memory = None
             next_obs, rewards, terminated, truncated = self.env.step(actions)
+            if self.recurrent:
+                self.actor.forget(terminated, truncated)
+            step = (obs, actions, logprobs, values, rewards, terminated, truncated)
             if self.masked:  # who was in the game before the step and who is after it
                 next_active = self.env.active()
-                self.buffer.insert(obs, actions, logprobs, values, rewards, terminated, truncated, active, next_active)
+                self.buffer.insert(*step, active, next_active, memory=memory)
                 active = next_active
             else:
-                self.buffer.insert(obs, actions, logprobs, values, rewards, terminated, truncated)
+                self.buffer.insert(*step, memory=memory)
             obs = next_obs
         # Advantages: bootstrap every agent from its value of the last observation, then GAE per agent.
         batch = self.buffer.drain(self.actor.value(obs))

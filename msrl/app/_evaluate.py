@@ -49,6 +49,7 @@ def evaluate_algorithm(algorithm: Any, episodes: int, seed: int, max_steps: int 
     env = msrl.envs.make(spec.env_id, num_envs=episodes, seed=seed, **spec.kwargs)
     try:
         obs = env.reset(seed=seed)
+        actors[0].reset_greedy()
         returns = np.zeros(episodes)
         running = np.ones(episodes, dtype=bool)
         for _ in range(max_steps):

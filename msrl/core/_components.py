@@ -194,6 +194,10 @@ class Actor(Component):
         """The most likely action, for evaluation."""
         raise NotImplementedError(f"{type(self).__name__} does not implement greedy(), so it cannot be evaluated")
 
+    def reset_greedy(self) -> None:
+        """Forget what ``greedy`` remembers from earlier calls (a recurrent policy's memory), so
+        the next call starts fresh episodes; evaluation calls it first.  Nothing to forget here."""
+
     def set_weights(self, weights: Any) -> NoValue:
         raise NotImplementedError
 

@@ -1,6 +1,7 @@
 """Pieces RL algorithms share, written once and tested against reference formulas: returns (GAE,
 n-step, V-trace), buffers (rollout, replay), action heads (categorical, diagonal Gaussian,
 tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, Polyak averaging,
+the recurrent actor-critic of rMAPPO (``RecurrentActorCritic``),
 running mean/std normalisation and value-target normalisation (``ValueNorm``), PPO's update
 (``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``)
 and its fused fast path (``TwinMLP``, ``ppo_losses``, ``clip_grad_norm_``), and learner steps as
@@ -37,6 +38,7 @@ from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo import clipped_surrogate, ppo_epochs
 from msrl.rl._ppo_loss import ppo_losses
 from msrl.rl._ppo_step import CompiledPPOUpdate, PPOStepConfig, ppo_twin_grad, ppo_twin_steps_
+from msrl.rl._recurrent import GRULayer, RecurrentActorCritic
 from msrl.rl._replay import ReplayBatch, ReplayBuffer, keeps_final_obs
 from msrl.rl._returns import nstep_returns, vtrace
 from msrl.rl._rollout import GROUP_SEPARATOR, RolloutBatch, RolloutBuffer, TrajectoryBatch, flat_groups, group_batches
@@ -47,6 +49,8 @@ from msrl.rl._twin_mlp import TwinMLP
 from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
+    "GRULayer",
+    "RecurrentActorCritic",
     "CompiledAct",
     "CompiledCall",
     "CompiledPPOUpdate",
