@@ -26,24 +26,31 @@ from msrl.rl._heads import init_, orthogonal_weight_
 
 
 class GRULayer(nn.Module):
-    """A GRU cell over any leading dimensions and a ``LayerNorm`` on its output."""
+    """One GRU layer over any leading dimensions and a ``LayerNorm`` on its output."""
 
     def __init__(self, size: int, generator: torch.Generator | None = None) -> None:
         super().__init__()
         self.size = size
-        self.cell = nn.GRUCell(size, size)
+        self.gru = nn.GRU(size, size, batch_first=True)
         self.norm = nn.LayerNorm(size)
         with torch.no_grad():
-            for weight in (self.cell.weight_ih, self.cell.weight_hh):
-                orthogonal_weight_(weight, 1.0, generator)
-            self.cell.bias_ih.zero_()
-            self.cell.bias_hh.zero_()
+            for name in ("weight_ih_l0", "weight_hh_l0"):
+                orthogonal_weight_(self.gru.get_parameter(name), 1.0, generator)
+            for name in ("bias_ih_l0", "bias_hh_l0"):
+                self.gru.get_parameter(name).zero_()
 
     def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(features, new state)`` for input ``x`` and GRU state ``state``, both ``(..., size)``."""
+        """One step: ``(features, new state)`` for input ``x`` and GRU state ``state``, both ``(..., size)``."""
         lead = x.shape[:-1]
-        new = self.cell(x.reshape(-1, self.size), state.reshape(-1, self.size)).reshape(*lead, self.size)
+        _, new = self.gru(x.reshape(-1, 1, self.size), state.reshape(1, -1, self.size))
+        new = new.reshape(*lead, self.size)
         return self.norm(new), new
+
+    def sequence(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Steps in a row: ``x`` is ``(rows, steps, size)``, ``state`` ``(rows, size)``; the GRU's
+        outputs (before the ``LayerNorm``) and its last state."""
+        out, last = self.gru(x, state.unsqueeze(0))
+        return out, last.squeeze(0)
 
 
 class RecurrentActorCritic(nn.Module):
@@ -99,15 +106,32 @@ class RecurrentActorCritic(nn.Module):
         ``memory`` is ``(n, steps, ..., 2, hidden)``, what the actor remembered before each step;
         ``first`` is ``(n, steps)``, 1 where an episode began at that step.  Steps ``0, chunk,
         2 chunk, ...`` start from the stored memory (no gradient flows into it); the others carry
-        on from the step before, blank where an episode began."""
-        actors, critics = [], []
-        state = memory[:, 0]
-        for t in range(obs.shape[1]):
-            if t % chunk == 0:
-                state = memory[:, t]
-            else:
-                state = state * (1.0 - first[:, t]).reshape((-1,) + (1,) * (state.dim() - 1))
-            actor, critic, state = self.features(obs[:, t], critic_in[:, t], state)
-            actors.append(actor)
-            critics.append(critic)
-        return self.head(torch.stack(actors, dim=1)), self.critic_out(torch.stack(critics, dim=1)).squeeze(-1)
+        on from the step before, blank where an episode began.  The hidden layers run on every
+        step at once, the GRUs over the stretches between those restarts."""
+        steps = obs.shape[1]
+        restarts = set(range(0, steps, chunk)) | set(first.any(0).nonzero().flatten().tolist())
+        bounds = sorted(restarts) + [steps]
+        actor = self._replay(self.actor_rnn, self.torso(obs), memory[..., 0, :], first, chunk, bounds)
+        critic = self._replay(self.critic_rnn, self.critic_base(critic_in), memory[..., 1, :], first, chunk, bounds)
+        return self.head(actor), self.critic_out(critic).squeeze(-1)
+
+    @staticmethod
+    def _replay(
+        rnn: GRULayer, x: torch.Tensor, memory: torch.Tensor, first: torch.Tensor, chunk: int, bounds: list[int]
+    ) -> torch.Tensor:
+        """``rnn`` over ``x`` (``(n, steps, ..., hidden)``) stretch by stretch, normalised."""
+        n, steps, size = x.shape[0], x.shape[1], x.shape[-1]
+        middle = x.shape[2:-1]
+
+        def rows(t: torch.Tensor) -> torch.Tensor:  # (n, steps, ..., k) -> (n * ..., steps, k)
+            return t.movedim(1, -2).reshape(-1, steps, t.shape[-1])
+
+        inputs, stored = rows(x), rows(memory)
+        carry = rows(first.reshape(n, steps, *(1,) * len(middle), 1).expand(*x.shape[:-1], 1))
+        outputs, state = [], stored[:, 0]
+        for start, end in zip(bounds[:-1], bounds[1:]):
+            state = stored[:, start] if start % chunk == 0 else state * (1.0 - carry[:, start])
+            out, state = rnn.sequence(inputs[:, start:end], state)
+            outputs.append(out)
+        out = torch.cat(outputs, dim=1).reshape(n, *middle, steps, size).movedim(-2, 1)
+        return rnn.norm(out)
