@@ -58,7 +58,38 @@ class Cue(msrl.Environment):
         return self.observe(), {"agents": reward}, np.zeros(self.num_envs, np.float32), ended.astype(np.float32)
 
 
+class Staggered(msrl.Environment):
+    """Two agents; environment ``i``'s episodes last ``2 + i`` steps, so episodes begin at different
+    steps in different environments.  Observations are noise and the step's phase; rewards noise."""
+
+    groups = {"agents": AgentGroup("agents", 2, Box(-1.0, 1.0, (3,)), Discrete(3))}
+    num_agents = 2
+
+    def __init__(self, num_envs: int, seed: int = 0) -> None:
+        self.num_envs, self.rng = num_envs, np.random.default_rng(seed)
+        self.observation_space = {"agents": self.groups["agents"].observation_space}  # type: ignore[assignment]
+        self.action_space = {"agents": self.groups["agents"].action_space}  # type: ignore[assignment]
+        self.t, self.length = np.zeros(num_envs, np.int64), 2 + np.arange(num_envs)
+
+    def reset(self, seed: int | None = None) -> Batched:
+        self.t[:] = 0
+        return self.observe()
+
+    def observe(self) -> Batched:
+        obs = self.rng.uniform(-1.0, 1.0, (self.num_envs, 2, 3)).astype(np.float32)
+        obs[:, :, 2] = (self.t / self.length)[:, None]
+        return {"agents": obs}
+
+    def step(self, action: Any) -> tuple[Batched, Batched, Batched, Batched]:
+        reward = self.rng.normal(size=(self.num_envs, 2)).astype(np.float32)
+        self.t += 1
+        ended = self.t >= self.length
+        self.t[ended] = 0
+        return self.observe(), {"agents": reward}, ended.astype(np.float32), np.zeros(self.num_envs, np.float32)
+
+
 msrl.envs.register("Cue-v0", "numpy", Cue)
+msrl.envs.register("Staggered-v0", "numpy", Staggered)
 
 
 def by_env(batch: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
@@ -70,10 +101,17 @@ def by_env(batch: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]
     return out
 
 
-def rollout(chunk_length: int) -> tuple[MAPPO, dict[str, dict[str, torch.Tensor]], dict[str, torch.Tensor]]:
-    """The second iteration's batch of a recurrent MAPPO on Leaver, and the learner's weights it
-    was collected with."""
-    algo = algorithm(recurrent=True, num_envs=ENVS, num_steps=STEPS, chunk_length=chunk_length)
+def rollout(
+    chunk_length: int, env_id: str = "Leaver-v0"
+) -> tuple[MAPPO, dict[str, dict[str, torch.Tensor]], dict[str, torch.Tensor]]:
+    """The second iteration's batch of a recurrent MAPPO, and the learner's weights it was
+    collected with."""
+    settings = {"recurrent": True, "num_envs": ENVS, "num_steps": STEPS, "chunk_length": chunk_length}
+    if env_id == "Leaver-v0":
+        algo = algorithm(**settings)
+    else:
+        config = MAPPOConfig(env_id=env_id, update_epochs=2, hidden_size=16, **settings)  # type: ignore[arg-type]
+        algo = MAPPO(config, RunInfo(seed=4, total_env_steps=10 * ENVS * STEPS))
     algo.train_step()
     weights = copy.deepcopy(algo.learner.agents.state_dict())
     return algo, by_env(captured_batch(algo)), weights
@@ -118,6 +156,26 @@ def test_the_actors_memory_survives_a_checkpoint() -> None:
     for mine, theirs in zip(original, restored):
         torch.testing.assert_close(theirs, mine)
     assert not torch.allclose(forgotten[2]["agents"], original[2]["agents"])
+
+
+@pytest.mark.parametrize("chunk_length", [3, 100])
+def test_the_replay_restarts_each_environment_where_its_own_episodes_begin(chunk_length: int) -> None:
+    """Environment i's episodes last 2 + i steps: memories are blank exactly at each one's own
+    episode starts, and the replay matches the actors step for step."""
+    algo, data, weights = rollout(chunk_length, "Staggered-v0")
+    first, memory = data["agents"]["first"][:, :, 0], data["agents"]["memory"]
+    lengths = 2 + torch.arange(ENVS)[:, None]
+    expected = ((STEPS + torch.arange(STEPS)[None, :]) % lengths == 0).float()  # the second rollout's steps
+    assert torch.equal(first, expected) and not torch.equal(first[0], first[1])
+    assert torch.equal(memory[first > 0], torch.zeros_like(memory[first > 0]))
+    algo.learner.agents.load_state_dict(weights)
+    with torch.no_grad():
+        params, predictions = algo.learner.forward(data)
+    b = data["agents"]
+    logprobs = algo.learner.agents.net("agents").head.log_prob(params["agents"], b["actions"])
+    torch.testing.assert_close(logprobs, b["logprobs"], atol=1e-5, rtol=1e-5)
+    values = algo.learner.agents.denormalize(predictions)["agents"]
+    torch.testing.assert_close(values, b["values"], atol=1e-5, rtol=1e-5)
 
 
 def greedy_return(algo: MAPPO, episodes: int = 200) -> float:
