@@ -55,7 +55,11 @@ def test_algorithm_learns_on_the_gpu(name: str, tmp_path: Path) -> None:
     assert run.evaluation.mean >= bar, f"{name} on the GPU: greedy return {run.evaluation.mean:.1f}, bar {bar}"
 
 
-@pytest.mark.parametrize("network", [[], ["algo.activation=relu", "algo.layer_norm=true"]], ids=["tanh", "relu-ln"])
+@pytest.mark.parametrize(
+    "network",
+    [[], ["algo.activation=relu", "algo.layer_norm=true"], ["algo.recurrent=true", "algo.layer_norm=true"]],
+    ids=["tanh", "relu-ln", "recurrent-ln"],
+)
 def test_mappo_learns_on_the_gpu(network: list[str], tmp_path: Path) -> None:
     random_return = random_policy_return("simple_spread_v3", 32, seed=7)
     run = msrl.train(SPREAD, [f"runs_dir={tmp_path}", *COMMON, "total_env_steps=120000", CI_ENVS, *ON_GPU, *network])
