@@ -25,6 +25,9 @@ trajectories.  (The paper's fork also draws landmarks from ``0.8 [-1, 1)^2``, mp
 much, which no conversion removes.)  ``spread --rules fork`` runs simple_spread under the fork's
 three rules instead (``landmark_range`` 0.8, ``shared_reward``, the ``semi-implicit`` integrator:
 ``msrl.envs.simple_spread``'s docstring); its per-agent return is then the paper's figure itself.
+The shipped config has the fork's integrator and mpe2's reward and landmarks (since 2026-11-29;
+records without ``env_kwargs`` are older, of mpe2's three rules); ``--rules mpe2`` runs mpe2's
+integrator.  Each record keeps the environment's keywords it ran with (``env_kwargs``).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import torch
 
 import msrl
 import msrl.envs
-from msrl.app import Trainer
+from msrl.app import Trainer, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SPREAD = str(REPO / "configs" / "mappo_simple_spread.yaml")
@@ -53,6 +56,8 @@ CRITIC = {"mappo": "centralised", "ippo": "decentralised"}
 
 SHARED = "algo.env_kwargs.shared_reward=true"
 FORK_RULES = ["algo.env_kwargs.landmark_range=0.8", SHARED, "algo.env_kwargs.integrator=semi-implicit"]
+RULES = {"shipped": [], "mpe2": ["algo.env_kwargs.integrator=explicit"], "fork": FORK_RULES}
+"""``spread --rules``: the overrides that give each set of simple_spread's rules."""
 
 
 def paper_units(per_agent_return: float, steps: int = 25) -> float:
@@ -70,20 +75,10 @@ def paper_scale(overrides: list[str] | tuple[str, ...]) -> tuple[Any, float]:
 
 # -- simple_spread ------------------------------------------------------------------------------------
 def spread_run(algorithm: str, seed: int, steps: int, extra: list[str]) -> dict[str, Any]:
+    overrides = [f"seed={seed}", f"total_env_steps={steps}", f"algo.critic={CRITIC[algorithm]}", *extra]
     with tempfile.TemporaryDirectory() as runs:
         start = time.perf_counter()
-        run = msrl.train(
-            SPREAD,
-            [
-                f"runs_dir={runs}",
-                "progress=false",
-                "checkpoint_every=0",
-                f"seed={seed}",
-                f"total_env_steps={steps}",
-                f"algo.critic={CRITIC[algorithm]}",
-                *extra,
-            ],
-        )
+        run = msrl.train(SPREAD, [f"runs_dir={runs}", "progress=false", "checkpoint_every=0", *overrides])
         wall = time.perf_counter() - start
     curve = [(r["env_steps"], r["episode_return"]) for r in run.metrics if "episode_return" in r]
     last = [ret for _, ret in curve[-5:]]
@@ -93,6 +88,7 @@ def spread_run(algorithm: str, seed: int, steps: int, extra: list[str]) -> dict[
         "seed": seed,
         "env_steps": run.env_steps,
         "overrides": extra,
+        "env_kwargs": load_config(SPREAD, overrides).algo.env_kwargs,
         "greedy_return": run.evaluation.mean,
         "greedy_episodes": run.evaluation.episodes,
         "train_return_last5": float(np.mean(last)),
@@ -157,6 +153,7 @@ def tag_run(steps: int, every: int, episodes: int, extra: list[str]) -> dict[str
         "kind": "tag",
         "env_steps": steps,
         "overrides": extra,
+        "env_kwargs": load_config(SPREAD, overrides).algo.env_kwargs,
         "episodes": episodes,
         "points": points,
         "wall_s": wall,
@@ -247,7 +244,10 @@ def main() -> None:
     spread.add_argument("--steps", type=int, default=300_000)
     spread.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"], choices=sorted(CRITIC))
     spread.add_argument(
-        "--rules", choices=["mpe2", "fork"], default="mpe2", help="simple_spread's rules: mpe2's, or the MAPPO fork's"
+        "--rules",
+        choices=sorted(RULES),
+        default="shipped",
+        help="simple_spread's rules: the shipped config's (the fork's integrator), mpe2's, or the MAPPO fork's three",
     )
     spread.add_argument("--set", action="append", default=[], help="an extra config override, e.g. algo.num_envs=32")
     spread.add_argument("--out", required=True)
@@ -269,7 +269,7 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, torch threads 1")
     with open(args.out, "a", encoding="utf-8") as out:
         if args.command == "spread":
-            extra = [*(FORK_RULES if args.rules == "fork" else []), *args.set]
+            extra = [*RULES[args.rules], *args.set]
             for seed in args.seeds:  # interleaved: the machine's load falls on both algorithms alike
                 for algorithm in args.algorithms:
                     record = spread_run(algorithm, seed, args.steps, extra)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_algorithm_learning import OVERRIDES
-from test_multi_agent import CI_ENVS, MARGIN_SPREAD, SPREAD, random_policy_return
+from test_multi_agent import CI_SPREAD, MARGIN_SPREAD, SPREAD, random_spread_return
 from test_off_policy_learning import OVERRIDES as OFF_POLICY
 
 import msrl
@@ -61,7 +61,7 @@ def test_algorithm_learns_on_the_gpu(name: str, tmp_path: Path) -> None:
     ids=["tanh", "relu-ln", "recurrent-ln"],
 )
 def test_mappo_learns_on_the_gpu(network: list[str], tmp_path: Path) -> None:
-    random_return = random_policy_return("simple_spread_v3", 32, seed=7)
-    run = msrl.train(SPREAD, [f"runs_dir={tmp_path}", *COMMON, "total_env_steps=120000", CI_ENVS, *ON_GPU, *network])
+    random_return = random_spread_return()
+    run = msrl.train(SPREAD, [f"runs_dir={tmp_path}", *COMMON, "total_env_steps=120000", *CI_SPREAD, *ON_GPU, *network])
     print(f"mappo on the GPU {network}: greedy {run.evaluation.mean:.2f}, random {random_return:.2f}")
     assert run.evaluation.mean >= random_return + MARGIN_SPREAD, (run.evaluation.mean, random_return)
