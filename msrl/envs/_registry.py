@@ -14,6 +14,8 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import inspect
+import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -132,6 +134,39 @@ def _unknown(env_id: str) -> ConfigError:
     return ConfigError(f"unknown environment {env_id!r}; {hint}")
 
 
+_INTERNAL_KEYWORDS = frozenset({"num_envs", "seed", "backend", "device", "dtype", "validate", "kernels"})
+"""A backend's constructor arguments that msrl passes itself, not an environment's keywords."""
+
+
+def _keywords(factory: Callable[..., Any]) -> list[str]:
+    """The keywords a user may give ``factory`` (its constructor's, less msrl's own and those a
+    registration binds)."""
+    bound: set[str] = set()
+    if isinstance(factory, _Lazy):
+        bound, factory = {k for k, _ in factory.kwargs}, _import(factory.path)
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in parameters if p.kind in named and p.name not in _INTERNAL_KEYWORDS | bound]
+
+
+def _construct(env_id: str, factory: Callable[..., Any], **kwargs: Any) -> Any:
+    """``factory(**kwargs)``, a keyword the environment does not take refused in one line."""
+    try:
+        return factory(**kwargs)
+    except TypeError as error:
+        unknown = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+        if unknown is None or unknown.group(1) in _INTERNAL_KEYWORDS:
+            raise
+        valid = _keywords(factory)
+        raise ConfigError(
+            f"{env_id} takes no keyword {unknown.group(1)!r}; "
+            f"its keywords: {', '.join(valid) if valid else 'none'}"
+        ) from None
+
+
 def _factory(env_id: str, backend: str) -> tuple[Callable[..., Any], Backend]:
     if backend == "gymnasium" and (env_id, backend) not in REGISTRY:
         from msrl.envs._gymnasium import GymnasiumEnv
@@ -187,9 +222,11 @@ def make(env_id: str, num_envs: int, seed: int = 0, backend: str | None = None, 
 
     def build() -> Any:
         if shards > 1:
-            env: Any = ShardedEnv(lambda n, s: factory(num_envs=n, seed=s, **call_kwargs), num_envs, seed, shards)
+            env: Any = ShardedEnv(
+                lambda n, s: _construct(env_id, factory, num_envs=n, seed=s, **call_kwargs), num_envs, seed, shards
+            )
         else:
-            env = factory(num_envs=num_envs, seed=seed, **call_kwargs)
+            env = _construct(env_id, factory, num_envs=num_envs, seed=seed, **call_kwargs)
         if not isinstance(env, Declared):
             reference = env.shards[0] if isinstance(env, ShardedEnv) else env
             env.spec = _spec_of(env_id, chosen, kwargs, seed, reference)
@@ -230,7 +267,7 @@ def _describe(env_id: str, frozen_kwargs: tuple[tuple[str, Hashable], ...]) -> E
     host = next((b for b in _DEFAULT_BACKENDS if b in available), None) or _choose_backend(env_id, available, None)
     factory, _ = _factory(env_id, host)
     with constructing():
-        probe = factory(num_envs=1, seed=0, **dict(frozen_kwargs))
+        probe = _construct(env_id, factory, num_envs=1, seed=0, **dict(frozen_kwargs))
     try:
         return _spec_of(env_id, host, dict(frozen_kwargs), 0, probe)
     finally:

@@ -198,8 +198,20 @@ def test_a_single_agent_env_is_refused(tmp_path: Path) -> None:
         match="^mappo needs a multi-agent environment \\(one with agent groups\\); "
         "CartPole-v1 has a single agent: use ppo$",
     ):
-        msrl.train(SPREAD, [f"runs_dir={tmp_path}", "algo.env_id=CartPole-v1"])
+        msrl.train(SPREAD, [f"runs_dir={tmp_path}", "algo.env_id=CartPole-v1", "algo.env_kwargs={}"])
     assert not any(tmp_path.iterdir())
+
+
+def test_a_keyword_the_environment_does_not_take_is_one_line(tmp_path: Path) -> None:
+    """The shipped config's simple_spread keywords given to another environment, and a misspelt
+    one, are refused before anything starts, naming the environment's keywords."""
+    line = _train_error(SPREAD, tmp_path, "algo.env_id=Tag-v0")
+    assert line.startswith("msrl: error: Tag-v0 takes no keyword 'integrator'; its keywords: num_taggers, "), line
+    line = _train_error(SPREAD, tmp_path, "algo.env_kwargs.integrater=explicit")
+    assert line == (
+        "msrl: error: simple_spread_v3 takes no keyword 'integrater'; its keywords: N, local_ratio, max_cycles, "
+        "continuous_actions, landmark_range, shared_reward, integrator"
+    )
 
 
 def test_a_centralised_critic_too_large_for_the_agents_is_refused(tmp_path: Path) -> None:

@@ -192,3 +192,15 @@ def test_reward_threshold_is_what_the_environment_declares():
     msrl.envs.register("Solvable-v0", "numpy", Solvable)
     assert msrl.envs.spec("Solvable-v0").reward_threshold == 0.9
     assert msrl.envs.make("Solvable-v0", 2).spec.reward_threshold == 0.9
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Tag-v0"])
+def test_a_keyword_an_environment_does_not_take_is_a_config_error(env_id: str) -> None:
+    """Through ``spec`` (what an algorithm sizes its networks with) and ``make`` alike, a
+    ``ConfigError`` naming the keyword and the environment's own keywords, not a ``TypeError``."""
+    for build in (lambda: msrl.envs.spec(env_id, speling=1), lambda: msrl.envs.make(env_id, 2, speling=1)):
+        with pytest.raises(msrl.ConfigError, match=f"^{env_id} takes no keyword 'speling'; its keywords: ") as caught:
+            build()
+        listed = str(caught.value).partition("its keywords: ")[2]
+        assert ("num_runners" in listed) == (env_id == "Tag-v0") and "num_envs" not in listed
+        assert (listed == "none") == (env_id == "CartPole-v1")
