@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,24 @@ SHARED = "algo.env_kwargs.shared_reward=true"
 FORK_RULES = ["algo.env_kwargs.landmark_range=0.8", SHARED, "algo.env_kwargs.integrator=semi-implicit"]
 RULES = {"shipped": [], "mpe2": ["algo.env_kwargs.integrator=explicit"], "fork": FORK_RULES}
 """``spread --rules``: the overrides that give each set of simple_spread's rules."""
+
+
+ENV_KWARGS = "algo.env_kwargs."
+
+
+def rules_name(record: dict[str, Any]) -> str:
+    """Which of simple_spread's rules a record ran under, in words.  Records without ``env_kwargs``
+    are older than the shipped config's integrator: their config had mpe2's rules."""
+    kwargs = record.get("env_kwargs")
+    if kwargs is None:
+        pairs = (o.removeprefix(ENV_KWARGS).split("=", 1) for o in record["overrides"] if o.startswith(ENV_KWARGS))
+        kwargs = dict(pairs)
+    words = {key: str(value).lower() for key, value in kwargs.items()}
+    integrator = words.pop("integrator", "explicit")
+    if words == {"landmark_range": "0.8", "shared_reward": "true"} and integrator == "semi-implicit":
+        return "the fork's rules"
+    named = "the fork's integrator" if integrator == "semi-implicit" else "mpe2's rules"
+    return " ".join([named, *(f"{key}={value}" for key, value in words.items())])
 
 
 def paper_units(per_agent_return: float, steps: int = 25) -> float:
@@ -184,9 +203,8 @@ def report(paths: list[str], figure: str = "marl_simple_spread", steps: int | No
             greedy = np.array([r["greedy_return"] for r in rows])
             train = np.array([r["train_return_last5"] for r in rows])
             to_paper, factor = paper_scale(overrides)
-            fork = all(rule in overrides for rule in FORK_RULES)
-            rest = [o for o in overrides if not (fork and o in FORK_RULES)]
-            name = " ".join([algorithm.upper() + ", the fork's rules" * fork, *rest])
+            rest = [o for o in overrides if not o.startswith(ENV_KWARGS)]
+            name = " ".join([f"{algorithm.upper()}, {rules_name(rows[0])}", *rest])
             print(
                 f"| {name} | {', '.join(str(r['seed']) for r in rows)} | {env_steps:,} "
                 f"| {greedy.mean():.1f} ± {greedy.std():.1f} "
@@ -201,7 +219,8 @@ def report(paths: list[str], figure: str = "marl_simple_spread", steps: int | No
             window = max(1, n // 100)  # a running mean over 1% of the run: long runs stay readable
             kernel = np.ones(window) / window
             mean = np.convolve(ys.mean(0), kernel, mode="valid")
-            label = f"{name}, {env_steps / 1e6:g}M steps ({len(rows)} seed{'s' * (len(rows) > 1)})"
+            label = f"{name}, {env_steps / 1e6:.3g}M steps ({len(rows)} seed{'s' * (len(rows) > 1)})"
+            label = textwrap.fill(label.replace("algo.", ""), 48)  # the legend stays inside the axes
             ax.plot(steps[window - 1 :], mean, label=label)
             if len(rows) > 1:
                 low, high = (np.convolve(f(ys, 0), kernel, mode="valid") for f in (np.min, np.max))
