@@ -162,8 +162,7 @@ def _construct(env_id: str, factory: Callable[..., Any], **kwargs: Any) -> Any:
             raise
         valid = _keywords(factory)
         raise ConfigError(
-            f"{env_id} takes no keyword {unknown.group(1)!r}; "
-            f"its keywords: {', '.join(valid) if valid else 'none'}"
+            f"{env_id} takes no keyword {unknown.group(1)!r}; its keywords: {', '.join(valid) if valid else 'none'}"
         ) from None
 
 
