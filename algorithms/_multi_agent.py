@@ -115,8 +115,9 @@ class MultiAgentBuffer(Buffer):
         self.terminated[t] = torch.as_tensor(terminated)
         self.truncated[t] = torch.as_tensor(truncated)
         goes_on = 1.0 - torch.maximum(self.terminated[t], self.truncated[t])
-        self.first[t] = self.begins
-        self.begins = 1.0 - goes_on
+        if self.recurrent:  # where episodes begin: only a recurrent learner replays from them
+            self.first[t] = self.begins
+            self.begins = 1.0 - goes_on
         for name, track in self.tracks.items():
             for key, value in (("obs", obs), ("actions", actions), ("logprobs", logprobs), ("values", values)):
                 track[key][t] = torch.as_tensor(value[name])
