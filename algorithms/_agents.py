@@ -13,7 +13,14 @@ import torch
 from torch import nn
 
 from msrl.core import AgentGroup, RunInfo
-from msrl.rl import ActorCritic, RecurrentActorCritic, ValueNorm, observation_shape
+from msrl.rl import (
+    ActorCritic,
+    CategoricalHead,
+    GaussianHead,
+    RecurrentActorCritic,
+    ValueNorm,
+    observation_shape,
+)
 
 
 class Agents(nn.Module):
@@ -48,9 +55,23 @@ class Agents(nn.Module):
             )
         self.value_norms = nn.ModuleDict({name: ValueNorm() for name in self.nets} if value_norm else {})
 
-    def net(self, group: str) -> Any:
-        """The group's policy: an ``ActorCritic``, or a ``RecurrentActorCritic`` with ``recurrent``."""
-        return self.nets[self.mapping[group]]
+    def net(self, group: str) -> ActorCritic:
+        """The group's feed-forward policy (without ``recurrent``)."""
+        net = self.nets[self.mapping[group]]
+        if not isinstance(net, ActorCritic):
+            raise TypeError(f"group {group!r} has a recurrent policy: use recurrent_net")
+        return net
+
+    def recurrent_net(self, group: str) -> RecurrentActorCritic:
+        """The group's recurrent policy (with ``recurrent``)."""
+        net = self.nets[self.mapping[group]]
+        if not isinstance(net, RecurrentActorCritic):
+            raise TypeError(f"group {group!r} has a feed-forward policy: use net")
+        return net
+
+    def head(self, group: str) -> CategoricalHead | GaussianHead:
+        """The group's action head, whichever its policy's kind."""
+        return cast(ActorCritic | RecurrentActorCritic, self.nets[self.mapping[group]]).head
 
     def value_norm(self, group: str) -> ValueNorm | None:
         name = self.mapping[group]
@@ -84,7 +105,7 @@ class Agents(nn.Module):
 
     def blank_memory(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Per group ``(envs, agents, 2, hidden)`` zeros: the recurrent policies' start."""
-        return {g: self.net(g).blank_memory(tuple(o.shape[:2]), o.device) for g, o in obs.items()}
+        return {g: self.recurrent_net(g).blank_memory(tuple(o.shape[:2]), o.device) for g, o in obs.items()}
 
     def step(
         self, obs: dict[str, torch.Tensor], memory: dict[str, torch.Tensor]
@@ -93,7 +114,7 @@ class Agents(nn.Module):
         (normalised with ``value_norm``), and the new memories."""
         params, predictions, new = {}, {}, {}
         for g, x in self.critic_inputs(obs).items():
-            params[g], predictions[g], new[g] = self.net(g).step(obs[g], x, memory[g])
+            params[g], predictions[g], new[g] = self.recurrent_net(g).step(obs[g], x, memory[g])
         return params, predictions, new
 
     def unroll(
@@ -103,7 +124,7 @@ class Agents(nn.Module):
         parameters and critic outputs per group, ``(envs, steps, agents, ...)``."""
         params, predictions = {}, {}
         for g, x in self.critic_inputs(obs).items():
-            params[g], predictions[g] = self.net(g).unroll(obs[g], x, memory[g], first, chunk)
+            params[g], predictions[g] = self.recurrent_net(g).unroll(obs[g], x, memory[g], first, chunk)
         return params, predictions
 
     def parameter_groups(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:

@@ -269,8 +269,8 @@ class MAPPOLearner(Learner):
         pg_loss = v_loss = entropy = torch.zeros((), device=self.device)
         logprobs = {}
         for g, b in data.items():
-            net, norm, mask, params = self.agents.net(g), self.agents.value_norm(g), b["active"], every[g]
-            logprobs[g] = net.head.log_prob(params, b["actions"])
+            head, norm, mask, params = self.agents.head(g), self.agents.value_norm(g), b["active"], every[g]
+            logprobs[g] = head.log_prob(params, b["actions"])
             weight = mask.sum() / total
             adv = normalize_masked(b["advantages"], mask)  # 0 out of the game: no gradient there
             surrogate = clipped_surrogate(logprobs[g], b["logprobs"], adv, cfg.clip_coef) * mask.numel()
@@ -278,7 +278,7 @@ class MAPPOLearner(Learner):
             target = b["returns"] if norm is None else norm.normalize(b["returns"])
             old = b["values"] if norm is None else b["old_predictions"]
             v_loss = v_loss + weight * masked_mean(self.value_error(predictions[g], old, target), mask)
-            entropy = entropy + weight * masked_mean(net.head.entropy(params), mask)
+            entropy = entropy + weight * masked_mean(head.entropy(params), mask)
         return pg_loss, v_loss, entropy, logprobs
 
     def forward(self, data: dict[str, dict[str, torch.Tensor]]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:

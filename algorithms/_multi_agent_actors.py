@@ -80,7 +80,7 @@ class RecurrentMultiAgentActor(MultiAgentActor):
         params, predictions, self.memory = self.agents.step(obs, memory)
         actions, logprobs = {}, {}
         for g, p in params.items():
-            actions[g], logprobs[g] = self.agents.net(g).head.sample(p, self.generator)
+            actions[g], logprobs[g] = self.agents.head(g).sample(p, self.generator)
         return actions, logprobs, self.agents.denormalize(predictions), memory
 
     @torch.inference_mode()
@@ -101,7 +101,7 @@ class RecurrentMultiAgentActor(MultiAgentActor):
     def greedy(self, obs: Any) -> Batched:
         obs = self._obs(obs)
         params, _, self.greedy_memory = self.agents.step(obs, self._fit(self.greedy_memory, obs))
-        return {g: self.agents.net(g).head.mode(p) for g, p in params.items()}
+        return {g: self.agents.head(g).mode(p) for g, p in params.items()}
 
     def reset_greedy(self) -> None:
         self.greedy_memory = None

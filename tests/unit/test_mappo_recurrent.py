@@ -129,7 +129,7 @@ def test_the_learner_replays_what_the_actors_did(chunk_length: int) -> None:
         params, predictions = algo.learner.forward(data)
         values = algo.learner.agents.denormalize(predictions)["agents"]
     b = data["agents"]
-    logprobs = algo.learner.agents.net("agents").head.log_prob(params["agents"], b["actions"])
+    logprobs = algo.learner.agents.head("agents").log_prob(params["agents"], b["actions"])
     torch.testing.assert_close(logprobs, b["logprobs"], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(values, b["values"], atol=1e-5, rtol=1e-5)
 
@@ -172,7 +172,7 @@ def test_the_replay_restarts_each_environment_where_its_own_episodes_begin(chunk
     with torch.no_grad():
         params, predictions = algo.learner.forward(data)
     b = data["agents"]
-    logprobs = algo.learner.agents.net("agents").head.log_prob(params["agents"], b["actions"])
+    logprobs = algo.learner.agents.head("agents").log_prob(params["agents"], b["actions"])
     torch.testing.assert_close(logprobs, b["logprobs"], atol=1e-5, rtol=1e-5)
     values = algo.learner.agents.denormalize(predictions)["agents"]
     torch.testing.assert_close(values, b["values"], atol=1e-5, rtol=1e-5)
