@@ -64,14 +64,20 @@ RULES = {"shipped": [], "mpe2": ["algo.env_kwargs.integrator=explicit"], "fork":
 ENV_KWARGS = "algo.env_kwargs."
 
 
-def rules_name(record: dict[str, Any]) -> str:
-    """Which of simple_spread's rules a record ran under, in words.  Records without ``env_kwargs``
-    are older than the shipped config's integrator: their config had mpe2's rules."""
+def record_kwargs(record: dict[str, Any]) -> dict[str, str]:
+    """The environment keywords a record ran with, as lower-case words.  Records without
+    ``env_kwargs`` are older than the shipped config's integrator: their config had mpe2's rules,
+    so their overrides alone say what differed."""
     kwargs = record.get("env_kwargs")
     if kwargs is None:
         pairs = (o.removeprefix(ENV_KWARGS).split("=", 1) for o in record["overrides"] if o.startswith(ENV_KWARGS))
         kwargs = dict(pairs)
-    words = {key: str(value).lower() for key, value in kwargs.items()}
+    return {key: str(value).lower() for key, value in kwargs.items()}
+
+
+def rules_name(record: dict[str, Any]) -> str:
+    """Which of simple_spread's rules a record ran under, in words."""
+    words = record_kwargs(record)
     integrator = words.pop("integrator", "explicit")
     if words == {"landmark_range": "0.8", "shared_reward": "true"} and integrator == "semi-implicit":
         return "the fork's rules"
@@ -84,10 +90,10 @@ def paper_units(per_agent_return: float, steps: int = 25) -> float:
     return 6.0 * per_agent_return - 3.0 * steps
 
 
-def paper_scale(overrides: list[str] | tuple[str, ...]) -> tuple[Any, float]:
+def paper_scale(record: dict[str, Any]) -> tuple[Any, float]:
     """How a run's per-agent returns read in the paper's units, and the factor for a spread: under
     the fork's shared reward they are the paper's figure already."""
-    if SHARED in overrides:
+    if record_kwargs(record).get("shared_reward") == "true":
         return (lambda r: r), 1.0
     return paper_units, 6.0
 
@@ -172,7 +178,7 @@ def tag_run(steps: int, every: int, episodes: int, extra: list[str]) -> dict[str
         "kind": "tag",
         "env_steps": steps,
         "overrides": extra,
-        "env_kwargs": load_config(SPREAD, overrides).algo.env_kwargs,
+        "env_kwargs": env_kwargs,
         "episodes": episodes,
         "points": points,
         "wall_s": wall,
@@ -195,16 +201,17 @@ def report(paths: list[str], figure: str = "marl_simple_spread", steps: int | No
         )
         print("|---|---|---:|---:|---:|---:|---:|---:|")
         fig, ax = plt.subplots(figsize=(6, 4))
-        # one line per algorithm, budget and settings (runs of different lengths are not averaged)
-        groups: dict[tuple[str, int, tuple[str, ...]], list[dict[str, Any]]] = {}
+        # one line per algorithm, budget, rules and other settings (runs of different lengths are
+        # not averaged; the same rules read alike whether a run's config or its overrides set them)
+        groups: dict[tuple[str, int, str, tuple[str, ...]], list[dict[str, Any]]] = {}
         for r in sorted(spread, key=lambda r: (r["algorithm"] != "mappo", r["env_steps"])):
-            groups.setdefault((r["algorithm"], r["env_steps"], tuple(r["overrides"])), []).append(r)
-        for (algorithm, env_steps, overrides), rows in groups.items():
+            rest = tuple(o for o in r["overrides"] if not o.startswith(ENV_KWARGS))
+            groups.setdefault((r["algorithm"], r["env_steps"], rules_name(r), rest), []).append(r)
+        for (algorithm, env_steps, rules, rest), rows in groups.items():
             greedy = np.array([r["greedy_return"] for r in rows])
             train = np.array([r["train_return_last5"] for r in rows])
-            to_paper, factor = paper_scale(overrides)
-            rest = [o for o in overrides if not o.startswith(ENV_KWARGS)]
-            name = " ".join([f"{algorithm.upper()}, {rules_name(rows[0])}", *rest])
+            to_paper, factor = paper_scale(rows[0])
+            name = " ".join([f"{algorithm.upper()}, {rules}", *rest])
             print(
                 f"| {name} | {', '.join(str(r['seed']) for r in rows)} | {env_steps:,} "
                 f"| {greedy.mean():.1f} ± {greedy.std():.1f} "
