@@ -6,25 +6,11 @@ the fork's shared reward."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType  # the marl fixture (tests/e2e/conftest.py)
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-@pytest.fixture
-def marl(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("marl_script", BENCHMARKS / "marl.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _record(seed: int, ret: float, overrides: list[str], env_kwargs: dict | None, algorithm: str = "ippo") -> dict:
