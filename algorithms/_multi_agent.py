@@ -33,9 +33,9 @@ from algorithms._multi_agent_actors import MultiAgentActor, RecurrentMultiAgentA
 from msrl.core import AgentGroup, Batched, Buffer, ConfigError, Global, Learner, NoValue, RunInfo, deferred
 from msrl.rl import (
     GROUP_SEPARATOR,
+    GradientStep,
     ValueNorm,
     action_layout,
-    clip_grad_norm_,
     clipped_surrogate,
     copy_weights,
     gae,
@@ -205,6 +205,13 @@ class MAPPOLearner(Learner):
         self.params = list(self.agents.parameters())
         self.actor_params, self.critic_params = self.agents.parameter_groups()
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
+        # The policies' and the critics' gradients each clipped on their own.  A recurrent replay's
+        # stretches between restarts depend on the data (where episodes begin), so it runs eagerly.
+        option = "false" if self.agents.recurrent else config.compile
+        groups = (self.actor_params, self.critic_params)
+        self.gradient_step = GradientStep(
+            self.agents, self.optimizer, self.loss, config.max_grad_norm, option, clip_groups=groups
+        )
         self.generator = run.rng("learner")  # minibatch order, drawn where the data is
         self.num_updates = run.num_updates(config.rows)
         self.updates = 0
@@ -227,15 +234,15 @@ class MAPPOLearner(Learner):
             )
         self.fold_in_returns(data)
         for minibatch in ppo_epochs(data, cfg.update_epochs, cfg.num_minibatches, self.generator):
-            pg_loss, v_loss, entropy, _ = self.losses(split_groups(minibatch))
-            loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.sync_grads(self.params)
-            clip_grad_norm_(self.actor_params, cfg.max_grad_norm)
-            clip_grad_norm_(self.critic_params, cfg.max_grad_norm)
-            self.optimizer.step()
+            self.gradient_step(minibatch, sync=self.gradient_sync)
         return deferred(self.diagnostics, data)
+
+    def loss(self, minibatch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The minibatch loss minimised (``"group/field"`` keys), and itself detached."""
+        cfg = self.config
+        pg_loss, v_loss, entropy, _ = self.losses(split_groups(minibatch))
+        loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+        return loss, loss.detach().reshape(1)
 
     def fold_in_returns(self, data: dict[str, torch.Tensor]) -> None:
         """With value normalisation: the rollout's values in the critic's units under the statistics

@@ -82,7 +82,7 @@ class TwinQ(nn.Module):
 
 class Temperature(nn.Module):
     """The entropy temperature, ``log_alpha``, as a module's one parameter: its Adam step then
-    compiles as the networks' do (``msrl.rl.CompiledGradientStep``), and checkpoints hold it as the
+    compiles as the networks' do (``msrl.rl.GradientStep``), and checkpoints hold it as the
     tensor they always held."""
 
     def __init__(self, alpha: float, autotune: bool) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 import msrl.envs
 from msrl.core import (
@@ -32,13 +31,12 @@ from msrl.core import (
 from msrl.rl import (
     ActorCritic,
     ActorCriticActor,
-    CompiledGradientStep,
+    GradientStep,
     RolloutBatch,
     RolloutBuffer,
     action_layout,
     check_action_space,
     check_compile_option,
-    compile_mode,
     copy_weights,
     linear_lr,
     load_state,
@@ -80,9 +78,8 @@ class A2CConfig:
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
     compile: bool | str = "auto"
-    """``true``: the gradient step (loss, gradient, clip, optimiser) is one compiled region
-    (a CUDA graph on CUDA), and on the CPU the actor's ``act`` too; ``false``: eager; ``auto``:
-    compiled on CUDA only (docs/guide.md, "compiled learner")."""
+    """The gradient step (loss, gradient, clip, optimiser) and the actor's ``act`` as compiled
+    regions: ``auto`` switches to them once built, ``true`` waits for them, ``false``: eager."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma", "gae_lambda")
@@ -105,20 +102,15 @@ class A2CLearner(Learner):
         self.device = torch.device(run.device)
         seed = run.seed_for("weights")
         self.net = ActorCritic(obs_dim, action_space, config.hidden_size, seed, config.log_std_init).to(self.device)
-        self.params = list(self.net.parameters())
+        params = list(self.net.parameters())
         self.optimizer: torch.optim.Optimizer
         if config.optimizer == "rmsprop":
-            self.optimizer = torch.optim.RMSprop(self.params, lr=config.learning_rate, alpha=0.99, eps=1e-5)
+            self.optimizer = torch.optim.RMSprop(params, lr=config.learning_rate, alpha=0.99, eps=1e-5)
         else:
-            self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
+            self.optimizer = torch.optim.Adam(params, lr=config.learning_rate, eps=1e-5, fused=True)
+        self.gradient_step = GradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, config.compile)
         self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
-        mode = compile_mode(config.compile, self.device)
-        self.compiled = self.compiled_step(mode) if mode else None
-
-    def compiled_step(self, mode: str | None, backend: str = "inductor") -> CompiledGradientStep:
-        """The gradient step of ``loss`` as one compiled region."""
-        return CompiledGradientStep(self.net, self.optimizer, self.loss, self.config.max_grad_norm, mode, backend)
 
     def learn(self, batch: RolloutBatch) -> Global:
         cfg = self.config
@@ -128,20 +120,9 @@ class A2CLearner(Learner):
         self.updates += 1
         if cfg.norm_adv:
             advantages = normalize_advantages(advantages)
-        if self.compiled is not None:
-            sync = None if self.grad_sync is None else self.sync_mean
-            terms = self.compiled(obs, actions, advantages, returns, sync_grads=sync)
-        else:
-            loss, terms = self.loss(obs, actions, advantages, returns)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.sync_grads(self.params)
-            nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-            self.optimizer.step()
+        terms = self.gradient_step(obs, actions, advantages, returns, sync=self.gradient_sync)
         metrics: dict[str, float] = dict(zip(("policy_loss", "value_loss", "entropy"), terms.tolist()))  # one sync
         metrics["learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
-        if self.compiled is not None:  # the first update's extra time, apart from training time
-            metrics["compile_seconds"] = self.compiled.compile_seconds
         return metrics
 
     def loss(
@@ -185,7 +166,7 @@ class A2C(Algorithm):
             ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights"), config.log_std_init),
             run.seed_for("actor"),
             run.device,
-            compile=compile_mode(config.compile, run.device),
+            compile=config.compile,
         )
         self.buffer = RolloutBuffer(
             config.num_steps,

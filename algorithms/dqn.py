@@ -34,13 +34,11 @@ from msrl.core import (
 )
 from msrl.rl import (
     CompiledCall,
-    CompiledGradientStep,
+    GradientStep,
     ReplayBatch,
     ReplayBuffer,
     check_action_space,
     check_compile_option,
-    clip_grad_norm_,
-    compile_mode,
     copy_weights,
     keeps_final_obs,
     load_state,
@@ -100,9 +98,8 @@ class DQNConfig:
     """Store a transition cut by the time limit with its episode's last observation (the
     environment's ``final_obs()``), bootstrapped, as SB3's replay does; false drops it."""
     compile: bool | str = "auto"
-    """``true``: each TD gradient step (loss, gradient, clip, Adam) is one compiled region
-    (a CUDA graph on CUDA); ``false``: eager; ``auto``: compiled on CUDA only (docs/guide.md,
-    "compiled learner")."""
+    """Each TD gradient step (loss, gradient, clip, Adam) and the actor's epsilon-greedy choice as
+    compiled regions: ``auto`` switches to them once built, ``true`` waits for them, ``false``: eager."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma")
@@ -152,9 +149,7 @@ class DQNActor(Actor):
         self.generator = run.rng("actor")  # exploration draws: this copy's own, so copies explore independently
         self.decay_steps = max(1, int(config.exploration_fraction * run.total_env_steps))
         self.env_steps = 0
-        # on the CPU with algo.compile: the argmax and the choice one compiled region, the draws outside
-        mode = compile_mode(config.compile, self.device)
-        self.compiled = CompiledCall(self.q, epsilon_greedy, mode) if mode == "default" else None
+        self.choose = CompiledCall(self.q, epsilon_greedy, config.compile)  # the draws stay outside
 
     @property
     def epsilon(self) -> float:
@@ -169,9 +164,7 @@ class DQNActor(Actor):
         explore = torch.rand(n, generator=self.generator, device=self.device) < self.epsilon
         random = torch.randint(self.num_actions, (n,), generator=self.generator, device=self.device)
         self.env_steps += n
-        if self.compiled is not None:
-            return self.compiled(obs, explore, random)
-        return epsilon_greedy(self.q, obs, explore, random)
+        return self.choose(obs, explore, random)
 
     @torch.inference_mode()
     def greedy(self, obs: Any) -> Batched:
@@ -198,16 +191,12 @@ class DQNLearner(Learner):
         self.device = torch.device(run.device)
         self.q = q_network(obs_dim, num_actions, config, run.seed_for("weights")).to(self.device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.params = list(self.q.parameters())
-        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, fused=True)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate, fused=True)
+        # the target network, read by the loss: an input of a compiled step, never a constant of it
+        self.gradient_step = GradientStep(
+            self.q, self.optimizer, self.loss, config.max_grad_norm, config.compile, reads=(self.q_target,)
+        )
         self.gradient_steps_taken = 0
-        mode = compile_mode(config.compile, self.device)
-        self.compiled = self.compiled_step(mode) if mode else None
-
-    def compiled_step(self, mode: str | None, backend: str = "inductor") -> CompiledGradientStep:
-        """The TD gradient step as one compiled region."""
-        frozen = (self.q_target,)  # read by the loss: an input of the compiled step, never a constant of it
-        return CompiledGradientStep(self.q, self.optimizer, self.loss, self.config.max_grad_norm, mode, backend, frozen)
 
     def learn(self, batch: ReplayBatch) -> Global:
         cfg = self.config
@@ -218,25 +207,12 @@ class DQNLearner(Learner):
         for k in range(batch.num_batches):
             if self.gradient_steps_taken % cfg.target_update_interval == 0:
                 polyak_update_(self.q_target, self.q, cfg.tau)
-            if self.compiled is not None:
-                sync = None if self.grad_sync is None else self.sync_mean
-                terms = self.compiled(*batch.minibatch(k), sync_grads=sync)
-            else:
-                loss, terms = self.loss(*batch.minibatch(k))
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.sync_grads(self.params)
-                if cfg.max_grad_norm:
-                    clip_grad_norm_(self.params, cfg.max_grad_norm)
-                self.optimizer.step()
+            terms = self.gradient_step(*batch.minibatch(k), sync=self.gradient_sync)
             self.gradient_steps_taken += 1
             losses.append(terms[0])
             q_values.append(terms[1])
         td_loss, q_value = torch.stack([torch.stack(losses).mean(), torch.stack(q_values).mean()]).tolist()
-        metrics = {"td_loss": td_loss, "q_value": q_value}  # one host sync per learn
-        if self.compiled is not None:  # the first update's extra time, apart from training time
-            metrics["compile_seconds"] = self.compiled.compile_seconds
-        return metrics
+        return {"td_loss": td_loss, "q_value": q_value}  # one host sync per learn
 
     def loss(
         self,

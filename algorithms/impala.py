@@ -38,16 +38,14 @@ from msrl.core import (
 from msrl.rl import (
     ActorCritic,
     ActorCriticActor,
-    CompiledGradientStep,
+    GradientStep,
     RolloutBuffer,
     TrajectoryBatch,
     ValueNorm,
     action_layout,
     check_action_space,
     check_compile_option,
-    clip_grad_norm_,
     clipped_surrogate,
-    compile_mode,
     copy_weights,
     linear_lr,
     load_state,
@@ -93,12 +91,12 @@ class IMPALAConfig:
     hidden_size: int = 64
     """Width of the two hidden layers of the policy and value networks."""
     value_norm: bool = False
-    """Learn standardised value targets (``msrl.rl.ValueNorm``); runs eagerly, so ``compile`` must
-    be ``auto`` (then eager everywhere) or ``false``."""
+    """Learn standardised value targets (``msrl.rl.ValueNorm``).  The loss then folds each
+    minibatch's targets into the statistics, so the learner's step runs eagerly: ``compile`` must
+    be ``auto`` (the actor's ``act`` still compiled) or ``false``."""
     compile: bool | str = "auto"
-    """``true``: each minibatch's gradient step (loss, gradient, clip, Adam) is one
-    compiled region (a CUDA graph on CUDA), and on the CPU the actor's ``act`` too; ``false``:
-    eager; ``auto``: compiled on CUDA only (docs/guide.md, "compiled learner")."""
+    """Each minibatch's gradient step (loss, gradient, clip, Adam) and the actor's ``act`` as
+    compiled regions: ``auto`` switches to them once built, ``true`` waits for them, ``false``: eager."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma")
@@ -128,18 +126,13 @@ class IMPALALearner(Learner):
         self.config = config
         self.device = torch.device(run.device)
         self.net = ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights")).to(self.device)
-        self.params = list(self.net.parameters())
-        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
         self.generator = run.rng("learner")  # minibatch order, drawn where the data is
         self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
         self.value_norm = ValueNorm().to(self.device) if config.value_norm else None
-        mode = None if config.value_norm else compile_mode(config.compile, self.device)
-        self.compiled = self.compiled_step(mode) if mode else None
-
-    def compiled_step(self, mode: str | None, backend: str = "inductor") -> CompiledGradientStep:
-        """The gradient step of ``loss`` as one compiled region."""
-        return CompiledGradientStep(self.net, self.optimizer, self.loss, self.config.max_grad_norm, mode, backend)
+        option = "false" if config.value_norm else config.compile  # the loss updates the statistics
+        self.gradient_step = GradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, option)
 
     def learn(self, batch: TrajectoryBatch) -> Global:
         cfg = self.config
@@ -155,23 +148,10 @@ class IMPALALearner(Learner):
         # The minibatches' terms add up on the device, in float64 (as Python floats did), and reach the host once.
         sums = torch.zeros(len(METRICS), dtype=torch.float64, device=self.device)
         for part in ppo_epochs(batch, cfg.update_epochs, cfg.num_minibatches, self.generator):
-            if self.compiled is not None:
-                sync = None if self.grad_sync is None else self.sync_mean
-                sums = sums + self.compiled(*part, sync_grads=sync).double()
-                continue
-            losses = self.losses(part)
-            loss = losses["policy_loss"] + cfg.vf_coef * losses["value_loss"] - cfg.ent_coef * losses["entropy"]
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.sync_grads(self.params)
-            clip_grad_norm_(self.params, cfg.max_grad_norm)
-            self.optimizer.step()
-            sums = sums + torch.stack([losses[key].detach() for key in METRICS]).double()
+            sums = sums + self.gradient_step(*part, sync=self.gradient_sync).double()
         passes = cfg.update_epochs * cfg.num_minibatches
         metrics = {key: value / passes for key, value in zip(METRICS, sums.tolist())}
         metrics["learning_rate"] = self.optimizer.param_groups[0]["lr"]
-        if self.compiled is not None:  # the first update's extra time, apart from training time
-            metrics["compile_seconds"] = self.compiled.compile_seconds
         return metrics
 
     def loss(self, *part: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -256,7 +236,7 @@ class IMPALA(Algorithm):
             ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights")),
             run.seed_for("actor"),
             run.device,
-            compile=compile_mode(config.compile, run.device),
+            compile=config.compile,
         )
         self.buffer = RolloutBuffer(
             config.num_steps, config.num_envs, obs_shape, *action_layout(action_space), device=run.device

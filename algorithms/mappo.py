@@ -55,7 +55,7 @@ from msrl.core import (
     split,
     steps,
 )
-from msrl.rl import check_action_space, check_activation, observation_shape
+from msrl.rl import check_action_space, check_activation, check_compile_option, observation_shape
 
 CENTRAL_INPUT_LIMIT = 4096
 """Largest global state (numbers per environment) the centralised critic takes: beyond it the
@@ -126,6 +126,9 @@ class MAPPOConfig:
     """Bootstrap the return of an episode cut off by its time limit from the value of its last
     state (msrl's single-agent rule).  Off, as the paper runs MPE (its ``use_proper_time_limits``):
     the end of an episode is terminal, so values are returns to the end of the episode."""
+    compile: bool | str = "auto"
+    """Each minibatch's gradient step as one compiled region: ``auto`` switches to it once built,
+    ``true`` waits for it, ``false``: eager.  Recurrent policies' steps run eagerly."""
 
     @property
     def rows(self) -> int:
@@ -150,6 +153,7 @@ class MAPPOConfig:
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
         check_activation(self.activation)
+        check_compile_option(self.compile)
         if self.huber_delta < 0:
             raise ConfigError(f"algo.huber_delta must be >= 0 (0: squared error), got {self.huber_delta}")
         if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in self.policies.items()):

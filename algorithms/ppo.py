@@ -14,19 +14,17 @@ The networks are the PPO paper's (tanh, orthogonal initialisation) unless ``acti
 ``ortho_init: false`` ask for SB3's form, as ``configs/ppo_halfcheetah.yaml`` does with rl-zoo's
 settings.
 
-The default learner is plain torch modules and autograd.  ``fused: true`` swaps in
-``FusedPPOLearner`` (discrete actions only): ``msrl.rl.TwinMLP`` and ``msrl.rl.ppo_losses``'
-closed-form gradients, about twice as fast on small CPU models (``tests/unit/test_ppo_fused.py``).
+The learner is plain torch modules, a loss and Adam; ``msrl.rl.GradientStep`` runs each minibatch
+step eagerly or, once built, as one compiled region of the same code (``algo.compile``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 import msrl.envs
 from msrl.core import (
@@ -47,20 +45,15 @@ from msrl.rl import (
     OBS_STATS,
     ActorCritic,
     ActorCriticActor,
-    CompiledGradientStep,
-    CompiledPPOUpdate,
-    PPOStepConfig,
+    GradientStep,
     RolloutBatch,
     RolloutBuffer,
     RunningMeanStd,
-    TwinMLP,
     action_layout,
     check_action_space,
     check_activation,
     check_compile_option,
-    clip_grad_norm_,
     clipped_surrogate,
-    compile_mode,
     copy_weights,
     linear_lr,
     load_generator_state,
@@ -68,7 +61,6 @@ from msrl.rl import (
     obs_stats_weights,
     observation_shape,
     ppo_epochs,
-    ppo_losses,
 )
 
 
@@ -121,12 +113,10 @@ class PPOConfig:
     batch after learning from it and sends the statistics to the actors with the weights."""
     normalize_reward: bool = False
     """Divide rewards by the running std of the discounted return (kept by the buffer)."""
-    fused: bool = False
-    """Use the fused fast path (TwinMLP and closed-form loss gradients; Discrete actions only)."""
     compile: bool | str = "auto"
-    """``true``: each minibatch step is one compiled region (built ahead of time on the CPU, a CUDA
-    graph on CUDA), and on the CPU the actor's ``act`` too; ``false``: eager; ``auto``: compiled
-    on CUDA only (docs/guide.md)."""
+    """Each minibatch step, and the actor's ``act``, as one compiled region (built ahead of time on
+    the CPU, a CUDA graph on CUDA): ``auto`` starts eagerly and switches once built (in the
+    background, or at once from the cache); ``true`` waits for the build; ``false``: eager."""
 
     @property
     def batch_size(self) -> int:
@@ -149,8 +139,6 @@ class PPOConfig:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
         check_compile_option(self.compile)
         check_activation(self.activation)
-        if self.fused and (self.activation != "tanh" or not self.ortho_init):
-            raise ConfigError("algo.fused: true takes the default network: activation tanh with ortho_init true")
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -172,21 +160,13 @@ class PPOLearner(Learner):
             )
         self.config = config
         self.device = torch.device(run.device)
-        self.net = self.network(obs_dim, action_space, config, run.seed_for("weights")).to(self.device)
-        self.params = list(self.net.parameters())
-        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
+        self.net = network(obs_dim, action_space, config, run.seed_for("weights")).to(self.device)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
+        self.gradient_step = GradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, config.compile)
         self.generator = run.rng("learner")  # minibatch order, drawn where the data is
         self.num_updates = run.num_updates(config.batch_size)
         self.updates = 0
         self.obs_stats = RunningMeanStd(obs_shape or (obs_dim,), device=self.device) if config.normalize_obs else None
-        mode = None if config.fused else compile_mode(config.compile, self.device)  # the fused learner has its own
-        step = CompiledGradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, mode) if mode else None
-        self.compiled: Any = step
-
-    @staticmethod
-    def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic | TwinMLP:
-        size, log_std = config.hidden_size, config.log_std_init
-        return ActorCritic(obs_dim, action_space, size, seed, log_std, None, config.activation, config.ortho_init)
 
     def learn(self, batch: RolloutBatch) -> Global:
         cfg = self.config
@@ -209,15 +189,7 @@ class PPOLearner(Learner):
         """PPO's epochs of minibatch gradient steps."""
         cfg = self.config
         for minibatch in ppo_epochs(data, cfg.update_epochs, cfg.num_minibatches, self.generator):
-            if self.compiled is not None:
-                self.compiled(*minibatch, sync_grads=None if self.grad_sync is None else self.sync_mean)
-                continue
-            loss, _ = self.loss(*minibatch)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.sync_grads(self.params)
-            self.clip_gradients()
-            self.optimizer.step()
+            self.gradient_step(*minibatch, sync=self.gradient_sync)
 
     def loss(self, *minibatch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The minibatch loss minimised, and itself detached (the compiled step's metrics)."""
@@ -249,9 +221,6 @@ class PPOLearner(Learner):
             v_loss = torch.max(v_loss, (clipped - returns).square())
         return pg_loss, 0.5 * v_loss.mean(), self.net.head.entropy(dist), logprobs
 
-    def clip_gradients(self) -> None:
-        nn.utils.clip_grad_norm_(self.params, self.config.max_grad_norm)
-
     @torch.no_grad()
     def diagnostics(self, *data: torch.Tensor) -> dict[str, float]:
         """Losses, entropy, KL and clip fraction of the updated policy on the whole batch, once per
@@ -263,8 +232,6 @@ class PPOLearner(Learner):
         values = torch.stack([pg_loss, v_loss, entropy.mean(), ((ratio - 1) - log_ratio).mean(), clipfrac]).tolist()
         metrics = dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"), values))
         metrics["learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
-        if self.compiled is not None:  # the first update's extra time, apart from training time
-            metrics["compile_seconds"] = self.compiled.compile_seconds
         return metrics
 
     def get_weights(self) -> Global:
@@ -293,53 +260,10 @@ class PPOLearner(Learner):
             self.obs_stats.load_state_dict(state[OBS_STATS])
 
 
-class FusedPPOLearner(PPOLearner):
-    """The same update on ``msrl.rl.TwinMLP`` (one flat parameter tensor, hand-written backward)
-    with ``msrl.rl.ppo_losses`` (closed-form loss gradients) and Adam's fused kernel: the fast path
-    for small discrete-action models on the CPU.  Same seed, same initial weights as ``PPOLearner``."""
-
-    def __init__(
-        self,
-        obs_dim: int,
-        action_space: Space,
-        config: PPOConfig,
-        run: RunInfo,
-        obs_shape: tuple[int, ...] | None = None,
-    ) -> None:
-        super().__init__(obs_dim, action_space, config, run, obs_shape)
-        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5, fused=True)
-        mode = compile_mode(config.compile, self.device)
-        layout = cast(TwinMLP, self.net).layout
-        self.compiled = CompiledPPOUpdate(PPOStepConfig.of(config, layout), mode) if mode else None
-
-    def update(self, data: RolloutBatch) -> None:
-        if self.compiled is None:
-            return super().update(data)
-        sync = None if self.grad_sync is None else (lambda grad: self.sync_mean([grad]))
-        cfg, params = self.config, self.params[0]
-        self.compiled(params, self.optimizer, tuple(data), cfg.update_epochs, cfg.num_minibatches, self.generator, sync)
-
-    @staticmethod
-    def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic | TwinMLP:
-        return fused_network(obs_dim, action_space, config, seed)
-
-    def losses(self, *minibatch: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        cfg = self.config
-        obs, actions = minibatch[:2]
-        logits, values = self.net(obs)
-        pg_loss, v_loss = ppo_losses(
-            logits, values, *minibatch[1:], clip=cfg.clip_coef, clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv
-        )
-        return pg_loss, v_loss, self.net.head.entropy(logits), self.net.head.log_prob(logits, actions)
-
-    def clip_gradients(self) -> None:
-        clip_grad_norm_(cast(TwinMLP, self.net).params, self.config.max_grad_norm)  # network() made a TwinMLP
-
-
-def fused_network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> TwinMLP:
-    if not isinstance(action_space, Discrete):
-        raise ConfigError(f"ppo with fused: true supports Discrete actions, not {type(action_space).__name__}")
-    return TwinMLP(obs_dim, action_space.n, config.hidden_size, torch.Generator().manual_seed(seed))
+def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic:
+    """The actor-critic of ``config`` (the learner's, and the actors' copies: same seed, same weights)."""
+    size, log_std = config.hidden_size, config.log_std_init
+    return ActorCritic(obs_dim, action_space, size, seed, log_std, None, config.activation, config.ortho_init)
 
 
 # -- algorithm ---------------------------------------------------------------------------------------
@@ -355,15 +279,13 @@ class PPO(Algorithm):
         run = self.run
         spec = msrl.envs.spec(config.env_id)
         action_space = check_action_space(config.env_id, "ppo", spec.action_space, (Discrete, Box))
-        if config.fused:
-            check_action_space(config.env_id, "ppo with fused: true", action_space, (Discrete,))
         obs_shape = observation_shape(config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        Learner = FusedPPOLearner if config.fused else PPOLearner
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
-        net = Learner.network(obs_dim, action_space, config, run.seed_for("weights"))
-        mode = compile_mode(config.compile, run.device)  # with "default" (CPU), the actor's act is compiled too
-        self.actor = ActorCriticActor(net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, mode)
+        net = network(obs_dim, action_space, config, run.seed_for("weights"))
+        self.actor = ActorCriticActor(
+            net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, config.compile
+        )
         self.buffer = RolloutBuffer(
             config.num_steps,
             config.num_envs,
@@ -374,7 +296,7 @@ class PPO(Algorithm):
             device=run.device,
             normalize_reward=config.normalize_reward,
         )
-        self.learner = Learner(obs_dim, action_space, config, run, obs_shape)
+        self.learner = PPOLearner(obs_dim, action_space, config, run, obs_shape)
 
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the current policy.

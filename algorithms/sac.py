@@ -12,7 +12,6 @@ the temperature are in ``algorithms._sac_networks``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,15 +37,13 @@ from msrl.core import (
 )
 from msrl.rl import (
     CompiledCall,
-    CompiledGradientStep,
     GaussianHead,
+    GradientStep,
     ReplayBatch,
     ReplayBuffer,
     action_layout,
     check_action_space,
     check_compile_option,
-    clip_grad_norm_,
-    compile_mode,
     copy_weights,
     keeps_final_obs,
     load_state,
@@ -98,9 +95,8 @@ class SACConfig:
     """Store a transition cut by the time limit with its episode's last observation (the
     environment's ``final_obs()``), bootstrapped, as SB3's replay does; false drops it."""
     compile: bool | str = "auto"
-    """``true``: the critics', the policy's and the temperature's gradient steps are each one
-    compiled region (CUDA graphs on CUDA), and on the CPU the actor's draw; ``false``: eager;
-    ``auto``: compiled on CUDA only (docs/guide.md)."""
+    """The critics', the policy's and the temperature's gradient steps and the actor's draw, each
+    as a compiled region: ``auto`` switches to them once built, ``true`` waits for them, ``false``: eager."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma")
@@ -131,9 +127,8 @@ class SACActor(Actor):
         self.generator = run.rng("actor")  # action draws: this copy's own, so copies explore independently
         self.learning_starts = config.learning_starts
         self.env_steps = 0
-        mode = compile_mode(config.compile, self.device)  # on the CPU: the draw compiled, its noise drawn outside
-        draw = lambda policy, obs, noise: policy.sample(obs, None, noise)  # noqa: E731
-        self.compiled = CompiledCall(self.policy, draw, mode) if mode == "default" else None
+        draw = lambda policy, obs, noise: policy.sample(obs, None, noise)[0]  # noqa: E731
+        self.draw = CompiledCall(self.policy, draw, config.compile)  # its noise drawn outside
 
     def _obs(self, obs: Any) -> torch.Tensor:
         return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
@@ -146,10 +141,8 @@ class SACActor(Actor):
             shape = (obs.shape[0], self.policy.scale.numel())
             uniform = torch.rand(shape, generator=self.generator, device=self.device) * 2 - 1
             return uniform * self.policy.scale + self.policy.bias
-        if self.compiled is None:
-            return self.policy.sample(obs, self.generator)[0]
-        shape = (obs.shape[0], self.policy.scale.numel())  # what sample would draw: the means' shape
-        return self.compiled(obs, GaussianHead.noise(shape, self.generator, self.device, obs.dtype))[0]
+        shape = (obs.shape[0], self.policy.scale.numel())  # what sample draws: the means' shape
+        return self.draw(obs, GaussianHead.noise(shape, self.generator, self.device, obs.dtype))
 
     @torch.inference_mode()
     def greedy(self, obs: Any) -> Batched:
@@ -180,37 +173,21 @@ class SACLearner(Learner):
         self.temperature = Temperature(config.alpha, config.autotune).to(self.device)
         self.log_alpha = self.temperature.log_alpha
         self.target_entropy = -float(action_dim)
-        self.critic_params, self.policy_params = list(self.critic.parameters()), list(self.policy.parameters())
-        self.critic_optimizer = torch.optim.Adam(self.critic_params, lr=config.q_lr, fused=True)
-        self.policy_optimizer = torch.optim.Adam(self.policy_params, lr=config.policy_lr, fused=True)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.q_lr, fused=True)
+        self.policy_optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.policy_lr, fused=True)
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.policy_lr)
         self.generator = run.rng("learner")  # the actions sampled for the targets and the policy loss
         self.gradient_steps_taken = 0
-        mode = compile_mode(config.compile, self.device)
-        self.compiled = self.compiled_steps(mode) if mode else None
-
-    def compiled_steps(self, mode: str | None, backend: str = "inductor") -> tuple[CompiledGradientStep, ...]:
-        """The critics', the policy's and the temperature's gradient steps, each one compiled region."""
-        clip = self.config.max_grad_norm
-        # the modules each loss reads without differentiating: inputs of its step, not constants
-        critic_read, policy_read = (self.critic_target, self.policy), (self.critic,)
-        return (
-            CompiledGradientStep(
-                self.critic, self.critic_optimizer, self.critic_loss, clip, mode, backend, critic_read
-            ),
-            CompiledGradientStep(
-                self.policy, self.policy_optimizer, self.policy_loss, clip, mode, backend, policy_read
-            ),
-            CompiledGradientStep(self.temperature, self.alpha_optimizer, self.alpha_loss, clip, mode, backend),
+        # The modules each loss reads without differentiating: inputs of its compiled step, not constants.
+        clip, option = config.max_grad_norm, config.compile
+        critic_reads, policy_reads = (self.critic_target, self.policy), (self.critic,)
+        self.critic_step = GradientStep(
+            self.critic, self.critic_optimizer, self.critic_loss, clip, option, critic_reads
         )
-
-    def _step(self, optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor], loss: torch.Tensor) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.sync_grads(params)
-        if self.config.max_grad_norm:
-            clip_grad_norm_(params, self.config.max_grad_norm)
-        optimizer.step()
+        self.policy_step = GradientStep(
+            self.policy, self.policy_optimizer, self.policy_loss, clip, option, policy_reads
+        )
+        self.alpha_step = GradientStep(self.temperature, self.alpha_optimizer, self.alpha_loss, clip, option)
 
     def learn(self, batch: ReplayBatch) -> Global:
         cfg = self.config
@@ -220,30 +197,19 @@ class SACLearner(Learner):
         # Losses add up on the device, in float64 (as Python floats did), and reach the host once, at the end.
         q_total = policy_total = torch.zeros((), dtype=torch.float64, device=self.device)
         policy_steps = 0
-        sync = None if self.grad_sync is None else self.sync_mean
+        sync = self.gradient_sync
         for k in range(batch.num_batches):
             obs, actions, rewards, next_obs, terminated = batch.minibatch(k)
             alpha = self.log_alpha.detach().exp()
-            # Critics: regress both Q's on the soft clipped double-Q target.
-            if self.compiled:  # the noise drawn outside the compiled region, as the eager path draws it
-                replayed = (obs, actions, rewards, next_obs, terminated, self.noise(obs), alpha)
-                q_loss = self.compiled[0](*replayed, sync_grads=sync)[0]
-            else:
-                q_loss = self.critic_loss(obs, actions, rewards, next_obs, terminated, None, alpha)[0]
-                self._step(self.critic_optimizer, self.critic_params, q_loss)
-            q_total = q_total + q_loss.detach().double()
+            # Critics: regress both Q's on the soft clipped double-Q target (the policy's noise drawn here).
+            replayed = (obs, actions, rewards, next_obs, terminated, self.noise(obs), alpha)
+            q_total = q_total + self.critic_step(*replayed, sync=sync)[0].double()
             # Policy and temperature, every policy_frequency critic steps.
             if self.gradient_steps_taken % cfg.policy_frequency == 0:
-                if self.compiled:
-                    policy_loss, logprobs = self.compiled[1](obs, self.noise(obs), alpha, sync_grads=sync)
-                else:
-                    policy_loss, logprobs = self.policy_terms(obs, None, alpha)
-                    self._step(self.policy_optimizer, self.policy_params, policy_loss)
-                if cfg.autotune and self.compiled:  # logprobs: their mean, from the compiled step
-                    self.compiled[2](logprobs, sync_grads=sync)
-                elif cfg.autotune:
-                    self._step(self.alpha_optimizer, [self.log_alpha], self.alpha_loss(logprobs)[0])
-                policy_total = policy_total + policy_loss.detach().double()
+                policy_loss, logprob = self.policy_step(obs, self.noise(obs), alpha, sync=sync)
+                if cfg.autotune:  # from the policy step's mean log density
+                    self.alpha_step(logprob, sync=sync)
+                policy_total = policy_total + policy_loss.double()
                 policy_steps += 1
             # Targets: Polyak averaging towards the critics.
             polyak_update_(self.critic_target, self.critic, cfg.tau)
@@ -256,8 +222,6 @@ class SACLearner(Learner):
             "policy_loss": policy_sum / max(1, policy_steps),
             "alpha": alpha_now,
         }
-        if self.compiled:  # the first update's extra time, apart from training time
-            metrics["compile_seconds"] = sum(step.compile_seconds for step in self.compiled)
         return metrics
 
     def noise(self, obs: torch.Tensor) -> torch.Tensor:
@@ -272,33 +236,30 @@ class SACLearner(Learner):
         rewards: Tensor,
         next_obs: Tensor,
         terminated: Tensor,
-        noise: Tensor | None,
+        noise: Tensor,
         alpha: Tensor,
     ) -> tuple[Tensor, Tensor]:
         """Both Q's squared error against the soft clipped double-Q target, and it (detached) to report."""
         with torch.no_grad():
-            next_actions, next_logprobs = self.policy.sample(next_obs, self.generator, noise)
+            next_actions, next_logprobs = self.policy.sample(next_obs, None, noise)
             next_q = torch.min(*self.critic_target(next_obs, next_actions)) - alpha * next_logprobs
             target = rewards + self.config.gamma * (1.0 - terminated) * next_q
         q1, q2 = self.critic(obs, actions)
         q_loss = nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
         return q_loss, q_loss.detach().unsqueeze(0)
 
-    def policy_terms(self, obs: Tensor, noise: Tensor | None, alpha: Tensor) -> tuple[Tensor, Tensor]:
-        """The reparameterised policy loss and the sampled actions' log densities."""
-        sampled, logprobs = self.policy.sample(obs, self.generator, noise)
-        return (alpha * logprobs - torch.min(*self.critic(obs, sampled))).mean(), logprobs
-
     def policy_loss(self, obs: Tensor, noise: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor]:
-        """The policy loss, and it and the mean log density (detached) to report."""
-        loss, logprobs = self.policy_terms(obs, noise, alpha)
+        """The reparameterised policy loss, and it and the sampled actions' mean log density
+        (detached) to report."""
+        sampled, logprobs = self.policy.sample(obs, None, noise)
+        loss = (alpha * logprobs - torch.min(*self.critic(obs, sampled))).mean()
         return loss, torch.stack([loss.detach(), logprobs.detach().mean()])
 
-    def alpha_loss(self, logprobs: Tensor) -> tuple[Tensor, Tensor]:
-        """The temperature's loss, pushing the policy's entropy (-``logprobs``, or their mean) towards
-        ``target_entropy``, and it (detached) to report.  It reads ``log_alpha`` through
+    def alpha_loss(self, logprob: Tensor) -> tuple[Tensor, Tensor]:
+        """The temperature's loss, pushing the policy's entropy (-``logprob``, the mean log density)
+        towards ``target_entropy``, and it (detached) to report.  It reads ``log_alpha`` through
         ``self.temperature``, the module its compiled step swaps the parameter of."""
-        loss = -(self.temperature.log_alpha * (logprobs.detach() + self.target_entropy)).mean()
+        loss = -(self.temperature.log_alpha * (logprob.detach() + self.target_entropy)).mean()
         return loss, loss.detach().unsqueeze(0)
 
     def get_weights(self) -> Global:

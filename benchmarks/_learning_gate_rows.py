@@ -36,7 +36,6 @@ QUICK_ROWS: dict[str, QuickRow] = {
             "algo.update_epochs=4",
             "algo.num_minibatches=8",
             "algo.ent_coef=0.0",
-            "algo.fused=true",
         ),
     ),
     # A2C with Adam (16 envs x 5 steps, lr 1e-3 annealed over the row's budget), as the slow learning

@@ -1,5 +1,5 @@
 """An actor's ``act`` per call, eager against compiled (``algo.compile: true`` on the CPU), for the
-actors of the shipped configs at their shapes: PPO CartPole's fused TwinMLP (64 rows), A2C
+actors of the shipped configs at their shapes: PPO CartPole's ActorCritic (64 rows), A2C
 CartPole's ActorCritic (8 rows), DQN CartPole's epsilon-greedy Q-network (10 rows) and SAC
 Pendulum's squashed Gaussian policy (1 row).  Both actors of a row run in this process, in
 alternating blocks (this VM's speed drifts), on torch's one thread as the ``local`` policy sets it.
@@ -24,7 +24,7 @@ import torch
 
 from algorithms.a2c import A2CConfig
 from algorithms.dqn import DQNActor, DQNConfig
-from algorithms.ppo import PPOConfig, fused_network
+from algorithms.ppo import PPOConfig, network
 from algorithms.sac import SACActor, SACConfig
 from msrl.core import Box, Discrete, RunInfo
 from msrl.rl import ActorCritic, ActorCriticActor
@@ -33,14 +33,14 @@ from msrl.rl import ActorCritic, ActorCriticActor
 def actors(compile: bool) -> dict[str, tuple[Any, torch.Tensor]]:
     """Each row's actor, eager or compiled, and an observation batch of its shape."""
     run, g = RunInfo(seed=1, total_env_steps=100_000), torch.Generator().manual_seed(0)
-    mode = "default" if compile else None
-    ppo = PPOConfig(fused=True)
+    mode = "true" if compile else "false"
+    ppo = PPOConfig()
     a2c = A2CConfig()
     dqn = DQNConfig(hidden_sizes=(120, 84), compile=compile)
     sac = SACConfig(hidden_sizes=(256, 256), learning_starts=0, compile=compile)
     return {
-        "PPO CartPole (TwinMLP 64-64, 64 rows)": (
-            ActorCriticActor(fused_network(4, Discrete(2), ppo, 1), 7, compile=mode),
+        "PPO CartPole (ActorCritic 64-64, 64 rows)": (
+            ActorCriticActor(network(4, Discrete(2), ppo, 1), 7, compile=mode),
             torch.randn(64, 4, generator=g),
         ),
         "A2C CartPole (ActorCritic 64-64, 8 rows)": (

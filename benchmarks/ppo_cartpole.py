@@ -214,7 +214,6 @@ def run_device_mode(args: argparse.Namespace, command: str) -> int:
                 f"policy.executor={args.executor}",
                 f"policy.device={args.device}",
                 f"algo.num_envs={num_envs}",
-                "algo.fused=false",
                 *args.overrides,
             ]
             record = run_msrl(seed, args.budget, args.eval_every, args.eval_episodes, overrides)

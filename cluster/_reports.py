@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fragments import IterationResult, ReplicaReport
+from fragments import IterationResult, ReplicaReport, merge_compiled
 
 PER_EPISODE = ("episode_return", "episode_length")
 
@@ -25,12 +25,15 @@ def merge_reports(reports: list[ReplicaReport], per_fragment_timings: bool) -> I
         for phase, seconds in report.timings.items():
             timings[phase] = max(timings.get(phase, 0.0), seconds)
             mine[phase] = max(mine.get(phase, 0.0), seconds)
+    compiling, compiled = merge_compiled(reports)
     return IterationResult(
         output=output,
         component_metrics=merge_replica_metrics([r.metrics for r in reports]),
         timings=timings,
         fragment_timings=per_fragment if per_fragment_timings else {},
         env_steps=sum(r.env_steps for r in reports),
+        compiling=compiling,
+        compiled=compiled,
     )
 
 

@@ -30,7 +30,7 @@ from fragments._local import LocalRuntime
 from fragments._pairs import ReplyPair, program_pairs, reply_pairs
 from fragments._partition import partition
 from fragments._program import FragmentProgram, LoopBlock, Recv, build_program
-from fragments._runtime import IterationResult, ReplicaReport, Runtime
+from fragments._runtime import IterationResult, ReplicaReport, Runtime, merge_compiled
 
 
 def register_env_backends(register) -> None:
@@ -77,6 +77,7 @@ __all__ = [
     "ReplicaReport",
     "Runtime",
     "build_program",
+    "merge_compiled",
     "program_pairs",
     "reply_pairs",
     "combine",

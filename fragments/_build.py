@@ -48,6 +48,7 @@ from msrl.core import (
     split_fields,
     trace,
 )
+from msrl.rl import compiling, switch_compiled
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,10 @@ class Replica:
         metrics: dict[str, float] = {}
         for component in self.components.values():
             metrics.update(component.metrics())
-        return ReplicaReport(self.fragment, self.replica, output, metrics, timings, env_steps, policy_lag)
+        compiled = switch_compiled()  # between iterations: each update and rollout runs one way throughout
+        return ReplicaReport(
+            self.fragment, self.replica, output, metrics, timings, env_steps, policy_lag, compiling(), compiled
+        )
 
 
 def _where(fdg: FragmentedGraph, fragment: str) -> str:

@@ -28,7 +28,12 @@ class LocalRuntime:
     def run_iteration(self, more: bool = False) -> IterationResult:
         report = self.replica.iterate()
         return IterationResult(
-            output=report.output, component_metrics=report.metrics, timings=report.timings, env_steps=report.env_steps
+            output=report.output,
+            component_metrics=report.metrics,
+            timings=report.timings,
+            env_steps=report.env_steps,
+            compiling=report.compiling,
+            compiled=dict(report.compiled),
         )
 
     def state_dict(self) -> dict[str, Any]:

@@ -19,9 +19,11 @@ class ReplicaReport:
     ``output`` is what ``train_step`` returned where this replica holds the output node (else
     ``None``); ``metrics`` what its components' ``metrics()`` reported; ``timings`` seconds per
     phase; ``env_steps`` the environment steps it took; ``policy_lag`` how many updates old the
-    weights it acted with were (async policies).  An ``aborted`` report is of an iteration the
-    replica gave up because the run was being torn down while it waited on a peer: it carries
-    nothing, and merging it adds nothing."""
+    weights it acted with were (async policies); ``compiling`` the compiled regions it still builds
+    (``msrl.rl.compiling``) and ``compiled`` those it switched to after this iteration, with the
+    seconds their builds took (``msrl.rl.switch_compiled``).  An ``aborted`` report is of an
+    iteration the replica gave up because the run was being torn down while it waited on a peer:
+    it carries nothing, and merging it adds nothing."""
 
     fragment: str
     replica: int
@@ -30,6 +32,8 @@ class ReplicaReport:
     timings: dict[str, float] = field(default_factory=dict)
     env_steps: int = 0
     policy_lag: float = 0.0
+    compiling: tuple[str, ...] = ()
+    compiled: tuple[tuple[str, float], ...] = ()
     aborted: bool = False
 
     @property
@@ -54,13 +58,27 @@ class IterationResult:
     inference, learn, buffer, communication; the slowest replica's) and ``env_steps``
     the environment steps taken by every replica together.  ``fragment_timings`` splits
     ``timings`` by fragment (fragment -> phase -> seconds, the slowest replica's) when
-    the run has more than one fragment."""
+    the run has more than one fragment.  ``compiling`` names the compiled regions still being
+    built anywhere in the run, ``compiled`` those switched to after this iteration (name ->
+    seconds their build took, the longest over replicas)."""
 
     output: Any
     component_metrics: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     env_steps: int = 0
     fragment_timings: dict[str, dict[str, float]] = field(default_factory=dict)
+    compiling: tuple[str, ...] = ()
+    compiled: dict[str, float] = field(default_factory=dict)
+
+
+def merge_compiled(reports: list[ReplicaReport]) -> tuple[tuple[str, ...], dict[str, float]]:
+    """The run's ``compiling`` and ``compiled`` from its replicas' reports."""
+    compiling = tuple(sorted({name for report in reports for name in report.compiling}))
+    compiled: dict[str, float] = {}
+    for report in reports:
+        for name, seconds in report.compiled:
+            compiled[name] = max(compiled.get(name, 0.0), seconds)
+    return compiling, compiled
 
 
 class Runtime(Protocol):

@@ -1,5 +1,5 @@
-"""Shared test set-up: hypothesis profiles, and one local Ray per test session for the tests
-that can share it."""
+"""Shared test set-up: eager learners unless a test asks for compiled ones, hypothesis profiles,
+and one local Ray per test session for the tests that can share it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,12 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+# ``algo.compile: auto`` (the default) means eager in the suite and in the runs it starts: a run then
+# repeats bit for bit, whenever a background build would have finished, and the suite starts no
+# builds it does not test.  The tests of compiled steps ask for them (``compile=true``, or
+# ``MSRL_COMPILE=auto`` in their environment).
+os.environ["MSRL_COMPILE"] = "false"
 
 # Property tests draw a fixed, derandomised set of examples unless asked otherwise, so a run on any
 # machine sees the same cases; each test lists with @example the cases it must always reach.

@@ -40,6 +40,10 @@ def iteration_record(
     record.update({f"time_{phase}": seconds for phase, seconds in sorted(phases.items())})
     for fragment, split in sorted(result.fragment_timings.items()):  # several fragments: each one's split
         record.update({f"time_{phase}/{fragment}": seconds for phase, seconds in sorted(split.items())})
+    if result.compiling:  # compiled regions still being built, in the background
+        record["compiling"] = float(len(result.compiling))
+    if result.compiled:  # switched to after this iteration: how long their builds took
+        record["compile_seconds"] = max(result.compiled.values())
     return record
 
 

@@ -8,6 +8,7 @@ checked before the run directory is created, so a bad command writes nothing.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -107,6 +108,8 @@ class Trainer:
         saved = checkpoint or {}  # a resumed run's counters go on from its checkpoint's
         self.iteration, self.env_steps, self.restarts, self.lost_env_steps = (int(saved.get(k, 0)) for k in COUNTERS)
         self.last_return, self.steps_per_iteration, self.wall_time = float("nan"), 0, 0.0
+        self.compiling: tuple[str, ...] = ()  # compiled regions still being built, after the last iteration
+        self.switched: dict[str, float] = {}  # those switched to after it, and how long they took to build
 
     def __enter__(self) -> Trainer:
         return self
@@ -146,6 +149,7 @@ class Trainer:
         self.env_steps += result.env_steps
         self.steps_per_iteration = result.env_steps
         self.last_return = result.component_metrics.get("episode_return", self.last_return)
+        self.compiling, self.switched = result.compiling, result.compiled
         record = iteration_record(result, elapsed, self.plan.agents_per_env, **self._counters())
         self.directory.record(record)
         every = self.config.run.checkpoint_every
@@ -159,12 +163,19 @@ class Trainer:
         with _ProgressBar(self.config.run, self.env_steps, self.stream) as bar:
             while True:
                 while not self.done:
-                    bar.show(self.step(), self.last_return)
+                    record = self.step()
+                    if self.switched:
+                        bar.note(switch_line(self.switched, self.iteration + 1))
+                    bar.show(record, self.last_return, self.compiling)
                 try:
                     self.save()
-                    return
+                    break
                 except WorkerLostError as exc:  # back to the last checkpoint: train from there again
                     self._recover(exc)
+            if self.compiling:
+                names = " and ".join(self.compiling)
+                them = "them" if len(self.compiling) > 1 else "it"
+                bar.note(f"msrl: compiled {names} still building in the background; the next run starts with {them}")
 
     def _another_follows(self) -> bool:
         """Whether another iteration follows the next one with no checkpoint between (it may start early)."""
@@ -324,12 +335,19 @@ def _restore(runtime: Runtime, checkpoint: dict[str, Any], config: LoadedConfig)
     return Position(int(checkpoint["iteration"]), int(checkpoint["env_steps"]))
 
 
+def switch_line(switched: Mapping[str, float], iteration: int) -> str:
+    """The line that says which compiled regions took over, and from which iteration."""
+    names = " and ".join(sorted(switched))
+    return f"msrl: compiled {names} ready after {max(switched.values()):.0f} s; switching at iteration {iteration}"
+
+
 class _ProgressBar:
     """A tqdm bar over the run's env-step budget, with the last return and the throughput; nothing
     when the config turns progress off."""
 
     def __init__(self, run: RunConfig, initial: int, stream: TextIO) -> None:
         self.bar: Any = None  # a tqdm bar (tqdm has no type hints)
+        self.stream = stream
         if run.progress:
             from tqdm import tqdm
 
@@ -344,12 +362,23 @@ class _ProgressBar:
                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}] {postfix}",
             )
 
-    def show(self, record: Mapping[str, Any], last_return: float) -> None:
+    def show(self, record: Mapping[str, Any], last_return: float, compiling: Sequence[str] = ()) -> None:
         if self.bar is not None:
             # the postfix first, without a redraw of its own: update() redraws at most every mininterval,
             # where set_postfix_str's default redrew the bar every iteration (SAC: 20,000 redraws)
-            self.bar.set_postfix_str(f"return {last_return:7.1f}  {record['steps_per_s']:,.0f} steps/s", refresh=False)
+            shown = f"{last_return:7.1f}" if math.isfinite(last_return) else "      -"  # no episode ended yet
+            postfix = f"return {shown}  {record['steps_per_s']:,.0f} steps/s"
+            if compiling:
+                postfix += f"  (compiling {' and '.join(compiling)})"
+            self.bar.set_postfix_str(postfix, refresh=False)
             self.bar.update(min(record["env_steps"], self.bar.total) - self.bar.n)
+
+    def note(self, line: str) -> None:
+        """A line above the bar (or on its own where there is no bar)."""
+        if self.bar is not None:
+            self.bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream)
 
     def __enter__(self) -> _ProgressBar:
         return self

@@ -213,9 +213,10 @@ class Learner(Component):
     """Loss, gradients and optimiser.
 
     Gradient synchronisation across learner replicas is switched on by the
-    distribution policy through ``grad_sync``: a learner calls ``self.sync_grads(params)``
-    after ``backward()`` and before the optimiser step, and never calls a
-    collective itself.  With one replica the hook does nothing.
+    distribution policy through ``grad_sync``: a learner hands ``self.gradient_sync`` to its
+    ``msrl.rl.GradientStep`` (or calls ``self.sync_grads(params)`` after ``backward()`` and
+    before the optimiser step), and never calls a collective itself.  With one replica the
+    hook does nothing.
 
     ``learn`` returns its metrics; diagnostics that cost a pass over the batch
     can be returned as ``msrl.deferred(fn, ...)``, computed after the new
@@ -233,6 +234,12 @@ class Learner(Component):
     def sync_grads(self, parameters: Any) -> None:
         if self.grad_sync is not None:
             self.grad_sync(parameters)
+
+    @property
+    def gradient_sync(self) -> Any:
+        """``sync_mean`` where the distribution policy averages gradients over learner replicas,
+        None where there is one: what a ``msrl.rl.GradientStep`` takes as its ``sync``."""
+        return None if self.grad_sync is None else self.sync_mean
 
     def sync_mean(self, tensors: Any) -> None:
         """Average ``tensors`` in place over the learner replicas, like gradients: for statistics

@@ -3,11 +3,12 @@ n-step, V-trace), buffers (rollout, replay), action heads (categorical, diagonal
 tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, Polyak averaging,
 the recurrent actor-critic of rMAPPO (``RecurrentActorCritic``),
 running mean/std normalisation and value-target normalisation (``ValueNorm``), PPO's update
-(``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``)
-and its fused fast path (``TwinMLP``, ``ppo_losses``, ``clip_grad_norm_``), and learner steps as
-one compiled region (``CompiledStep``, ``adam_``, ``CompiledGradientStep`` for any module's loss; PPO's fused:
-``CompiledPPOUpdate``; an actor's draw: ``CompiledAct``, ``CompiledCall``).  The rollout buffer
-takes agent groups, so PPO and MAPPO share it.  Algorithms import them instead of copying them."""
+(``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``), and the one way a learner's update and an
+actor's draw run fast: ``GradientStep`` (a loss, its gradient, ``clip_grad_norm_`` and a
+``torch.optim`` optimizer, eager or as one compiled region) and ``CompiledCall``, both on
+``CompiledRegion``, which the run switches to between iterations (``switch_compiled``) once built.
+The rollout buffer takes agent groups, so PPO and MAPPO share it.  Algorithms import them instead
+of copying them."""
 
 from msrl.rl._actor_critic import (
     ACTIVATIONS,
@@ -19,10 +20,15 @@ from msrl.rl._actor_critic import (
     obs_stats_weights,
 )
 from msrl.rl._categorical import categorical_entropy, categorical_log_prob, categorical_noise, sample_categorical
-from msrl.rl._clip import clip_grad_norm_
-from msrl.rl._compiled import CompiledStep, adam_, adam_state, check_compile_option, compile_mode
-from msrl.rl._compiled_act import CompiledAct, CompiledCall
-from msrl.rl._func_step import CompiledGradientStep, clip_grads, rmsprop_
+from msrl.rl._compiled import (
+    COMPILE_CHOICES,
+    CompiledRegion,
+    check_compile_option,
+    compile_option,
+    compiling,
+    switch_compiled,
+)
+from msrl.rl._compiled_call import CompiledCall
 from msrl.rl._gae import gae, normalize_advantages
 from msrl.rl._heads import (
     CategoricalHead,
@@ -36,8 +42,6 @@ from msrl.rl._mlp import mlp
 from msrl.rl._normalize import RewardScaler, RunningMeanStd
 from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo import clipped_surrogate, ppo_epochs
-from msrl.rl._ppo_loss import ppo_losses
-from msrl.rl._ppo_step import CompiledPPOUpdate, PPOStepConfig, ppo_twin_grad, ppo_twin_steps_
 from msrl.rl._recurrent import GRULayer, RecurrentActorCritic
 from msrl.rl._replay import ReplayBatch, ReplayBuffer, keeps_final_obs
 from msrl.rl._returns import nstep_returns, vtrace
@@ -45,26 +49,21 @@ from msrl.rl._rollout import GROUP_SEPARATOR, RolloutBatch, RolloutBuffer, Traje
 from msrl.rl._schedule import linear_lr
 from msrl.rl._spaces import action_layout, check_action_space, observation_shape
 from msrl.rl._state import copy_weights, load_generator_state, load_state, load_weights, save_state
-from msrl.rl._twin_mlp import TwinMLP
+from msrl.rl._update import FUNCTIONAL_OPTIMIZERS, GradientStep, clip_grad_norm_
 from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
     "GRULayer",
     "RecurrentActorCritic",
-    "CompiledAct",
+    "COMPILE_CHOICES",
     "CompiledCall",
-    "CompiledPPOUpdate",
-    "CompiledStep",
-    "CompiledGradientStep",
-    "clip_grads",
-    "rmsprop_",
-    "PPOStepConfig",
-    "adam_",
-    "adam_state",
+    "CompiledRegion",
+    "FUNCTIONAL_OPTIMIZERS",
+    "GradientStep",
+    "compile_option",
+    "compiling",
+    "switch_compiled",
     "check_compile_option",
-    "compile_mode",
-    "ppo_twin_grad",
-    "ppo_twin_steps_",
     "GROUP_SEPARATOR",
     "ACTIVATIONS",
     "OBS_STATS",
@@ -80,7 +79,6 @@ __all__ = [
     "RolloutBuffer",
     "RunningMeanStd",
     "TrajectoryBatch",
-    "TwinMLP",
     "ValueNorm",
     "action_head",
     "action_layout",
@@ -109,7 +107,6 @@ __all__ = [
     "orthogonal_",
     "polyak_update_",
     "ppo_epochs",
-    "ppo_losses",
     "sample_categorical",
     "sample_tanh_gaussian",
     "save_state",

@@ -9,11 +9,10 @@ import torch
 from torch import nn
 
 from msrl.core import Actor, Batched, Box, ConfigError, Discrete, NoValue, Space
-from msrl.rl._compiled_act import CompiledAct
+from msrl.rl._compiled_call import CompiledCall
 from msrl.rl._heads import CategoricalHead, GaussianHead, init_
 from msrl.rl._normalize import RunningMeanStd
 from msrl.rl._state import load_generator_state, load_weights
-from msrl.rl._twin_mlp import TwinMLP
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 """The hidden-layer activations ``ActorCritic`` offers, by the name a config gives."""
@@ -65,7 +64,7 @@ class ActorCritic(nn.Module):
     """Separate policy and value MLPs with ``tanh`` hidden layers, initialised as in the PPO
     paper's code (orthogonal, gain sqrt(2) in hidden layers, 1 for the value output, 0.01 for the
     policy output, zero biases).  The value tower is drawn first, then the policy tower, in the
-    same order as ``msrl.rl.TwinMLP``: a seed gives the same network either way.
+    same order every time: a seed gives the same network.
 
     ``activation="relu"`` and ``ortho_init=False`` (PyTorch's default initialisation, drawn from
     the same seed) give SB3's ``MlpPolicy`` with ``activation_fn=nn.ReLU, ortho_init=False``, the
@@ -125,6 +124,14 @@ def obs_stats_weights(stats: RunningMeanStd) -> dict[str, Any]:
     return {f"{OBS_STATS}.{key}": value for key, value in stats.state_dict().items()}
 
 
+def sample(net: ActorCritic, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(action, log_prob, value)`` of an actor-critic ``net`` on ``obs``, its head sampling from
+    ``noise`` (what the head's ``noise`` draws): ``ActorCriticActor``'s draw, eager and compiled."""
+    params, value = net(obs)
+    action, logprob = net.head.sample(params, None, noise)
+    return action, logprob, value
+
+
 class ActorCriticActor(Actor):
     """Acts with its own copy of an actor-critic network: ``act(obs) -> (action, logprob, value)``.
 
@@ -134,30 +141,30 @@ class ActorCriticActor(Actor):
     weights plus ``obs_stats_weights(statistics)``), the learner folding in each batch
     after learning from it.  So the network and the statistics it was trained with travel
     together, and every actor copy of every distribution policy normalises alike (per-copy
-    statistics drift apart: BENCHMARKS.md, "Matrix").  The buffer stores raw observations.
+    statistics drift apart: BENCHMARKS.md, "Learning quality").  The buffer stores raw observations.
     (The statistics travel as flat entries of the weights: ``obs_stats_weights``.)
 
-    ``compile``: the mode of ``msrl.rl.compile_mode`` (the algorithm's ``algo.compile``).  On the
-    CPU (``"default"``) ``act`` is then one region built ahead of time (``msrl.rl.CompiledAct``),
-    its noise drawn from the actor's generator as the eager path draws it; its first call's
-    build or load time is the actor's ``actor_compile_seconds`` metric.  On CUDA ``act`` stays
-    eager: a CUDA graph's outputs are overwritten by its next replay, and a rollout keeps them.
+    ``compile``: ``algo.compile``.  ``act`` is ``sample`` through a ``msrl.rl.CompiledCall``, its
+    noise drawn from the actor's generator outside, so the eager and compiled draws consume the
+    same stream.
     """
 
     def __init__(
         self,
-        net: ActorCritic | TwinMLP,
+        net: ActorCritic,
         seed: int,
         device: str = "cpu",
         normalize_obs: bool = False,
         obs_shape: tuple[int, ...] = (),
-        compile: str | None = None,
+        compile: Any = "false",
     ) -> None:
         self.device = torch.device(device)
         self.net = net.to(self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.obs_stats = RunningMeanStd(obs_shape, device=self.device) if normalize_obs else None
-        self.compiled = CompiledAct(self.net, compile) if compile == "default" else None
+        self.draw = CompiledCall(self.net, sample, compile)
+        self.outputs = int(net.head.linear.out_features)  # the width of the head's distribution parameters
+        self._rows: int | None = None  # the rows of the last act: the shape the draw's region was built for
 
     def _obs(self, obs: Any) -> torch.Tensor:
         obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
@@ -165,18 +172,21 @@ class ActorCriticActor(Actor):
 
     @torch.inference_mode()
     def act(self, obs: Any) -> tuple[Batched, Batched, Batched]:
-        if self.compiled is not None:
-            action, logprob, value = self.compiled(self._obs(obs), self.generator)
-            return action, logprob, value
-        params, value = self.net(self._obs(obs))
-        action, logprob = self.net.head.sample(params, self.generator)
+        obs = self._obs(obs)
+        noise = self.net.head.noise((obs.shape[0], self.outputs), self.generator, obs.device, obs.dtype)
+        self._rows = obs.shape[0]
+        action, logprob, value = self.draw(obs, noise)
         return action, logprob, value
 
     @torch.inference_mode()
     def value(self, obs: Any) -> Batched:
+        """The value of ``obs``: from the compiled draw fed zeros for noise (the value does not read
+        it) where it is ready and ``obs`` has the rows of the last ``act`` (a rollout's last
+        observations), else from the network."""
         obs = self._obs(obs)
-        value = None if self.compiled is None else self.compiled.value(obs)  # a rollout's last observations
-        return self.net(obs)[1] if value is None else value
+        if self.draw.ready and obs.shape[0] == self._rows:
+            return self.draw(obs, torch.zeros((obs.shape[0], self.outputs), device=obs.device, dtype=obs.dtype))[2]
+        return self.net(obs)[1]
 
     @torch.inference_mode()
     def greedy(self, obs: Any) -> Batched:
@@ -188,11 +198,6 @@ class ActorCriticActor(Actor):
         load_weights(self.net, {key: value for key, value in weights.items() if not key.startswith(prefix)})
         if stats and self.obs_stats is not None:
             self.obs_stats.load_state_dict(stats)
-
-    def metrics(self) -> dict[str, float]:
-        if self.compiled is None:
-            return {}
-        return {"actor_compile_seconds": self.compiled.compile_seconds}
 
     def state_dict(self) -> dict[str, Any]:
         state = {"net": self.net.state_dict(), "generator": self.generator.get_state()}

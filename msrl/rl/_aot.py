@@ -1,30 +1,33 @@
-"""A compiled step built ahead of time on the CPU: exported once, compiled to a shared library by
-AOTInductor, kept on disk, and loaded in milliseconds by every later run.
+"""A compiled region built ahead of time on the CPU: traced in the process that runs it, built into
+a shared library by AOTInductor in a process of its own, kept on disk, and loaded in milliseconds
+by every later run.
 
-``torch.compile`` on the CPU leaves two costs a small RL step cannot afford.  Every call goes
-through Dynamo's guards and inductor's Python wrapper, which calls each generated kernel and each
-matmul from Python: at PPO's CartPole shapes that is about half of a 0.8 ms minibatch step.  And
-every run traces the step again before it finds inductor's cache (3-6 s).  AOTInductor writes the
-wrapper in C++ as well, and its package needs no tracing to load: PPO's update at the shipped
-shapes runs in about 12 ms against 26 ms under ``torch.compile``, the arithmetic's floor on these
-cores (benchmarks in ``BENCHMARKS.md``, "The compiled learner").
+``torch.compile`` on the CPU leaves two costs a small RL step cannot afford: every call goes
+through Dynamo's guards and inductor's Python wrapper, and every run traces the step again before
+it finds inductor's cache.  AOTInductor writes the wrapper in C++ as well, and its package loads
+without tracing.
 
-A package is found again by a key: what the caller says fixes the step's code and constants (for
-PPO, its frozen step configuration), the sources of ``msrl.rl``, the shapes, dtypes, strides and
-devices of the arguments, torch's and Python's versions, the CPU's instruction-set flags and
-torch's thread count (the generated code is specialised on both).  Without a key from the caller
-the exported graph itself, with its constants, is the key, which costs a trace per run but can
-never load a stale step.
+Tracing (``make_fx`` on fake tensors, a fraction of a second) happens here, because it needs the
+live function; the traced graph names the package (its code and constants, the arguments'
+layout, torch's version, the CPU and the thread count: ``package_path``), so a package on disk is
+found without building anything.  Building (export, code generation, the C++ compiler: 20-40 s on
+two cores) happens in a separate Python process (``Build``), started with this file as its
+program: training goes on meanwhile, and a build the run does not wait for finishes, and fills the
+cache, even after the run has ended.  Builds on one machine take turns (``_build_process``), so
+many runs starting at once do not start many compilers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import pickle
 import platform
+import subprocess
 import sys
-import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -32,27 +35,44 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+BUILD_THREADS = 1
+"""Threads of a build process's own work (inductor's compile workers): one core, beside a run."""
 
-def _trace(fn: Callable[..., Any], args: tuple[Any, ...]) -> torch.fx.GraphModule:
+
+@contextlib.contextmanager
+def _compiling() -> Iterator[None]:
+    """``torch.compiler.is_compiling()`` true, as ``torch.export`` and ``torch.compile`` hold it while
+    they trace: torch's functional optimizers then take their tensor-only (capturable) path, with
+    no host sync for the step count and no device check that only a GPU would pass."""
+    before = torch.compiler._is_compiling_flag
+    torch.compiler._is_compiling_flag = True
+    try:
+        yield
+    finally:
+        torch.compiler._is_compiling_flag = before
+
+
+def trace(fn: Callable[..., Any], args: tuple[Any, ...]) -> torch.fx.GraphModule:
     """``fn`` on ``args`` as a graph of aten operations (``make_fx`` on fake tensors), taking the
-    tensors of ``args`` flattened.  Tracing through ``torch.func.grad`` (the func steps' gradient)
-    works here, where ``torch.export`` alone cannot differentiate inside its trace."""
+    tensors of ``args`` flattened.  Tracing through ``torch.func.grad`` works here, where
+    ``torch.export`` alone cannot differentiate inside its trace."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     leaves, spec = pytree.tree_flatten(args)
     if not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
-        raise TypeError("a step built ahead of time takes tensors only")
+        raise TypeError("a compiled region takes tensors only")
 
     def flat(*tensors: torch.Tensor) -> Any:
         out = fn(*pytree.tree_unflatten(list(tensors), spec))
         return () if out is None else out
 
-    return make_fx(flat, tracing_mode="fake")(*leaves)
+    with _compiling():
+        return make_fx(flat, tracing_mode="fake")(*leaves)
 
 
 @cache
 def _platform_digest() -> str:
-    """What the generated code depends on beyond the step itself."""
+    """What the generated code depends on beyond the graph itself."""
     flags = ""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
@@ -63,28 +83,19 @@ def _platform_digest() -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-@cache
-def _sources_digest() -> str:
-    """The sources of ``msrl.rl``, whose functions a keyed step traces."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+def _layout(leaf: torch.Tensor) -> tuple[Any, ...]:
+    return tuple(leaf.shape), leaf.stride(), leaf.dtype, str(leaf.device)
 
 
 def _arguments_digest(args: tuple[Any, ...]) -> str:
     leaves, spec = pytree.tree_flatten(args)
     parts = [str(spec), str(torch.get_num_threads())]
-    for leaf in leaves:
-        if isinstance(leaf, torch.Tensor):
-            parts.append(f"{tuple(leaf.shape)}/{leaf.stride()}/{leaf.dtype}/{leaf.device}/{leaf.requires_grad}")
-        else:
-            parts.append(repr(leaf))
+    parts += [repr(_layout(leaf)) if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 def _graph_digest(graph: torch.fx.GraphModule) -> str:
-    """The traced step: its code and the values of the constants it reads."""
+    """The traced region: its code and the values of the constants it reads."""
     digest = hashlib.sha256(graph.code.encode())
     for node in graph.graph.nodes:
         if node.op == "get_attr":
@@ -96,7 +107,9 @@ def _graph_digest(graph: torch.fx.GraphModule) -> str:
     return digest.hexdigest()
 
 
-def package_path(directory: Path, *parts: str) -> Path:
+def package_path(directory: Path, graph: torch.fx.GraphModule, args: tuple[Any, ...]) -> Path:
+    """Where the package of ``graph`` traced on ``args`` lives in ``directory``."""
+    parts = (_graph_digest(graph), _arguments_digest(args), _platform_digest())
     return directory / f"{hashlib.sha256(''.join(parts).encode()).hexdigest()[:32]}.pt2"
 
 
@@ -119,14 +132,14 @@ def _tensors(tree: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
-class _Runner:
-    """A loaded package, called with the tensors of the exported arguments in pytree order.
-    ``torch._inductor``'s own wrapper parses the call's pytree specification again at every call
-    (and importing it costs a second or more); this keeps the parsed output specification, and
-    returns a flat tuple of outputs as it is."""
+class Runner:
+    """A loaded package, called with the region's arguments.  ``torch._inductor``'s own wrapper
+    parses the call's pytree specification again at every call (and importing it costs a second
+    or more); this keeps the parsed output specification, and returns a flat tuple of outputs as
+    it is."""
 
     def __init__(self, path: Path) -> None:
-        # run_single_threaded: each learner calls its step from one thread at a time
+        # run_single_threaded: each region is called from one thread at a time
         self.loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", True, 1, -1)
         self.out_spec = pytree.treespec_loads(self.loader.get_call_spec()[1])
         children = [self.out_spec.child(i) for i in range(self.out_spec.num_children)]
@@ -134,54 +147,69 @@ class _Runner:
 
     def __call__(self, *args: Any) -> Any:
         outputs = self.loader.boxed_run(_tensors(args, []))
-        return tuple(outputs) if self.flat_tuple else pytree.tree_unflatten(outputs, self.out_spec)
+        out = tuple(outputs) if self.flat_tuple else pytree.tree_unflatten(outputs, self.out_spec)
+        return None if isinstance(out, (tuple, list)) and not out else out
 
 
-class AheadOfTimeStep:
-    """``fn`` exported and compiled by AOTInductor at its first call, or loaded from ``directory``
-    where an earlier run left it.  Later calls run the package: no guards, no Python between the
-    kernels.  ``fn`` must be whole (no graph break) and free of host syncs; a random op inside it
-    would draw from torch's default generator, not from a learner's own, so the learners draw
-    their noise outside the step and pass it in (SAC)."""
+class TracedRunner:
+    """The traced graph itself run as Python: the region's arithmetic exactly as it would be
+    built, without code generation (seconds instead of tens), for tests."""
 
-    def __init__(self, fn: Callable[..., Any], directory: Path, key: str | None) -> None:
-        self.fn, self.directory, self.key = fn, directory, key
-        self.runner: _Runner | None = None
-        self.path: Path | None = None
-
-    def _build(self, args: tuple[Any, ...]) -> _Runner:
-        from torch._inductor import aoti_compile_and_package
-
-        graph = None
-        if self.key is None:  # the traced graph is the key: trace first
-            graph = _trace(self.fn, args)
-            path = package_path(self.directory, _graph_digest(graph), _arguments_digest(args), _platform_digest())
-        else:
-            code = (self.key, _sources_digest())
-            path = package_path(self.directory, *code, _arguments_digest(args), _platform_digest())
-        if not path.exists():
-            if graph is None:
-                graph = _trace(self.fn, args)
-            program = torch.export.export(graph, tuple(pytree.tree_leaves(args)), strict=False)
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, partial = tempfile.mkstemp(suffix=".pt2", dir=self.directory)
-            os.close(fd)
-            try:  # another process building the same step meanwhile writes the same bytes
-                aoti_compile_and_package(program, package_path=partial)
-                os.replace(partial, path)
-            finally:
-                if os.path.exists(partial):
-                    os.unlink(partial)
-        self.path = path
-        return _Runner(path)
-
-    def prepare(self, args: tuple[Any, ...]) -> None:
-        """Load or build the package for ``args``' layout (the first call does it otherwise)."""
-        if self.runner is None:
-            self.runner = self._build(args)
+    def __init__(self, graph: torch.fx.GraphModule) -> None:
+        self.graph = graph
 
     def __call__(self, *args: Any) -> Any:
-        self.prepare(args)
-        assert self.runner is not None
-        out = self.runner(*args)
+        out = self.graph(*_tensors(args, []))
         return None if isinstance(out, (tuple, list)) and not out else out
+
+
+class Build:
+    """The package of ``graph`` (traced on ``args``) being built at ``path`` by a separate Python
+    process.  ``nice`` lowers that process's priority (a build the run does not wait for), and
+    its output goes to a log beside the package, where a failure's reason is read."""
+
+    def __init__(self, graph: torch.fx.GraphModule, args: tuple[Any, ...], path: Path, nice: int = 0) -> None:
+        self.path, self.log = path, path.with_name(f"{path.stem}.{os.getpid()}.log")
+        self.started = time.monotonic()
+        leaves = pytree.tree_leaves(args)
+        request = {
+            "graph": graph,
+            "leaves": [_layout(leaf) for leaf in leaves],
+            "threads": torch.get_num_threads(),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        environment = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": str(BUILD_THREADS), "MSRL_BUILD_NICE": str(nice)}
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("_build_process.py")), str(path), str(self.log)],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                start_new_session=True,  # a build outlives its run, and a Ctrl-C aimed at the run
+            )
+        assert self.process.stdin is not None
+        with self.process.stdin:
+            self.process.stdin.write(pickle.dumps(request))
+
+    def done(self) -> bool:
+        """Whether the process has ended (built, or failed: ``error`` says)."""
+        return self.process.poll() is not None
+
+    def wait(self) -> None:
+        self.process.wait()
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    def error(self) -> str | None:
+        """Why the build failed (the last line its process wrote; the whole of it in ``log``), or
+        None where it built the package."""
+        if self.process.poll() == 0 and self.path.exists():
+            return None
+        try:
+            lines = [line.strip() for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            lines = []
+        return lines[-1][:200] if lines else f"the build process exited with {self.process.returncode}"

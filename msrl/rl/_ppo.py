@@ -1,6 +1,6 @@
 """The two pieces of PPO's update that PPO, IMPALA and MAPPO share: the clipped surrogate policy
 loss, and the loop of epochs over shuffled minibatches.  Plain torch, for a researcher to read and
-change in one place (the fused closed-form path is ``msrl.rl.ppo_losses``)."""
+change in one place."""
 
 from __future__ import annotations
 

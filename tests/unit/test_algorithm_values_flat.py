@@ -23,7 +23,6 @@ CASES = {
         PPO,
         PPOConfig(env_id="Pendulum-v1", num_envs=2, num_steps=8, normalize_obs=True, normalize_reward=True),
     ),
-    "ppo-fused": (PPO, PPOConfig(num_envs=2, num_steps=8, fused=True)),
     "a2c": (A2C, A2CConfig(num_envs=2)),
     "impala": (IMPALA, IMPALAConfig(num_envs=2, num_steps=4)),
     "dqn": (DQN, DQNConfig(num_envs=2, train_frequency=4, gradient_steps=2, batch_size=4, learning_starts=4)),

@@ -152,8 +152,7 @@ def test_wrong_type(override, expected):
         ("algo.num_envs=0", "algo.num_envs must be >= 1, got 0"),
         ("algo.learning_rate=-1", "algo.learning_rate must be > 0"),
         ("algo.activation=gelu", "algo.activation must be one of: tanh, relu; got 'gelu'"),
-        ("algo.fused=true algo.activation=relu", "algo.fused: true takes the default network"),
-        ("algo.fused=true algo.ortho_init=false", "algo.fused: true takes the default network"),
+        ("algo.compile=maybe", "algo.compile must be one of: auto, true, false; got 'maybe'"),
     ],
 )
 def test_out_of_range(override, expected):

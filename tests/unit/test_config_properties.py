@@ -50,7 +50,7 @@ ALGO_KEYS = [
     "hidden_size",
     "ent_coef",
     "norm_adv",
-    "fused",
+    "compile",
 ]
 POLICY_KEYS = [
     "preset",

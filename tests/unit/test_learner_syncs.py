@@ -48,8 +48,7 @@ def _counting_syncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 CASES = {
-    "ppo": (PPO, PPOConfig(num_envs=4, num_steps=16, update_epochs=3, num_minibatches=4, fused=False)),
-    "ppo-fused": (PPO, PPOConfig(num_envs=4, num_steps=16, update_epochs=3, num_minibatches=4, fused=True)),
+    "ppo": (PPO, PPOConfig(num_envs=4, num_steps=16, update_epochs=3, num_minibatches=4)),
     "a2c": (A2C, A2CConfig(num_envs=4)),
     "impala": (IMPALA, IMPALAConfig(num_envs=4, num_steps=8, update_epochs=3, num_minibatches=2)),
     "dqn": (DQN, DQNConfig(num_envs=4, train_frequency=4, gradient_steps=6, batch_size=8, learning_starts=16)),

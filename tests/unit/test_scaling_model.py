@@ -11,9 +11,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-import torch
 
-from msrl.rl import TwinMLP
+from msrl.core import Discrete
+from msrl.rl import ActorCritic
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -29,7 +29,7 @@ def model() -> ModuleType:
 
 
 def test_the_workload_counts_the_shipped_networks_parameters(model: ModuleType) -> None:
-    net = TwinMLP(4, 2, 64, torch.Generator().manual_seed(0))  # CartPole: 4 observations, 2 actions
+    net = ActorCritic(4, Discrete(2), 64)  # CartPole: 4 observations, 2 actions
     assert model.Workload().params == sum(p.numel() for p in net.parameters())
 
 

@@ -1,0 +1,70 @@
+"""The program of a build process (``msrl.rl._aot.Build``): it builds one compiled region's package.
+
+Run as ``python _build_process.py PACKAGE LOG`` with its request (the traced graph and the layout of
+its arguments, pickled by the run that started it) on standard input.  Builds on one machine take
+turns: each waits for an exclusive lock on a file beside the packages before it imports torch, so
+the builds queued behind one cost little memory, and one that finds its package already built
+(by another run, meanwhile) stops there.  Its output goes to LOG, which it removes once the
+package is built: a log left behind is a failed build's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def _turn(directory: Path) -> Iterator[None]:
+    """This machine's builds one at a time: an exclusive lock on a file beside the packages."""
+    with open(directory / "build.lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build(path: Path, payload: bytes) -> None:
+    """Export the traced graph of ``payload`` and build its package, written atomically to ``path``."""
+    with _turn(path.parent):
+        if path.exists():
+            return
+        import pickle
+
+        import torch
+        from torch._inductor import aoti_compile_and_package
+
+        request = pickle.loads(payload)  # written by the run that started this process, through its pipe
+        torch.set_num_threads(request["threads"])  # the generated code is specialised on it
+        leaves = [
+            torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            for shape, stride, dtype, device in request["leaves"]
+        ]
+        program = torch.export.export(request["graph"], tuple(leaves), strict=False)
+        fd, partial = tempfile.mkstemp(suffix=".pt2", dir=path.parent)
+        os.close(fd)
+        try:
+            aoti_compile_and_package(program, package_path=partial)
+            os.replace(partial, path)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+
+
+def main() -> None:
+    payload = sys.stdin.buffer.read()  # all of it first: the run's write must not wait on the lock
+    nice = int(os.environ.get("MSRL_BUILD_NICE", "0"))
+    if nice:
+        os.nice(nice)
+    build(Path(sys.argv[1]), payload)
+    Path(sys.argv[2]).unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
