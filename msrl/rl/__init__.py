@@ -27,6 +27,7 @@ from msrl.rl._compiled import (
     compile_option,
     compiling,
     switch_compiled,
+    wait_for_builds,
 )
 from msrl.rl._compiled_call import CompiledCall
 from msrl.rl._gae import gae, normalize_advantages
@@ -63,6 +64,7 @@ __all__ = [
     "compile_option",
     "compiling",
     "switch_compiled",
+    "wait_for_builds",
     "check_compile_option",
     "GROUP_SEPARATOR",
     "ACTIVATIONS",

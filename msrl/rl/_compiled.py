@@ -229,6 +229,14 @@ def switch_compiled() -> tuple[tuple[str, float], ...]:
     return tuple((region.name, region.build_seconds) for region in list(_BUILDING) if region.finish())
 
 
+def wait_for_builds() -> None:
+    """Wait until every build this process started has ended (each has then filled the cache, or
+    failed): for a script that wants the next run compiled from its start, or a machine quiet again."""
+    for build in list(_BUILDS):
+        build.wait()
+    _BUILDS.clear()
+
+
 def compiling() -> tuple[str, ...]:
     """The names of this process's regions whose packages are still being built."""
     return tuple(sorted({region.name for region in _BUILDING}))
