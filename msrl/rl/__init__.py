@@ -11,17 +11,14 @@ The rollout buffer takes agent groups, so PPO and MAPPO share it.  Algorithms im
 of copying them."""
 
 from msrl.rl._actor_critic import (
-    ACTIVATIONS,
     OBS_STATS,
     ActorCritic,
     ActorCriticActor,
-    action_head,
     check_activation,
     obs_stats_weights,
 )
-from msrl.rl._categorical import categorical_entropy, categorical_log_prob, categorical_noise, sample_categorical
+from msrl.rl._categorical import categorical_noise, sample_categorical
 from msrl.rl._compiled import (
-    COMPILE_CHOICES,
     CompiledRegion,
     check_compile_option,
     compile_option,
@@ -43,7 +40,7 @@ from msrl.rl._mlp import mlp
 from msrl.rl._normalize import RewardScaler, RunningMeanStd
 from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo import clipped_surrogate, ppo_epochs
-from msrl.rl._recurrent import GRULayer, RecurrentActorCritic
+from msrl.rl._recurrent import RecurrentActorCritic
 from msrl.rl._replay import ReplayBatch, ReplayBuffer, keeps_final_obs
 from msrl.rl._returns import nstep_returns, vtrace
 from msrl.rl._rollout import GROUP_SEPARATOR, RolloutBatch, RolloutBuffer, TrajectoryBatch, flat_groups, group_batches
@@ -54,9 +51,7 @@ from msrl.rl._update import FUNCTIONAL_OPTIMIZERS, GradientStep, clip_grad_norm_
 from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
-    "GRULayer",
     "RecurrentActorCritic",
-    "COMPILE_CHOICES",
     "CompiledCall",
     "CompiledRegion",
     "FUNCTIONAL_OPTIMIZERS",
@@ -67,7 +62,6 @@ __all__ = [
     "wait_for_builds",
     "check_compile_option",
     "GROUP_SEPARATOR",
-    "ACTIVATIONS",
     "OBS_STATS",
     "ActorCritic",
     "ActorCriticActor",
@@ -82,10 +76,7 @@ __all__ = [
     "RunningMeanStd",
     "TrajectoryBatch",
     "ValueNorm",
-    "action_head",
     "action_layout",
-    "categorical_entropy",
-    "categorical_log_prob",
     "categorical_noise",
     "check_action_space",
     "check_activation",
