@@ -4,6 +4,7 @@ edges the distribution policy cut."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from msrl.core import DataflowGraph, GraphLintError, InterfaceOp, ValueRef
 from policies import DistributionPolicy, FragmentSpec
@@ -27,6 +28,18 @@ class Fragment:
     @property
     def replicas(self) -> int:
         return self.spec.replicas
+
+
+class ReplicaId(NamedTuple):
+    """One replica of a fragment: the fragment's name and the replica's index in it (0 to its
+    replica count - 1).  A runtime keys what it holds per replica by it (the worker, its queued
+    iterations, where it runs), and messages name the replica as ``learner[0]``."""
+
+    fragment: str
+    replica: int
+
+    def __str__(self) -> str:
+        return f"{self.fragment}[{self.replica}]"
 
 
 @dataclass(frozen=True)
