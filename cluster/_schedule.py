@@ -15,7 +15,7 @@ from typing import Any
 from cluster._liveness import Liveness
 from cluster._reports import merge_reports
 from fragments import FragmentedGraph, IterationResult, ReplicaId, ReplicaReport
-from msrl.core import GLOBAL
+from msrl.core import ValueKind
 
 
 class Schedule:
@@ -126,7 +126,11 @@ class AsyncSchedule(Schedule):
         """The values the output fragment broadcasts back (weights) may be stale for their receivers."""
         stale: dict[str, set[str]] = {}
         for interface in fdg.interfaces:
-            if interface.src == output_fragment and interface.dst != output_fragment and interface.kind == GLOBAL:
+            if (
+                interface.src == output_fragment
+                and interface.dst != output_fragment
+                and interface.kind is ValueKind.GLOBAL
+            ):
                 stale.setdefault(interface.dst, set()).add(interface.ref.node)
         return stale
 

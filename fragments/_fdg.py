@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from msrl.core import DataflowGraph, GraphLintError, InterfaceOp, ValueRef
+from msrl.core import DataflowGraph, GraphLintError, InterfaceOp, ValueKind, ValueRef
 from policies import DistributionPolicy, FragmentSpec
 
 PER_STEP = "per_step"
@@ -49,8 +49,8 @@ class Interface:
     ``op`` follows from replica counts and the value's kind: ``gather``
     (N->1 batched), ``scatter`` (1->N batched), ``broadcast`` (1->N global),
     ``p2p`` (equal counts) or ``allreduce`` (gradients across learner replicas,
-    whose ``value`` is ``None``).  ``op`` may be given as its string; an unknown
-    one raises here.
+    whose ``value`` is ``None``).  ``op`` and ``kind`` may be given as their
+    strings; an unknown one raises here.
     """
 
     value: ValueRef | None
@@ -58,10 +58,11 @@ class Interface:
     dst: str
     op: InterfaceOp
     frequency: str
-    kind: str
+    kind: ValueKind
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", InterfaceOp.parse(self.op))
+        object.__setattr__(self, "kind", ValueKind.parse(self.kind))
         if (self.value is None) != (self.op is InterfaceOp.ALL_REDUCE):
             raise ValueError(f"interface {self.src} -> {self.dst}: only an allreduce carries no value")
 

@@ -13,6 +13,7 @@ from fragments import PER_ITERATION, LoopBlock, build_program
 from fragments.executors import EXECUTORS
 from msrl import ConfigError
 from msrl.app import load_config, plan
+from msrl.core import ValueKind
 from policies import PLACEMENTS, DistributionPolicy, FragmentSpec, load_policy, preset_names
 
 PPO_ROLES = {"env": "env", "actor": "actor", "buffer": "buffer", "learner": "learner"}
@@ -302,8 +303,8 @@ def test_partition_ppo_rollout_learn(graph):
 
     interfaces = {(str(i.value), i.src, i.dst): (i.op, i.kind, i.frequency) for i in fdg.interfaces}
     assert interfaces == {
-        ("%buffer.drain", "rollout", "learn"): ("gather", "batched", PER_ITERATION),
-        ("%learner.get_weights", "learn", "rollout"): ("broadcast", "global", PER_ITERATION),
+        ("%buffer.drain", "rollout", "learn"): ("gather", ValueKind.BATCHED, PER_ITERATION),
+        ("%learner.get_weights", "learn", "rollout"): ("broadcast", ValueKind.GLOBAL, PER_ITERATION),
     }
 
     text = str(fdg)
