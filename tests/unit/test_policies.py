@@ -282,6 +282,17 @@ def test_custom_policy_is_checked_before_any_run_starts():
         plan(config)
 
 
+def test_the_plan_runs_under_the_policy_the_config_parsed():
+    config = load_config(
+        None,
+        ["algo.num_envs=2", "algo.num_steps=4"],
+        base={"algorithm": "ppo", "policy": yaml.safe_load(TWO_FRAGMENTS)},
+    )
+    assert isinstance(config.policy, DistributionPolicy)
+    assert [f.name for f in config.policy.fragments] == ["rollout", "learn"]
+    assert plan(config).fdg.policy is config.policy  # parsed once, by the config
+
+
 # -- partitioning PPO ------------------------------------------------------------------------------
 def test_partition_ppo_rollout_learn(graph):
     policy = load_policy(yaml.safe_load(TWO_FRAGMENTS))
