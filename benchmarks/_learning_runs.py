@@ -136,9 +136,7 @@ def run_msrl(
 
 def msrl_threads(loaded: Any) -> int:
     """torch threads msrl trains with under this config: its fragments' ``cpus`` (1 for ``local``)."""
-    from policies import load_policy
-
-    return max(fragment.cpus for fragment in load_policy(loaded.run.policy).fragments)
+    return max(fragment.cpus for fragment in loaded.policy.fragments)
 
 
 # -- Stable-Baselines3 ------------------------------------------------------------------------------

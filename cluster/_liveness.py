@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster._hosts import head_silent_for
+from fragments import ReplicaId
 from msrl.core import HeadLostError, MsrlError, WorkerLostError
 
 LIVENESS_POLL_S = 2.0
@@ -21,25 +22,25 @@ LIVENESS_POLL_S = 2.0
 LIVENESS_TIMEOUT_S = 30.0
 """Default bound on a liveness check: a worker that does not answer within it counts as stuck."""
 
-Key = tuple[str, int]
-"""A fragment replica: ``(fragment, replica)``."""
-
 
 class Liveness:
     """Waits on the calls made to ``workers`` (fragment -> one actor handle per replica), checking
     while it waits that every worker still answers."""
 
     def __init__(
-        self, workers: dict[str, list[Any]], timeout_s: float = LIVENESS_TIMEOUT_S, where: dict[Key, str] | None = None
+        self,
+        workers: dict[str, list[Any]],
+        timeout_s: float = LIVENESS_TIMEOUT_S,
+        where: dict[ReplicaId, str] | None = None,
     ) -> None:
         self.workers = workers
         self.timeout_s = timeout_s
         self.where = where or {}
         """Replica -> where it runs (``node 10.0.0.5``), named when it is lost."""
 
-    def name(self, key: Key) -> str:
+    def name(self, key: ReplicaId) -> str:
         where = self.where.get(key)
-        return f"fragment {key[0]}[{key[1]}]" + (f" on {where}" if where else "")
+        return f"fragment {key}" + (f" on {where}" if where else "")
 
     def wait_one(self, refs: list[Any]) -> Any:
         """The first of ``refs`` to finish.  While none does, every worker is checked every
@@ -52,7 +53,7 @@ class Liveness:
                 return ready[0]
             self.check_alive()
 
-    def wait_all(self, calls: list[tuple[Key, Any]]) -> list[Any]:
+    def wait_all(self, calls: list[tuple[ReplicaId, Any]]) -> list[Any]:
         """The results of ``calls`` ((replica, object ref) pairs) in order, with liveness checks
         while waiting."""
         import ray
@@ -64,7 +65,7 @@ class Liveness:
                 return [self.result(key, ref) for key, ref in calls]
             self.check_alive()
 
-    def result(self, key: Key, ref: Any) -> Any:
+    def result(self, key: ReplicaId, ref: Any) -> Any:
         """``ray.get`` of one replica's finished call: an msrl error raised in it as itself, the
         replica's death as ``WorkerLostError`` naming it."""
         return get(ref, who=self.name(key))
@@ -78,7 +79,7 @@ class Liveness:
         check_head(self.timeout_s)
 
         pings = {
-            (name, replica): handle.ping.options(concurrency_group="liveness").remote()
+            ReplicaId(name, replica): handle.ping.options(concurrency_group="liveness").remote()
             for name, handles in self.workers.items()
             for replica, handle in enumerate(handles)
         }
@@ -88,7 +89,7 @@ class Liveness:
                 self.result(key, ref)
         for key, ref in pings.items():
             if ref in silent:
-                ray.kill(self.workers[key[0]][key[1]])
+                ray.kill(self.workers[key.fragment][key.replica])
                 raise WorkerLostError(
                     f"{self.name(key)} answered no liveness check for "
                     f"{self.timeout_s:g} s (stopped, hung or cut off); it was killed"

@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from cluster._hosts import node_addresses
-from cluster._liveness import LIVENESS_TIMEOUT_S, Key, Liveness, check_head
+from cluster._liveness import LIVENESS_TIMEOUT_S, Liveness, check_head
 from cluster._placement import describe_placement
 from cluster._schedule import SCHEDULES
 from cluster._startup import Workers
-from fragments import BuildRecipe, FragmentedGraph, IterationResult
+from fragments import BuildRecipe, FragmentedGraph, IterationResult, ReplicaId
 
 
 class RayRuntime:
@@ -43,7 +43,7 @@ class RayRuntime:
         self.workers = self.started.handles
         addresses = node_addresses()
         where = {
-            (name, replica): f"node {addresses.get(node, '?')}"
+            ReplicaId(name, replica): f"node {addresses.get(node, '?')}"
             for name, replicas in self.started.endpoints.items()
             for replica, (node, _) in enumerate(replicas)
         }
@@ -94,7 +94,7 @@ class RayRuntime:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.schedule.drain()
         replicas = state.get("_replicas")
-        calls: list[tuple[Key, Any]] = []
+        calls: list[tuple[ReplicaId, Any]] = []
         for name, handles in self.workers.items():
             saved = replicas.get(name) if replicas else None
             if replicas is not None and (saved is None or len(saved) != len(handles)):
@@ -102,7 +102,9 @@ class RayRuntime:
                     f"the checkpoint has {len(saved or [])} replicas of fragment {name!r}, this policy {len(handles)}"
                 )
             for replica, handle in enumerate(handles):
-                calls.append(((name, replica), handle.load_state_dict.remote(saved[replica] if saved else state)))
+                calls.append(
+                    (ReplicaId(name, replica), handle.load_state_dict.remote(saved[replica] if saved else state))
+                )
         self.liveness.wait_all(calls)
 
     def close(self) -> None:
@@ -113,6 +115,8 @@ class RayRuntime:
     def _each(self, method: str) -> dict[str, list[Any]]:
         """Fragment -> what ``method`` returns on each of its replicas, waited on with liveness checks."""
         return {
-            name: self.liveness.wait_all([((name, r), getattr(h, method).remote()) for r, h in enumerate(handles)])
+            name: self.liveness.wait_all(
+                [(ReplicaId(name, r), getattr(h, method).remote()) for r, h in enumerate(handles)]
+            )
             for name, handles in self.workers.items()
         }

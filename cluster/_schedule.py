@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster._liveness import Key, Liveness
+from cluster._liveness import Liveness
 from cluster._reports import merge_reports
-from fragments import FragmentedGraph, IterationResult, ReplicaReport
-from msrl.core import GLOBAL
+from fragments import FragmentedGraph, IterationResult, ReplicaId, ReplicaReport
+from msrl.core import ValueKind
 
 
 class Schedule:
@@ -26,9 +26,9 @@ class Schedule:
 
     def __init__(self, workers: dict[str, list[Any]], output_fragment: str, liveness: Liveness) -> None:
         self.workers, self.output_fragment, self.liveness = workers, output_fragment, liveness
-        self.pending: dict[Key, list[Any]] = {}
-        self.submitted: dict[Key, int] = {}
-        self.taken: dict[Key, int] = {}
+        self.pending: dict[ReplicaId, list[Any]] = {}
+        self.submitted: dict[ReplicaId, int] = {}
+        self.taken: dict[ReplicaId, int] = {}
         self.finished: list[ReplicaReport] = []
         self.leader_iterations = 0
 
@@ -56,20 +56,20 @@ class Schedule:
         self.pending.clear()
 
     # -- shared steps ------------------------------------------------------------------------------
-    def keys(self) -> list[Key]:
-        return [(name, replica) for name, handles in self.workers.items() for replica in range(len(handles))]
+    def keys(self) -> list[ReplicaId]:
+        return [ReplicaId(name, replica) for name, handles in self.workers.items() for replica in range(len(handles))]
 
-    def submit(self, key: Key) -> None:
+    def submit(self, key: ReplicaId) -> None:
         number = self.submitted.get(key, 0)
-        self.pending.setdefault(key, []).append(self.workers[key[0]][key[1]].run_iteration.remote(number))
+        self.pending.setdefault(key, []).append(self.workers[key.fragment][key.replica].run_iteration.remote(number))
         self.submitted[key] = number + 1
 
-    def may_submit(self, key: Key, done: int) -> bool:
+    def may_submit(self, key: ReplicaId, done: int) -> bool:
         """An actor's iteration j ends on the weights of update j-1, so it may run at
         most one iteration past the leader's current one: whatever is in flight when
         the leader returns can then finish (a checkpoint waits for it) without
         another update."""
-        return key[0] == self.output_fragment or self.submitted.get(key, 0) <= done + 1
+        return key.fragment == self.output_fragment or self.submitted.get(key, 0) <= done + 1
 
     def submit_idle(self, done: int) -> None:
         """Queue an iteration on every replica that has none queued and may run one."""
@@ -81,7 +81,7 @@ class Schedule:
         reports, self.finished = self.finished, []
         return reports
 
-    def collect(self, key: Key) -> tuple[int, ReplicaReport]:
+    def collect(self, key: ReplicaId) -> tuple[int, ReplicaReport]:
         """The oldest queued iteration of ``key``, finished: its number among the replica's collected
         results, and its report."""
         index = self.taken.get(key, 0)
@@ -126,7 +126,11 @@ class AsyncSchedule(Schedule):
         """The values the output fragment broadcasts back (weights) may be stale for their receivers."""
         stale: dict[str, set[str]] = {}
         for interface in fdg.interfaces:
-            if interface.src == output_fragment and interface.dst != output_fragment and interface.kind == GLOBAL:
+            if (
+                interface.src == output_fragment
+                and interface.dst != output_fragment
+                and interface.kind is ValueKind.GLOBAL
+            ):
                 stale.setdefault(interface.dst, set()).add(interface.ref.node)
         return stale
 
@@ -137,13 +141,13 @@ class AsyncSchedule(Schedule):
         done = self.leader_iterations  # this call completes the leader's iteration ``done``
         self.submit_idle(done)
         reports = self.take_finished()
-        awaited = {key for key in self.keys() if key[0] == self.output_fragment}
+        awaited = {key for key in self.keys() if key.fragment == self.output_fragment}
         leader_in = False
         while awaited:
             by_ref = {refs[0]: key for key, refs in self.pending.items() if refs}
             key = by_ref[self.liveness.wait_one(list(by_ref))]
             index, report = self.collect(key)
-            actor = key[0] != self.output_fragment
+            actor = key.fragment != self.output_fragment
             if actor and index > done:
                 self.finished.append(report)  # a rollout for the next update: reported with it
             else:
@@ -169,12 +173,12 @@ class AsyncSchedule(Schedule):
         result.component_metrics["policy_lag"] = self.last_lag
         return result
 
-    def _actors_behind(self, iteration: int) -> set[Key]:
+    def _actors_behind(self, iteration: int) -> set[ReplicaId]:
         """The actor replicas whose report of ``iteration`` is still to be collected."""
         return {
             key
             for key in self.keys()
-            if key[0] != self.output_fragment and self.taken.get(key, 0) <= iteration and self.pending.get(key)
+            if key.fragment != self.output_fragment and self.taken.get(key, 0) <= iteration and self.pending.get(key)
         }
 
 

@@ -21,7 +21,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from cluster._callreply import CallRoutes, ReplySlots, await_reply
-from fragments import FragmentedGraph, FragmentProgram, Recv, check_flat, combine, route, sources
+from fragments import FragmentedGraph, FragmentProgram, Recv, ReplicaId, check_flat, combine, route, sources
 
 POLL_S = 1.0
 
@@ -93,12 +93,12 @@ class RayTransport:
         peers: dict[str, list[Any]],
         stale_ok: AbstractSet[str] = frozenset(),
         max_lag: int = 1,
-        direct: dict[tuple[str, int], Any] | None = None,
+        direct: dict[ReplicaId, Any] | None = None,
         calls: CallRoutes | None = None,
         replies: ReplySlots | None = None,
     ) -> None:
         self.fdg, self.program, self.replica, self.mailbox, self.peers = fdg, program, replica, mailbox, peers
-        self.direct = direct or {}  # (fragment, replica) -> DirectSender, for values to same-node peers
+        self.direct = direct or {}  # replica -> DirectSender, for values to same-node peers
         self.stale_ok, self.max_lag = stale_ok, max_lag
         self.sent: dict[tuple[str, str], int] = {}
         self.received: dict[tuple[str, int], int] = {}
@@ -128,7 +128,7 @@ class RayTransport:
             handles = self.peers[dst]
             reply = self.calls.get((node, dst))
             for replica, payload in route(value, interfaces, self.replica, len(handles)).items():
-                sender = self.direct.get((dst, replica))
+                sender = self.direct.get(ReplicaId(dst, replica))
                 if self.replies.answer(node, dst, replica, seq, payload):
                     self.counts["reply"] += 1
                 elif sender is not None:

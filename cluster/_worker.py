@@ -18,7 +18,7 @@ import torch
 from cluster._callreply import CallRoutes, Reply, ReplySlots
 from cluster._direct import DirectListener, DirectSender
 from cluster._transport import Mailbox, MailboxClosed, RayTransport
-from fragments import BuildRecipe, FragmentedGraph, Replica, ReplicaReport, build_replica
+from fragments import BuildRecipe, FragmentedGraph, Replica, ReplicaId, ReplicaReport, build_replica
 from fragments.executors import get_executor
 from msrl.core import MsrlError, Role
 
@@ -119,7 +119,7 @@ class FragmentWorker:
         self.listener = DirectListener(self.mailbox, f"{fragment}-{replica}") if receives else None
         if self.listener is not None:  # a worker Ray ends gracefully (its driver gone) removes its socket too
             atexit.register(self.listener.close)
-        self.senders: dict[tuple[str, int], DirectSender] = {}
+        self.senders: dict[ReplicaId, DirectSender] = {}
         self.spec = spec
         self.executor: Executor | None = None  # made, with its transport, when the driver connects the workers
         self.transport: RayTransport | None = None
@@ -184,7 +184,7 @@ class FragmentWorker:
         for name, replicas in (endpoints or {}).items():
             for replica, (peer_node, path) in enumerate(replicas):
                 if path is not None and peer_node == node and name != self.fragment:
-                    self.senders[(name, replica)] = DirectSender(path)
+                    self.senders[ReplicaId(name, replica)] = DirectSender(path)
         self.transport = RayTransport(
             self.fdg,
             self.program,

@@ -23,7 +23,7 @@ from fragments._build import (
     declare,
     run_info,
 )
-from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface
+from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface, ReplicaId
 from fragments._flat import FLAT_RULE, CutEdgeError, check_flat, flat_violation
 from fragments._interfaces import combine, concat_batched, route, sources, split_batched
 from fragments._local import LocalRuntime
@@ -74,6 +74,7 @@ __all__ = [
     "LoopBlock",
     "Recv",
     "ReplyPair",
+    "ReplicaId",
     "ReplicaReport",
     "Runtime",
     "build_program",

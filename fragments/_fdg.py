@@ -4,8 +4,9 @@ edges the distribution policy cut."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from msrl.core import DataflowGraph, GraphLintError, InterfaceOp, ValueRef
+from msrl.core import DataflowGraph, GraphLintError, InterfaceOp, ValueKind, ValueRef
 from policies import DistributionPolicy, FragmentSpec
 
 PER_STEP = "per_step"
@@ -29,6 +30,18 @@ class Fragment:
         return self.spec.replicas
 
 
+class ReplicaId(NamedTuple):
+    """One replica of a fragment: the fragment's name and the replica's index in it (0 to its
+    replica count - 1).  A runtime keys what it holds per replica by it (the worker, its queued
+    iterations, where it runs), and messages name the replica as ``learner[0]``."""
+
+    fragment: str
+    replica: int
+
+    def __str__(self) -> str:
+        return f"{self.fragment}[{self.replica}]"
+
+
 @dataclass(frozen=True)
 class Interface:
     """A value crossing from fragment ``src`` to ``dst``.
@@ -36,8 +49,8 @@ class Interface:
     ``op`` follows from replica counts and the value's kind: ``gather``
     (N->1 batched), ``scatter`` (1->N batched), ``broadcast`` (1->N global),
     ``p2p`` (equal counts) or ``allreduce`` (gradients across learner replicas,
-    whose ``value`` is ``None``).  ``op`` may be given as its string; an unknown
-    one raises here.
+    whose ``value`` is ``None``).  ``op`` and ``kind`` may be given as their
+    strings; an unknown one raises here.
     """
 
     value: ValueRef | None
@@ -45,10 +58,11 @@ class Interface:
     dst: str
     op: InterfaceOp
     frequency: str
-    kind: str
+    kind: ValueKind
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", InterfaceOp.parse(self.op))
+        object.__setattr__(self, "kind", ValueKind.parse(self.kind))
         if (self.value is None) != (self.op is InterfaceOp.ALL_REDUCE):
             raise ValueError(f"interface {self.src} -> {self.dst}: only an allreduce carries no value")
 

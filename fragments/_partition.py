@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface
 from fragments.executors import check_executor
-from msrl.core import BATCHED, GLOBAL, ConfigError, DataflowGraph, InterfaceOp, Node, Role
+from msrl.core import ConfigError, DataflowGraph, InterfaceOp, Node, Role, ValueKind
 from policies import DistributionPolicy
 
 
@@ -51,7 +51,7 @@ def partition(graph: DataflowGraph, policy: DistributionPolicy) -> FragmentedGra
                 dst=fragment.name,
                 op=InterfaceOp.ALL_REDUCE,
                 frequency=PER_ITERATION,
-                kind=GLOBAL,
+                kind=ValueKind.GLOBAL,
             )
     fdg = FragmentedGraph(graph, policy, fragments, list(interfaces.values()), assignment)
     fdg.lint()
@@ -69,13 +69,13 @@ def _fragment_for(
     return policy.fragments[0].name
 
 
-def _interface_op(src_replicas: int, dst_replicas: int, kind: str) -> InterfaceOp:
+def _interface_op(src_replicas: int, dst_replicas: int, kind: ValueKind) -> InterfaceOp:
     if src_replicas == dst_replicas:
         return InterfaceOp.P2P
     if dst_replicas == 1:
         return InterfaceOp.GATHER
     if src_replicas == 1:
-        return InterfaceOp.SCATTER if kind == BATCHED else InterfaceOp.BROADCAST
+        return InterfaceOp.SCATTER if kind is ValueKind.BATCHED else InterfaceOp.BROADCAST
     raise ConfigError(
         f"cannot connect {src_replicas} replicas to {dst_replicas}: replica counts across an interface must be "
         "equal or one side must have a single replica"

@@ -42,7 +42,7 @@ from msrl.app._run import Run, train
 from msrl.app._run_directory import CHECKPOINT_NAME
 from msrl.app._summary import aggregate, markdown_table, run_row, write_summary
 from msrl.core import ConfigError, MsrlError, apply_overrides, read_yaml
-from policies import load_policy
+from policies import DistributionPolicy
 
 RESULTS_NAME = "results.jsonl"
 OWN_TARGETS = {"Pendulum-v1": -250.0}
@@ -119,11 +119,14 @@ def compare(
     out = Path(first.run.runs_dir) / f"compare-{name}"
     combos = combinations(policies, placements, grid, [first.run.seed + k for k in range(seeds)])
     raws = {combo: _raw_config(base, combo, out) for combo in combos}
+    policy_of: dict[Combination, DistributionPolicy] = {}
     for combo, raw in raws.items():  # every combination is checked before anything runs or is written
         try:
-            plan(load_config(None, [], base=raw))
+            checked = load_config(None, [], base=raw)
+            plan(checked)
         except ConfigError as exc:
             raise ConfigError(f"{combo.label}: {exc}") from None
+        policy_of[combo] = checked.policy
     env_id = getattr(first.algo, "env_id", None)
     if target is None:  # the env's own, when known
         target = default_target(env_id) if isinstance(env_id, str) else None
@@ -145,7 +148,7 @@ def compare(
             baseline = cluster.resources_in_use()
             run = _run(raws[combo], out / "runs" / combo.slug, address, stream)
             cluster.wait_until_released(baseline)  # the next run starts on the cluster this one found
-            row = run_row(combo, run, target, load_policy(raws[combo]["policy"]))
+            row = run_row(combo, run, target, policy_of[combo])
             row["run_dir"] = os.path.relpath(run.run_dir, out)  # the comparison can move as a whole
             _append_row(out / RESULTS_NAME, row)
             rows.append(row)

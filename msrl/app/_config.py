@@ -16,7 +16,7 @@ from typing import Any
 
 from msrl.app._registry import get_algorithm
 from msrl.core import ConfigError, apply_overrides, build_dataclass, read_yaml
-from policies import load_policy
+from policies import DistributionPolicy, load_policy
 
 MAX_NAME = 100
 """Longest run name: run directories get suffixes (``_2``...) and files inside, all within the
@@ -65,12 +65,14 @@ class RunConfig:
 
 @dataclass
 class LoadedConfig:
-    """A checked config: the run's settings, the algorithm's ``Config`` instance and the
-    mapping they came from (written to the run directory and into checkpoints)."""
+    """A checked config: the run's settings, the algorithm's ``Config`` instance, the
+    distribution policy that ``run.policy`` names, and the mapping they came from (written to
+    the run directory and into checkpoints)."""
 
     run: RunConfig
     algo: Any
     raw: dict[str, Any]
+    policy: DistributionPolicy
 
 
 def load_config(path: str | None, overrides: Sequence[str] = (), base: dict[str, Any] | None = None) -> LoadedConfig:
@@ -115,5 +117,5 @@ def validate(raw: dict[str, Any]) -> LoadedConfig:
     check = getattr(algo, "validate", None)
     if callable(check):
         check()
-    load_policy(run.policy)
-    return LoadedConfig(run=run, algo=algo, raw=raw)
+    policy = load_policy(run.policy)
+    return LoadedConfig(run=run, algo=algo, raw=raw, policy=policy)

@@ -12,7 +12,7 @@ from fragments.executors import check_fragment
 from msrl.app._config import LoadedConfig
 from msrl.app._registry import get_algorithm
 from msrl.core import BuildError, Role, component_class, role_of, trace
-from policies import DistributionPolicy, load_policy
+from policies import DistributionPolicy
 
 
 @dataclass
@@ -34,7 +34,7 @@ def recipe_of(config: LoadedConfig) -> fragments.BuildRecipe:
 
 def plan(config: LoadedConfig) -> Plan:
     """Declare, trace and partition the configured run, and check every replica's build."""
-    policy = load_policy(config.run.policy)
+    policy = config.policy
     preflight(policy, on_this_machine=policy.in_process)
     recipe = recipe_of(config)
     whole = fragments.declare(recipe)

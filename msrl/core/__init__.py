@@ -2,7 +2,7 @@
 
 The components, the ``Algorithm`` base, tracing ``train_step`` into a
 ``DataflowGraph`` (the IR: ``Node``, ``ValueRef``, ``CarryRef``, ``LoopRegion``),
-the closed vocabularies (``Op``, ``InterfaceOp``, ``Role``),
+the closed vocabularies (``Op``, ``InterfaceOp``, ``Role``, ``ValueKind``),
 spaces, errors, deferred values and config reading.  It imports nothing of
 msrl above it: not ``msrl.app``, ``fragments``, ``policies``, ``cluster`` or
 ``algorithms``, at module level or inside a function (``tests/unit/test_layers.py``
@@ -56,8 +56,6 @@ from msrl.core._errors import (
 )
 from msrl.core._generators import load_generator_state
 from msrl.core._graph import (
-    BATCHED,
-    GLOBAL,
     CarryRef,
     DataflowGraph,
     GraphLintError,
@@ -69,11 +67,9 @@ from msrl.core._graph import (
 )
 from msrl.core._spaces import AgentGroup, Box, Discrete, Space
 from msrl.core._tracing import role_of, steps, trace
-from msrl.core._vocab import InterfaceOp, Op, Role, Vocabulary
+from msrl.core._vocab import InterfaceOp, Op, Role, ValueKind, Vocabulary
 
 __all__ = [
-    "BATCHED",
-    "GLOBAL",
     "MAX_CONFIG_BYTES",
     "Actor",
     "AgentGroup",
@@ -115,6 +111,7 @@ __all__ = [
     "TraceError",
     "UndeclaredComponentError",
     "UnsupportedOperationError",
+    "ValueKind",
     "ValueRef",
     "Vocabulary",
     "apply_overrides",

@@ -15,10 +15,7 @@ from typing import Any
 
 import networkx as nx
 
-from msrl.core._vocab import Op, Role
-
-BATCHED = "batched"
-GLOBAL = "global"
+from msrl.core._vocab import Op, Role, ValueKind
 
 
 @dataclass(frozen=True)
@@ -47,8 +44,9 @@ class CarryRef:
 @dataclass
 class Node:
     """One recorded call.  ``target`` is ``(component, method)`` for
-    ``call_component`` and a callable for ``call_function``.  ``op`` may be given
-    as its string; an unknown one raises here, naming the valid ops."""
+    ``call_component`` and a callable for ``call_function``.  ``op`` and
+    ``output_kinds`` (one kind per output) may be given as their strings; an
+    unknown one raises here, naming the valid choices."""
 
     name: str
     op: Op
@@ -57,11 +55,12 @@ class Node:
     kwargs: dict
     site: str
     region: str | None = None
-    output_kinds: tuple[str, ...] = ()
+    output_kinds: tuple[ValueKind, ...] = ()
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.op = Op.parse(self.op)
+        self.output_kinds = tuple(ValueKind.parse(kind) for kind in self.output_kinds)
         if self.op is Op.CALL_COMPONENT and not (
             isinstance(self.target, tuple) and len(self.target) == 2 and all(isinstance(t, str) for t in self.target)
         ):
@@ -165,7 +164,7 @@ class DataflowGraph:
     def output(self) -> Node:
         return self.nodes[-1]
 
-    def kind_of(self, ref: ValueRef) -> str:
+    def kind_of(self, ref: ValueRef) -> ValueKind:
         return self._by_name[ref.node].output_kinds[ref.index]
 
     def loop_carried(self) -> list[tuple[str, str, ValueRef]]:

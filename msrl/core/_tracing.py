@@ -25,11 +25,11 @@ from msrl.core import _components
 from msrl.core._build import Declared, component_class
 from msrl.core._components import Batched, Component, Global, NoValue
 from msrl.core._errors import ControlFlowError, TraceError, UndeclaredComponentError, UnsupportedOperationError
-from msrl.core._graph import BATCHED, GLOBAL, CarryRef, DataflowGraph, Node, ValueRef, iter_leaves, map_leaves
+from msrl.core._graph import CarryRef, DataflowGraph, Node, ValueRef, iter_leaves, map_leaves
 from msrl.core._hidden_state import freeze, watching_draws
 from msrl.core._loops import fold_loops
 from msrl.core._sites import user_site
-from msrl.core._vocab import Op, Role
+from msrl.core._vocab import Op, Role, ValueKind
 
 _CONSTANTS = (int, float, str, bool, type(None))
 _ROLES: tuple[tuple[type[Component], Role], ...] = (
@@ -49,7 +49,7 @@ def role_of(component: Component | Declared) -> Role:
     return Role.COMPONENT
 
 
-def output_kinds(component: Component, method: str) -> tuple[tuple[str, ...] | None, bool]:
+def output_kinds(component: Component, method: str) -> tuple[tuple[ValueKind, ...] | None, bool]:
     """Kinds of the values ``method`` returns and whether it returns a tuple,
     read from the first return annotation along the class hierarchy.  ``None``
     kinds mean one value whose kind follows the component's role (environments
@@ -74,13 +74,13 @@ def output_kinds(component: Component, method: str) -> tuple[tuple[str, ...] | N
 _KIND_NAMES = {"Batched": Batched, "Global": Global, "NoValue": NoValue}
 
 
-def _kinds_from_annotation(annotation: Any) -> tuple[str, ...] | None:
+def _kinds_from_annotation(annotation: Any) -> tuple[ValueKind, ...] | None:
     if annotation is NoValue or annotation is None or annotation is type(None):
         return ()
     if annotation is Batched:
-        return (BATCHED,)
+        return (ValueKind.BATCHED,)
     if annotation is Global:
-        return (GLOBAL,)
+        return (ValueKind.GLOBAL,)
     if typing.get_origin(annotation) is tuple:
         inner = [_kinds_from_annotation(arg) for arg in typing.get_args(annotation)]
         single = [kind[0] for kind in inner if kind is not None and len(kind) == 1]
@@ -228,7 +228,7 @@ class Tracer:
         target: Any,
         args: tuple,
         kwargs: dict,
-        kinds: tuple[str, ...],
+        kinds: tuple[ValueKind, ...],
         pretty: str,
         site: str | None = None,
     ) -> Node:
@@ -281,7 +281,7 @@ class Tracer:
     def call_component(self, name: str, component: Component, method: str, args: tuple, kwargs: dict) -> Any:
         kinds, is_tuple = output_kinds(component, method)
         if kinds is None:
-            kinds = (GLOBAL if role_of(component) is Role.LEARNER else BATCHED,)
+            kinds = (ValueKind.GLOBAL if role_of(component) is Role.LEARNER else ValueKind.BATCHED,)
         node = self.create_node(Op.CALL_COMPONENT, (name, method), args, kwargs, kinds, f"{name}.{method}")
         node.meta["tuple"] = is_tuple
         if not kinds:
@@ -296,7 +296,7 @@ class Tracer:
                 for leaf in iter_leaves(args)
                 if isinstance(leaf, Proxy)
             ),
-            BATCHED,
+            ValueKind.BATCHED,
         )
         node = self.create_node(Op.CALL_FUNCTION, fn, args, {}, (kind,), fn.__name__)
         return Proxy(ValueRef(node.name), self)

@@ -1,4 +1,4 @@
-"""msrl's closed vocabularies: node ops, interface ops and component roles.
+"""msrl's closed vocabularies: node ops, interface ops, component roles and value kinds.
 
 Each is a ``str``-valued enum, so a member compares, hashes, formats and
 serialises (YAML, JSON, pickles across Ray) as its plain string, while a typo
@@ -103,3 +103,14 @@ class Role(Vocabulary):
     LEARNER = "learner"
     COMPONENT = "component"
     """A component that derives from none of the four role classes."""
+
+
+class ValueKind(Vocabulary):
+    """What a traced value holds, which decides how it crosses a cut edge (``InterfaceOp``)."""
+
+    __noun__ = "value kind"
+
+    BATCHED = "batched"
+    """Leading axis over environments or agents: split and concatenated along it (scatter, gather)."""
+    GLOBAL = "global"
+    """One value for the whole run (weights, metrics): sent whole to every replica (broadcast)."""

@@ -18,7 +18,7 @@ import yaml
 
 ray = pytest.importorskip("ray")
 from cluster import Mailbox, MailboxClosed, RayTransport, ReplySlots, call_routes  # noqa: E402
-from fragments import build_program  # noqa: E402
+from fragments import ReplicaId, build_program  # noqa: E402
 from msrl.app import load_config, plan  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
@@ -75,7 +75,7 @@ def learner(fine, envs: list[Peer], socket: Socket | None = None, mailbox: Mailb
         0,
         mailbox or Mailbox(),
         {"env": envs, "learner": [Peer()]},
-        direct={("env", 0): socket} if socket else None,
+        direct={ReplicaId("env", 0): socket} if socket else None,
         calls=call_routes(fine, {})["learner"],
     )
 

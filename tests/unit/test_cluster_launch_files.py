@@ -19,7 +19,6 @@ import pytest
 import yaml
 
 from msrl.app import load_config, plan
-from policies import load_policy
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "cluster"
@@ -37,7 +36,7 @@ def read(path: Path) -> dict:
 
 
 def cluster_policy():
-    return load_policy(load_config(str(DP_CONFIG)).run.policy)
+    return load_config(str(DP_CONFIG)).policy
 
 
 def fragment_with(policy, component: str):
@@ -196,7 +195,7 @@ def test_rayjob_entrypoint_trains_the_cluster_config():
     overrides = [words[i + 1] for i, word in enumerate(words) if word == "--set"]
     config = load_config(str(in_repo), overrides)
     assert os.path.isabs(config.run.runs_dir)  # outlives the job's temporary working directory
-    assert fragment_with(load_policy(config.run.policy), "learner").resources["learner_gpu"] == 1
+    assert fragment_with(config.policy, "learner").resources["learner_gpu"] == 1
 
 
 def test_ray_versions_agree_across_the_launch_files():

@@ -13,7 +13,6 @@ from algorithms.ppo import PPOConfig
 from msrl import ConfigError
 from msrl.app import RunConfig, load_config
 from msrl.core import apply_overrides, read_yaml
-from policies import load_policy
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PPO_YAML = os.path.join(REPO, "configs", "ppo_cartpole.yaml")
@@ -79,7 +78,7 @@ def test_policy_override_on_a_string_policy():
     assert raw["policy"] == {"preset": "local", "executor": "cpu", "cpus": 2}
     config = load_config(None, ["policy.executor=cpu"], base=BASE)
     assert config.run.policy == {"preset": "local", "executor": "cpu"}
-    assert load_policy(config.run.policy).fragments[0].executor == "cpu"
+    assert config.policy.fragments[0].executor == "cpu" and config.policy.name == "local"
     assert "unknown parameter 'bogus' for policy 'local'" in error_of(["policy.bogus=1"])
 
 

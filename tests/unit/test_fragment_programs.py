@@ -18,7 +18,7 @@ from fragments import (
 )
 from msrl import ConfigError
 from msrl.app import load_config, plan
-from msrl.core import BATCHED, GLOBAL
+from msrl.core import ValueKind
 from policies import load_policy
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
@@ -171,8 +171,8 @@ def test_coarse_partition_gathers_trajectories_and_broadcasts_weights():
     for preset in ("single_learner_coarse", "async_single_learner"):
         fdg = fdg_for(preset)
         assert {(str(i.value), i.src, i.dst): (i.op, i.kind, i.frequency) for i in fdg.interfaces} == {
-            ("%buffer.drain", "rollout", "learner"): ("gather", BATCHED, PER_ITERATION),
-            ("%learner.get_weights", "learner", "rollout"): ("broadcast", GLOBAL, PER_ITERATION),
+            ("%buffer.drain", "rollout", "learner"): ("gather", ValueKind.BATCHED, PER_ITERATION),
+            ("%learner.get_weights", "learner", "rollout"): ("broadcast", ValueKind.GLOBAL, PER_ITERATION),
         }
 
 
@@ -180,9 +180,13 @@ def test_fine_partition_gathers_steps_and_scatters_actions(fine):
     interfaces = {(str(i.value), i.src, i.dst): (i.op, i.kind, i.frequency) for i in fine.interfaces}
     for index in range(4):
         ref = "%env.step" if index == 0 else f"%env.step[{index}]"
-        assert interfaces[(ref, "env", "learner")] == ("gather", BATCHED, PER_STEP)
-    assert interfaces[("%actor.act", "learner", "env")] == ("scatter", BATCHED, PER_STEP)
-    assert interfaces[("%env.observe", "env", "learner")] == ("gather", BATCHED, PER_ITERATION)  # made before the loop
+        assert interfaces[(ref, "env", "learner")] == ("gather", ValueKind.BATCHED, PER_STEP)
+    assert interfaces[("%actor.act", "learner", "env")] == ("scatter", ValueKind.BATCHED, PER_STEP)
+    assert interfaces[("%env.observe", "env", "learner")] == (
+        "gather",
+        ValueKind.BATCHED,
+        PER_ITERATION,
+    )  # made before the loop
     assert len(interfaces) == 6
     assert not any(i.op in ("broadcast", "allreduce") for i in fine.interfaces)
 

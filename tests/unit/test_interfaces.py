@@ -21,7 +21,7 @@ from fragments import (
     sources,
     split_batched,
 )
-from msrl.core import BATCHED, GLOBAL, InterfaceOp, ValueRef
+from msrl.core import InterfaceOp, ValueKind, ValueRef
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml"
 
@@ -31,7 +31,9 @@ class Step(NamedTuple):
     reward: torch.Tensor
 
 
-def interface(op: str | InterfaceOp, index: int = 0, node: str = "env.step", kind: str = BATCHED) -> Interface:
+def interface(
+    op: str | InterfaceOp, index: int = 0, node: str = "env.step", kind: str | ValueKind = ValueKind.BATCHED
+) -> Interface:
     return Interface(ValueRef(node, index), "src", "dst", op, PER_STEP, kind)
 
 
@@ -171,7 +173,7 @@ def test_split_and_concat_reject_unknown_types_by_name():
 # -- broadcast and p2p ------------------------------------------------------------------------------
 def test_broadcast_gives_every_replica_the_same_object():
     weights = {"pi": torch.randn(3, 3)}
-    broadcast = [interface("broadcast", node="learner.get_weights", kind=GLOBAL)]
+    broadcast = [interface("broadcast", node="learner.get_weights", kind=ValueKind.GLOBAL)]
     payloads = route((weights,), broadcast, src_replica=0, dst_replicas=4)
     assert sorted(payloads) == [0, 1, 2, 3]
     assert all(payload[0] is weights for payload in payloads.values())
@@ -206,7 +208,7 @@ def test_uncarried_outputs_are_none_in_the_payload():
 def test_allreduce_interface_carries_no_values():
     with pytest.raises(ValueError, match="only an allreduce carries no value"):
         interface("allreduce")  # an allreduce with a value is refused where it is made
-    allreduce = Interface(None, "src", "src", InterfaceOp.ALL_REDUCE, PER_ITERATION, GLOBAL)
+    allreduce = Interface(None, "src", "src", InterfaceOp.ALL_REDUCE, PER_ITERATION, ValueKind.GLOBAL)
     with pytest.raises(ValueError, match="'allreduce' does not carry values"):
         route((torch.ones(2),), [allreduce], src_replica=0, dst_replicas=2)
     with pytest.raises(ValueError, match="carries no dataflow value"):

@@ -13,6 +13,7 @@ from fragments import PER_ITERATION, LoopBlock, build_program
 from fragments.executors import EXECUTORS
 from msrl import ConfigError
 from msrl.app import load_config, plan
+from msrl.core import ValueKind
 from policies import PLACEMENTS, DistributionPolicy, FragmentSpec, load_policy, preset_names
 
 PPO_ROLES = {"env": "env", "actor": "actor", "buffer": "buffer", "learner": "learner"}
@@ -281,6 +282,17 @@ def test_custom_policy_is_checked_before_any_run_starts():
         plan(config)
 
 
+def test_the_plan_runs_under_the_policy_the_config_parsed():
+    config = load_config(
+        None,
+        ["algo.num_envs=2", "algo.num_steps=4"],
+        base={"algorithm": "ppo", "policy": yaml.safe_load(TWO_FRAGMENTS)},
+    )
+    assert isinstance(config.policy, DistributionPolicy)
+    assert [f.name for f in config.policy.fragments] == ["rollout", "learn"]
+    assert plan(config).fdg.policy is config.policy  # parsed once, by the config
+
+
 # -- partitioning PPO ------------------------------------------------------------------------------
 def test_partition_ppo_rollout_learn(graph):
     policy = load_policy(yaml.safe_load(TWO_FRAGMENTS))
@@ -302,8 +314,8 @@ def test_partition_ppo_rollout_learn(graph):
 
     interfaces = {(str(i.value), i.src, i.dst): (i.op, i.kind, i.frequency) for i in fdg.interfaces}
     assert interfaces == {
-        ("%buffer.drain", "rollout", "learn"): ("gather", "batched", PER_ITERATION),
-        ("%learner.get_weights", "learn", "rollout"): ("broadcast", "global", PER_ITERATION),
+        ("%buffer.drain", "rollout", "learn"): ("gather", ValueKind.BATCHED, PER_ITERATION),
+        ("%learner.get_weights", "learn", "rollout"): ("broadcast", ValueKind.GLOBAL, PER_ITERATION),
     }
 
     text = str(fdg)

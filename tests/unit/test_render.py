@@ -19,7 +19,7 @@ from matplotlib.image import imread
 import fragments
 from fragments import fdg_figure, fdg_to_dot, fragment_colours, write_dot, write_png
 from msrl.app import load_config, plan
-from msrl.core import DataflowGraph, Node, ValueRef
+from msrl.core import DataflowGraph, Node, ValueKind, ValueRef
 from policies import load_policy
 
 SMALL = ["algo.num_envs=2", "algo.num_steps=4"]
@@ -172,7 +172,7 @@ def test_awkward_names_are_quoted():
     # Names with dots, brackets, quotes, backslashes and a DOT keyword must all survive a parse.
     names = ["env.step[1]", 'say "hi"', "back\\slash", "node"]
     nodes = [
-        Node(name, "call_component", ("env", f"m{i}"), (), {}, "here:1", output_kinds=("batched",))
+        Node(name, "call_component", ("env", f"m{i}"), (), {}, "here:1", output_kinds=(ValueKind.BATCHED,))
         for i, name in enumerate(names)
     ]
     nodes.append(Node("output", "output", None, (ValueRef(names[-1]),), {}, "here:2"))

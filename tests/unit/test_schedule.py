@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from cluster import SCHEDULES, AsyncSchedule, SyncSchedule
-from fragments import ReplicaReport
+from fragments import ReplicaId, ReplicaReport
 
 
 class _Method:
-    def __init__(self, key: tuple[str, int], log: list[tuple[str, int, int]]) -> None:
+    def __init__(self, key: ReplicaId, log: list[tuple[str, int, int]]) -> None:
         self.key, self.log = key, log
 
     def remote(self, number: int) -> tuple[str, int, int]:
@@ -20,7 +20,7 @@ class _Method:
 
 
 class _Handle:
-    def __init__(self, key: tuple[str, int], log: list[tuple[str, int, int]]) -> None:
+    def __init__(self, key: ReplicaId, log: list[tuple[str, int, int]]) -> None:
         self.run_iteration = _Method(key, log)
 
 
@@ -33,11 +33,12 @@ class _Liveness:
     def wait_one(self, refs: list[Any]) -> Any:
         return min(refs, key=self.log.index)
 
-    def wait_all(self, calls: list[tuple[tuple[str, int], Any]]) -> list[ReplicaReport]:
+    def wait_all(self, calls: list[tuple[ReplicaId, Any]]) -> list[ReplicaReport]:
         return [self.result(key, ref) for key, ref in calls]
 
-    def result(self, key: tuple[str, int], ref: tuple[str, int, int]) -> ReplicaReport:
+    def result(self, key: ReplicaId, ref: tuple[str, int, int]) -> ReplicaReport:
         fragment, replica, number = ref
+        assert isinstance(key, ReplicaId) and key == ReplicaId(fragment, replica)  # the replica the ref came from
         leader = fragment == "learner"
         return ReplicaReport(
             fragment,
@@ -52,14 +53,23 @@ class _Liveness:
 def _schedule(kind: type, actors: int = 2) -> tuple[Any, list[tuple[str, int, int]]]:
     log: list[tuple[str, int, int]] = []
     workers = {
-        "rollout": [_Handle(("rollout", r), log) for r in range(actors)],
-        "learner": [_Handle(("learner", 0), log)],
+        "rollout": [_Handle(ReplicaId("rollout", r), log) for r in range(actors)],
+        "learner": [_Handle(ReplicaId("learner", 0), log)],
     }
     return kind(workers, "learner", _Liveness(log)), log
 
 
 def test_the_mode_table_names_each_schedule():
     assert SCHEDULES == {"sync": SyncSchedule, "async": AsyncSchedule}
+
+
+def test_replicas_are_keyed_by_fragment_and_index():
+    schedule, _ = _schedule(SyncSchedule)
+    keys = schedule.keys()
+    assert keys == [ReplicaId("rollout", 0), ReplicaId("rollout", 1), ReplicaId("learner", 0)]
+    assert all(isinstance(key, ReplicaId) for key in keys)
+    assert [(key.fragment, key.replica) for key in keys] == [("rollout", 0), ("rollout", 1), ("learner", 0)]
+    assert str(keys[1]) == "rollout[1]"  # how messages name a replica
 
 
 def test_sync_takes_iteration_k_of_every_replica():

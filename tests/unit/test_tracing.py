@@ -21,11 +21,10 @@ from algorithms import ppo as ppo_module
 from algorithms.ppo import PPO, PPOConfig
 from msrl.app import load_config, make_runtime, plan
 from msrl.core import (
-    BATCHED,
-    GLOBAL,
     CarryRef,
     DataflowGraph,
     GraphLintError,
+    ValueKind,
     ValueRef,
 )
 
@@ -193,19 +192,20 @@ def test_ppo_loop_carried_obs(graph):
 def test_ppo_value_kinds(graph):
     kinds = {n.name: n.output_kinds for n in graph.nodes}
     assert kinds == {
-        "env.observe": (BATCHED,),
-        "actor.act": (BATCHED,) * 3,
-        "env.step": (BATCHED,) * 4,
+        "env.observe": (ValueKind.BATCHED,),
+        "actor.act": (ValueKind.BATCHED,) * 3,
+        "env.step": (ValueKind.BATCHED,) * 4,
         "buffer.insert": (),
-        "actor.value": (BATCHED,),
-        "buffer.drain": (BATCHED,),
-        "learner.learn": (GLOBAL,),
-        "learner.get_weights": (GLOBAL,),
+        "actor.value": (ValueKind.BATCHED,),
+        "buffer.drain": (ValueKind.BATCHED,),
+        "learner.learn": (ValueKind.GLOBAL,),
+        "learner.get_weights": (ValueKind.GLOBAL,),
         "actor.set_weights": (),
         "output": (),
     }
-    assert graph.kind_of(ValueRef("env.step", 1)) == BATCHED
-    assert graph.kind_of(ValueRef("learner.get_weights")) == GLOBAL
+    assert graph.kind_of(ValueRef("env.step", 1)) is ValueKind.BATCHED
+    assert graph.kind_of(ValueRef("learner.get_weights")) is ValueKind.GLOBAL
+    assert all(type(kind) is ValueKind for n in graph.nodes for kind in n.output_kinds)
 
 
 def test_ppo_call_sites_point_at_algorithm_lines(graph):
