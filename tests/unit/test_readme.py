@@ -1,6 +1,7 @@
 """What a newcomer meets first in README.md: a quick start of two set-up commands that says how to
-reach the ``msrl`` command afterwards, as ``make train`` itself does.  (The README's Python blocks
-run in tests/e2e/test_readme_examples.py.)"""
+reach the ``msrl`` command afterwards, as ``make train`` itself does, and references that stay in
+the repository and reach every page of docs/.  (The README's Python blocks run in
+tests/e2e/test_readme_examples.py.)"""
 
 from __future__ import annotations
 
@@ -41,3 +42,16 @@ def test_make_train_ends_by_saying_how_to_reach_msrl():
     told = " ".join(lines[train + 1 :])
     assert lines[train + 1 :] and all(line.startswith("echo ") for line in lines[train + 1 :]), lines
     assert "source .venv/bin/activate" in told and ".venv/bin/msrl" in told, told
+
+
+def test_references_stay_inside_the_repository():
+    # A reader of a clone has only the repository: a path above it names nothing they have.
+    outside = [line for line in README.splitlines() if re.search(r"(\]\(|`|\s)\.\./", line)]
+    assert outside == []
+
+
+def test_every_docs_page_is_linked():
+    pages = sorted([*REPO.glob("docs/*.md"), *REPO.glob("docs/*/README.md")])
+    assert pages
+    linked = set(re.findall(r"\]\(([^)#]+)", README))
+    assert [p.relative_to(REPO).as_posix() for p in pages if p.relative_to(REPO).as_posix() not in linked] == []
