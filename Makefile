@@ -12,8 +12,11 @@ CONFIG ?= configs/ppo_cartpole.yaml
 # Python writes the bytecode of what a run imports, on first import (see the install rules below).
 RUN    := env -u PYTHONDONTWRITEBYTECODE
 
+# It ends by saying how to reach the `msrl` command: it is installed in $(VENV), which is not on PATH.
 train: $(VENV)/.stamp-base
 	$(RUN) $(VENV)/bin/msrl train $(CONFIG)
+	@echo "msrl is installed in $(VENV), which is not on your PATH: run 'source $(VENV)/bin/activate'"
+	@echo "to get the msrl command in this shell (or call $(VENV)/bin/msrl)."
 
 test: $(VENV)/.stamp-dev
 	$(RUN) $(VENV)/bin/python -m pytest -q

@@ -31,10 +31,8 @@ import inspect
 import itertools
 import linecache
 import numbers
-import os
 import random
 import sys
-import sysconfig
 import types
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, cast
@@ -43,7 +41,7 @@ from msrl.core._build import Declared
 from msrl.core._components import Component
 from msrl.core._errors import HiddenStateError
 from msrl.core._graph import iter_leaves
-from msrl.core._sites import PACKAGE_DIR, format_site, user_site
+from msrl.core._sites import format_site, frame_kind, function_name, user_frame
 
 _PLAIN = (numbers.Number, str, bytes, type(None), enum.Enum, range)
 _RUNS_ONCE = "Python in train_step runs once, when msrl traces it, so this value would be frozen at its first value"
@@ -51,40 +49,20 @@ _FIX_STATE = "move the state into a component and call a component method from t
 _FIX_CHANGE = "keep this state in a component and change it in one of the component's methods"
 _FIX_COUNTER = "keep the counter in a component and return the decision from one of its methods"
 _FIX_DRAW = "draw random numbers inside a component method, which runs every iteration"
-_LIBRARY_DIRS = tuple(
-    {
-        os.path.join(os.path.abspath(path), "")
-        for key, path in sysconfig.get_paths().items()
-        if key in ("stdlib", "platstdlib", "purelib", "platlib")
-    }
-)
 
 
-@functools.cache
-def _code_kind(filename: str) -> str:
-    """``tracer`` for msrl's core (this package), ``library`` for the standard library and
-    installed packages, ``user`` for everything else.  Only the core is exempt: built-in
-    algorithms and msrl's other packages are checked like the user's own code."""
-    if filename.startswith("<frozen "):
-        return "library"
-    path = os.path.abspath(filename)
-    if os.path.dirname(path) == PACKAGE_DIR:
-        return "tracer"
-    return "library" if path.startswith(_LIBRARY_DIRS) else "user"
-
-
-def _user_frame(
-    frame: types.FrameType | None,
-    entry: types.CodeType | None = None,
-) -> tuple[types.FrameType, types.FrameType | None] | None:
-    """The innermost frame of user code at or outside ``frame``, and the library frame it
-    called (``random.randint`` is Python around the C draw), or ``None`` when msrl's tracer
-    made the call.  ``entry`` (train_step's code) is user code wherever it is installed."""
+def _user_frame(frame: types.FrameType | None) -> tuple[types.FrameType, types.FrameType | None] | None:
+    """The innermost frame of user code at or outside ``frame``, and the frame of a library or of
+    msrl's packages that it called (``random.randint`` is Python around the C draw), or ``None``
+    when msrl's tracer made the call.  A draw inside msrl's packages other than the core is refused
+    like one inside a library: at the user's line that called it."""
     callee = None
     while frame is not None:
-        kind = "user" if frame.f_code is entry else _code_kind(frame.f_code.co_filename)
-        if kind != "library":
-            return (frame, callee) if kind == "user" else None
+        kind = frame_kind(frame)
+        if kind == "user":
+            return frame, callee
+        if kind == "tracer":
+            return None
         callee, frame = frame, frame.f_back
     return None
 
@@ -93,12 +71,8 @@ def _hidden_state(what: str, fix: str, frame: types.FrameType | None = None) -> 
     """The error for ``what`` (which names the attribute or function) at ``frame``'s line,
     by default the user's line that called into the tracer."""
     if frame is None:
-        caller: types.FrameType | None = sys._getframe(1)
-        while caller is not None and _code_kind(caller.f_code.co_filename) == "tracer":
-            caller = caller.f_back
-        found = _user_frame(caller)
-        frame = found[0] if found else None
-    return HiddenStateError(f"{what}; {_RUNS_ONCE}; {fix}", format_site(frame) if frame else user_site())
+        frame = user_frame(sys._getframe(1))[0]
+    return HiddenStateError(f"{what}; {_RUNS_ONCE}; {fix}", format_site(frame))
 
 
 def _refusing_change(expression: str) -> Callable[..., NoReturn]:
@@ -339,7 +313,7 @@ def _iterator_in_next(frame: types.FrameType) -> str | None:
 
 
 @contextlib.contextmanager
-def watching_draws(train_step: Any) -> Iterator[None]:
+def watching_draws() -> Iterator[None]:
     """Refuse random draws and ``next()`` on non-local iterators in user code while tracing.
 
     ``sys.setprofile`` reports each call of a C function (``c_call``) with the function but
@@ -350,7 +324,6 @@ def watching_draws(train_step: Any) -> Iterator[None]:
     if previous is not None and not callable(previous):
         yield
         return
-    entry = getattr(train_step, "__code__", None)
 
     def hook(frame: types.FrameType, event: str, arg: Any) -> None:
         if previous is not None:
@@ -359,14 +332,13 @@ def watching_draws(train_step: Any) -> Iterator[None]:
             return
         draw = _random_draw(arg)
         if draw is not None:
-            found = _user_frame(frame, entry)
+            found = _user_frame(frame)
             if found is not None:
                 user, callee = found
                 if callee is not None:
-                    name = getattr(callee.f_code, "co_qualname", callee.f_code.co_name)  # co_qualname: 3.11+
-                    draw = f"{callee.f_globals.get('__name__', '?')}.{name}"
+                    draw = function_name(callee)
                 raise _hidden_state(f"train_step draws a random number with {draw}", _FIX_DRAW, user)
-        elif arg is next and _code_kind(frame.f_code.co_filename) == "user":
+        elif arg is next and frame_kind(frame) == "user":
             iterator = _iterator_in_next(frame)
             if iterator is not None:
                 raise _hidden_state(f"train_step advances the {iterator} with next()", _FIX_COUNTER, frame)

@@ -14,8 +14,11 @@ value while tracing (``HiddenStateError``, see "hidden state" below).
 
 from __future__ import annotations
 
+import dis
 import inspect
+import linecache
 import operator
+import sys
 import types
 import typing
 from collections.abc import Iterator
@@ -28,7 +31,7 @@ from msrl.core._errors import ControlFlowError, TraceError, UndeclaredComponentE
 from msrl.core._graph import CarryRef, DataflowGraph, Node, ValueRef, iter_leaves, map_leaves
 from msrl.core._hidden_state import freeze, watching_draws
 from msrl.core._loops import fold_loops
-from msrl.core._sites import user_site
+from msrl.core._sites import algorithm_code, code_kind, format_location, format_site, user_call, user_frame, user_site
 from msrl.core._vocab import Op, Role, ValueKind
 
 _CONSTANTS = (int, float, str, bool, type(None))
@@ -109,35 +112,40 @@ class Proxy:
         )
 
     def __iter__(self) -> Iterator[Any]:
-        raise UnsupportedOperationError(
-            f"cannot unpack or iterate over {self._describe()}: its method is not annotated to return a tuple; "
-            "annotate the component method with '-> tuple[Batched, ...]'",
-            user_site(),
-        )
+        raise _unpack_error(self, sys._getframe(1))
 
     def __len__(self) -> int:
-        raise UnsupportedOperationError(
-            f"len() of {self._describe()} needs real data; compute it inside a component", user_site()
-        )
+        raise self._refuse(f"len() of {self._describe()} needs real data; compute it inside a component")
 
     def __getitem__(self, key: Any) -> Proxy:
         return self._tracer.call_function(operator.getitem, (self, key))
 
     def __getattr__(self, name: str) -> Any:
-        raise UnsupportedOperationError(
+        if name.startswith("__"):  # a protocol (numpy's __array_struct__, copy's __deepcopy__): computing with it
+            self._unsupported()
+        raise self._refuse(
             f"attribute {name!r} of {self._describe()} needs real data; "
-            "traced values can only be passed to component methods",
-            user_site(),
+            "traced values can only be passed to component methods"
         )
 
     def _describe(self) -> str:
         node = self._tracer.nodes_by_id[self._ref.node]
         return f"'{node.meta['pretty']}' (output {self._ref.index}, made at {node.site})"
 
+    def _refuse(self, message: str) -> UnsupportedOperationError:
+        """``message`` at the user's line; where that line called a function of a library (or of
+        msrl) that reached the traced value, such as ``np.clip``, the error names that function."""
+        site, callee = user_call()
+        if callee is not None:
+            message = (
+                f"{callee}() computes with the traced value {self._describe()} outside a component; "
+                "move that computation into a component method"
+            )
+        return UnsupportedOperationError(message, site)
+
     def _unsupported(self, *_: Any) -> Any:
-        raise UnsupportedOperationError(
-            f"computation on the traced value {self._describe()} outside a component; move it into a component method",
-            user_site(),
+        raise self._refuse(
+            f"computation on the traced value {self._describe()} outside a component; move it into a component method"
         )
 
     __array__ = __float__ = __int__ = __index__ = __complex__ = _unsupported
@@ -154,6 +162,66 @@ class Proxy:
             if isinstance(leaf, Proxy):
                 leaf._unsupported()
         raise UnsupportedOperationError("torch function called on traced values", user_site())
+
+
+_KIND_ANNOTATIONS = {BATCHED: "Batched", GLOBAL: "Global"}
+
+
+def _unpack_error(proxy: Proxy, frame: types.FrameType | None) -> UnsupportedOperationError:
+    """The error for unpacking or iterating over ``proxy`` in ``frame``: a component method's result
+    is one value unless its return annotation says it is a tuple.  Where that method is the user's
+    own, the error points at it and says how to annotate it; otherwise at the user's line."""
+    at, _ = user_frame(frame)
+    count = _unpacked_into(frame) if frame is at else None
+    node = proxy._tracer.nodes_by_id[proxy._ref.node]
+    unpacks = f"unpacked into {count} values" if count else "unpacked or iterated over"
+    if node.op is not Op.CALL_COMPONENT:
+        return UnsupportedOperationError(f"{proxy._describe()} is one value; it cannot be {unpacks}", format_site(at))
+    name, method = node.target
+    owner, func = _implementation(proxy._tracer.components[name], method)
+    label = f"{owner.__name__}.{method}"
+    code = getattr(func, "__code__", None)
+    if code is None or code_kind(code.co_filename) != "user":
+        return UnsupportedOperationError(
+            f"cannot unpack or iterate over {proxy._describe()}: {label} returns one value "
+            "(its return annotation is not a tuple)",
+            format_site(at),
+        )
+    kind = _KIND_ANNOTATIONS.get(node.output_kinds[0], "Batched")
+    annotation = f"tuple[{', '.join([kind] * count)}]" if count else "tuple[...] with one Batched or Global per value"
+    return UnsupportedOperationError(
+        f"{label} is not annotated to return a tuple, so msrl takes its result for one value, but "
+        f"'{node.meta['pretty']}' is {unpacks} at {format_site(at)}; annotate {label} with -> {annotation}",
+        format_location(code.co_filename, _def_line(code)),
+    )
+
+
+def _implementation(component: Component, method: str) -> tuple[type, Any]:
+    """The class along ``component``'s hierarchy that defines ``method``, and its function (unwrapped)."""
+    for cls in component_class(component).__mro__:
+        if method in vars(cls):
+            return cls, inspect.unwrap(vars(cls)[method])
+    return component_class(component), None
+
+
+def _unpacked_into(frame: types.FrameType | None) -> int | None:
+    """How many names ``frame``'s current instruction unpacks a value into (``a, b, c = value``), or
+    ``None`` where it does something else (iterates, calls ``list()``, unpacks with a star)."""
+    if frame is None:
+        return None
+    for instruction in dis.get_instructions(frame.f_code):
+        if instruction.offset == frame.f_lasti:
+            return instruction.arg if instruction.opname == "UNPACK_SEQUENCE" else None
+    return None
+
+
+def _def_line(code: types.CodeType) -> int:
+    """The line of the ``def`` of ``code``'s function, below its decorators."""
+    lines = linecache.getlines(code.co_filename)
+    for line in range(code.co_firstlineno, min(len(lines), code.co_firstlineno + 20) + 1):
+        if lines[line - 1].lstrip().startswith(("def ", "async def ")):
+            return line
+    return code.co_firstlineno
 
 
 class _ComponentProxy:
@@ -385,7 +453,7 @@ def trace(algorithm: Any) -> DataflowGraph:
     _TRACERS.append(tracer)
     _components._ACTIVE_TRACER.append(tracer)
     try:
-        with watching_draws(type(algorithm).train_step):
+        with algorithm_code(type(algorithm)), watching_draws():
             result = type(algorithm).train_step(view)
         tracer.check_loops_completed()
         tracer.create_node(Op.OUTPUT, None, (result,), {}, (), "output", site="train_step return")
