@@ -164,7 +164,7 @@ class Proxy:
         raise UnsupportedOperationError("torch function called on traced values", user_site())
 
 
-_KIND_ANNOTATIONS = {BATCHED: "Batched", GLOBAL: "Global"}
+_KIND_ANNOTATIONS = {ValueKind.BATCHED: "Batched", ValueKind.GLOBAL: "Global"}
 
 
 def _unpack_error(proxy: Proxy, frame: types.FrameType | None) -> UnsupportedOperationError:
