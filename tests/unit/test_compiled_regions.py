@@ -1,8 +1,8 @@
 """A compiled region under ``algo.compile: auto``: its owner runs eagerly while a separate process
 builds the package (the owner never waits), the region switches only when the run asks between
 iterations (``switch_compiled``), and a second region of the same function and shapes finds the
-package and is compiled from its first call, where one of other shapes needs a build of its own.  One real build of a small region (inductor and the
-C++ compiler: about 20 s of one core)."""
+package and is compiled from its first call, where one of other shapes needs a build of its own.
+One real build of a small region (inductor and the C++ compiler: about 20 s of one core)."""
 
 from __future__ import annotations
 
