@@ -99,6 +99,12 @@ class Testbed:
         return f"http://{self.address(0)}:{DASHBOARD_PORT}"
 
     @property
+    def head_temp_dir(self) -> Path:
+        """Ray's temporary directory on the head host, whose /tmp is the machine's: a directory of
+        this testbed's own (a short path: Unix sockets live in it), removed by ``down``."""
+        return head_temp(self.name)
+
+    @property
     def env(self) -> dict[str, str]:
         """The environment every process of the testbed runs with: this Python's bin on PATH, the
         testbed's Ray token, and nothing that would pin Ray to loopback."""
@@ -210,14 +216,14 @@ class Testbed:
                 "--disable-usage-stats",
             ]
             if host == 0:
-                head_temp(self.name).mkdir(parents=True, exist_ok=True)
+                self.head_temp_dir.mkdir(parents=True, exist_ok=True)
                 dashboard = (
                     [f"--dashboard-host={self.address(0)}", f"--dashboard-port={DASHBOARD_PORT}"]
                     if self.dashboard
                     else ["--include-dashboard=false"]
                 )
                 argv = [ray_bin, "start", "--head", f"--port={RAY_PORT}", *dashboard, *common]
-                argv.append(f"--temp-dir={head_temp(self.name)}")
+                argv.append(f"--temp-dir={self.head_temp_dir}")
             else:
                 argv = [ray_bin, "start", f"--address={self.head_address}", *common]
             log = (self.logs / f"ray-h{host}.log").open("w")
