@@ -23,7 +23,7 @@ from testbed import Testbed, namespace_pids, namespaces
 pytestmark = pytest.mark.slow
 
 HOST_FLAGS = ["--num-cpus=2", "--disable-usage-stats"]
-"""What the testbed adds to the recipe's ``ray start``: each host's share of this machine's cores."""
+"""What the testbed adds to the recipe's ``ray start``: each host's share of this machine's cores, no usage report."""
 PRESET = ["policy=single_learner_coarse", "policy.placement=SPREAD"]
 NODE_PORTS = [
     "NodeManagerPort",
@@ -33,7 +33,8 @@ NODE_PORTS = [
     "DashboardAgentListenPort",
     "MetricsExportPort",
 ]
-"""The ports each node reports, which ``ray start`` picks at random unless told (the README's list)."""
+"""The ports each node reports: the README's list, all but the dashboard agent's 52365 picked at random
+unless ``ray start`` is told."""
 HEAD_PORTS = {6379, 10001, 44217, 44227}
 """The head's fixed ports on the network: the GCS, Ray Client, and the autoscaler's and the
 dashboard's metrics; the dashboard (8265) listens on loopback only."""
