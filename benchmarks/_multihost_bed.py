@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.testbed import Testbed
+from testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = str(REPO / "configs" / "ppo_cartpole.yaml")

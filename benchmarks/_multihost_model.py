@@ -184,7 +184,7 @@ def rate(row: dict) -> float:
 def delay(row: dict) -> float:
     """The one-way delay host to host that a run's messages paid: a packet crosses two shaped links,
     so twice the profile's, where the run applied it (``delay_applied``: tc netem, or the testbed's
-    relay, cluster/_delay.py); none in the rate-only runs made before the relay."""
+    relay, testbed/_delay.py); none in the rate-only runs made before the relay."""
     return 2 * DELAYS[row["profile"]] if row.get("delay_applied") else 0.0
 
 

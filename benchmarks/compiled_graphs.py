@@ -9,7 +9,7 @@ float32 one way, 32 int64 actions back) on each path, and over Ray Compiled Grap
 * one node, on an embedded Ray: msrl's socket ping-pong between two actors (as
   ``benchmarks/dp_overhead.py`` times it), the same over actor calls, and driver -> actor -> driver
   as a compiled graph and as an actor call;
-* across two testbed hosts (``--hosts``, needs root; see ``cluster/testbed.py``): driver on host 0,
+* across two testbed hosts (``--hosts``, needs root; see ``testbed/``): driver on host 0,
   the env actor on host 1, driver -> env -> driver and driver -> env -> policy (host 0) -> driver,
   each as a compiled graph and as actor calls;
 * and there, ``single_learner_fine`` itself (PPO on CartPole, 32 envs, one env replica, the learner
@@ -226,7 +226,7 @@ def main() -> None:
         print_table("one node (round trip)", one_node(args.rounds, args.repeats))
     if args.hosts:
         sys.path.insert(0, str(HERE.parent))
-        from cluster.testbed import Testbed
+        from testbed import Testbed
 
         with Testbed(hosts=2, cpus=2) as bed:
             argv = [sys.executable, __file__, "--address", bed.head_address, "--rounds", str(args.rounds)]

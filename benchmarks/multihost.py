@@ -1,12 +1,12 @@
 """Every Ray preset across hosts on shaped links (issue 29, item 5).
 
 A testbed of ``--hosts`` hosts (network namespaces on a bridge, each its own Ray node with
-``--cpus`` CPUs: ``cluster.testbed``) trains PPO CartPole (configs/ppo_cartpole.yaml) for
+``--cpus`` CPUs: ``testbed``) trains PPO CartPole (configs/ppo_cartpole.yaml) for
 ``--iterations`` iterations of 2048 env steps under every Ray preset, with a placement that spreads
 the replicas (SPREAD; STRICT_SPREAD for multi_learner; gpu_only has one fragment), with every host's
 link shaped to each profile in turn (both ends of the host's veth pair, both ways: the testbed's
 ``shape``: tc netem where the kernel has netem; else the testbed's relay for the delay,
-cluster/_delay.py, and a token bucket, tc tbf, for the rate, its bucket set by ``--burst``;
+testbed/_delay.py, and a token bucket, tc tbf, for the rate, its bucket set by ``--burst``;
 ``--no-delay`` gives the rate alone, as the runs before the relay had).
 
 Per preset x profile it reports, over the steady iterations (the first one, with worker start-up,
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _multihost_bed import PROFILES, REPO, Run, apply_profile, timed_run  # noqa: E402
 from _multihost_report import report  # noqa: E402
 
-from cluster.testbed import Testbed, TestbedError, netem_missing, unavailable  # noqa: E402
+from testbed import Testbed, TestbedError, netem_missing, unavailable  # noqa: E402
 
 PRESETS = {  # the Ray presets, spread over the hosts
     "single_learner_coarse": ["policy=single_learner_coarse", "policy.placement=SPREAD"],
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     no_netem = netem_missing()
     delayed = not args.no_delay
     if no_netem and delayed:
-        print(f"multihost: the delay from the testbed's relay (cluster/_delay.py), the rate from tc tbf: {no_netem}")
+        print(f"multihost: the delay from the testbed's relay (testbed/_delay.py), the rate from tc tbf: {no_netem}")
     delay_by = ("relay" if no_netem else "netem") if delayed else None
     meta = {**_meta(args, argv), "delay_applied": delayed, "delay_by": delay_by, "no_netem": no_netem}
     with started(args.hosts, args.cpus) as bed, tempfile.TemporaryDirectory(prefix="msrl-mh-") as tmp:

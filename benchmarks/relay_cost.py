@@ -1,4 +1,4 @@
-"""What the testbed's delay relay (cluster/_delay.py) costs by itself, on a 2-host testbed without Ray
+"""What the testbed's delay relay (testbed/_delay.py) costs by itself, on a 2-host testbed without Ray
 (as root, on a kernel without sch_netem, where ``Testbed.shape`` uses it).
 
 * latency: the median round trip of 1-byte TCP ping-pongs between the two hosts with no shaping
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cluster.testbed import PROBE_CLIENT, PROBE_SERVER, Relay, Testbed, netem_missing  # noqa: E402
+from testbed import PROBE_CLIENT, PROBE_SERVER, Relay, Testbed, netem_missing  # noqa: E402
 
 PORT = 5302
 

@@ -1,4 +1,4 @@
-"""Tests on a cluster of hosts made on this machine (``cluster.testbed``): network namespaces with
+"""Tests on a cluster of hosts made on this machine (``testbed``): network namespaces with
 their own TEST-NET-2 addresses, each running its own Ray node.  Every test here skips, with the
 reason, where namespaces cannot be made (not root, no iproute2)."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.testbed import unavailable
+from testbed import unavailable
 
 WHY_NOT = unavailable()
 

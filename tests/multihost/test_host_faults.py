@@ -17,7 +17,7 @@ import pytest
 from multihost_helpers import REPO, train_command
 
 import msrl
-from cluster.testbed import Testbed
+from testbed import Testbed
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import pytest
 from multihost_helpers import REPO, output, train_command
 
 import msrl
-from cluster.testbed import Testbed
+from testbed import Testbed
 
 pytestmark = pytest.mark.slow
 

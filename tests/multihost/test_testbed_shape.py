@@ -1,6 +1,6 @@
 """Links with costs on the testbed (``Testbed.shape``): a rate alone is a token bucket (tc tbf) that a
 bulk TCP transfer between two hosts pays, both ways; a delay (tc netem, or on a kernel without
-sch_netem a relay that holds each frame: cluster/_delay.py) raises the round trip by twice what was
+sch_netem a relay that holds each frame: testbed/_delay.py) raises the round trip by twice what was
 asked, lets a bulk transfer through, and leaves nothing behind.  No Ray here: the hosts' network is
 all these tests need, so each takes a few seconds."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from multihost_helpers import REPO
 
-from cluster.testbed import PROBE_CLIENT, PROBE_SERVER, Relay, Testbed, namespace_pids, namespaces, netem_missing
+from testbed import PROBE_CLIENT, PROBE_SERVER, Relay, Testbed, namespace_pids, namespaces, netem_missing
 
 PORT = 5301
 
@@ -123,7 +123,7 @@ def test_a_delay_raises_the_round_trip_by_what_was_asked(bed: Testbed) -> None:
 
 
 def test_a_delay_from_the_command_line_outlives_the_command_and_unshape_takes_it_off(bed: Testbed) -> None:
-    cli = [sys.executable, "-m", "cluster.testbed", "shape", bed.name, "1", "--delay", "2ms"]
+    cli = [sys.executable, "-m", "testbed", "shape", bed.name, "1", "--delay", "2ms"]
     done = subprocess.run(cli, cwd=str(REPO), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     pid = relay_pid(bed, 1)

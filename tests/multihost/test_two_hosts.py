@@ -10,7 +10,7 @@ from pathlib import Path
 from multihost_helpers import REPO, output, train_command
 
 import msrl
-from cluster.testbed import Testbed, namespace_pids, namespaces
+from testbed import Testbed, namespace_pids, namespaces
 
 STEPS = 8192
 

@@ -12,6 +12,10 @@ at module level or inside a function, and so is every ``"module:Name"`` string
     4  cluster                         everything Ray
     5  msrl.app                        run loop, checkpoints, evaluation, CLI
     6  msrl (the package's __init__)   the facade: the core's names and the application's
+    7  testbed                         hosts as network namespaces, for tests, benchmarks and
+                                       users trying many hosts on one machine: it may use
+                                       cluster's and msrl's public names, and no production
+                                       package (layers 0-6) imports it
 
 A module may import its own unit freely; another unit only if it sits on a
 lower layer, and then only public modules (no path component starting with
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("msrl", "fragments", "policies", "algorithms", "cluster")
+PACKAGES = ("msrl", "fragments", "policies", "algorithms", "cluster", "testbed")
 UNITS = {  # unit -> layer; the longest matching prefix names a module's unit
     "msrl.core": 0,
     "msrl.rl": 1,
@@ -41,6 +45,7 @@ UNITS = {  # unit -> layer; the longest matching prefix names a module's unit
     "cluster": 4,
     "msrl.app": 5,
     "msrl": 6,
+    "testbed": 7,
 }
 FORBIDDEN_THIRD_PARTY = {"ray": 4, "pycuda": 3}
 """A library and the lowest layer that may import it."""
@@ -202,3 +207,22 @@ def test_planted_private_imports_and_registry_strings_fail(tmp_path: Path) -> No
     assert "algorithms/_planted.py:2: algorithms imports ray" in found
     assert "tests/test_planted.py:1: imports private module msrl.core._graph" in found
     assert len(lines) == 5
+
+
+def test_no_production_package_imports_the_testbed_and_the_testbed_uses_public_names(tmp_path: Path) -> None:
+    lines = _planted(
+        _copy_tree(tmp_path),
+        {
+            "cluster/_planted.py": "def later():\n    import testbed\n    return testbed\n",
+            "msrl/app/_planted.py": "from testbed import Testbed\n",
+            "testbed/_planted.py": "from cluster._connect import probe\n",
+            "testbed/_allowed.py": "import msrl\nfrom cluster import connect\nfrom msrl.app import load_config\n",
+            "tests/test_planted.py": "from testbed._netns import kill_all\n",
+        },
+    )
+    found = "\n".join(lines)
+    assert "cluster/_planted.py:2: import of testbed from cluster._planted: cluster (layer 4) must not" in found
+    assert "msrl/app/_planted.py:1: from of testbed from msrl.app._planted: msrl.app (layer 5) must not" in found
+    assert "testbed/_planted.py:1: testbed._planted imports private module cluster._connect" in found
+    assert "tests/test_planted.py:1: imports private module testbed._netns" in found
+    assert len(lines) == 4, found  # testbed/_allowed.py: public names of the layers below, no violation

@@ -1,4 +1,4 @@
-"""The network-namespace plumbing of ``cluster.testbed``: whether namespaces can be made here, and
+"""The network-namespace plumbing of ``testbed``: whether namespaces can be made here, and
 finding, killing and deleting a testbed's namespaces by the names it made, and giving a link a rate
 and a delay (tc)."""
 
@@ -132,7 +132,7 @@ def netem_missing() -> str | None:
 
 
 class Delayer(Protocol):
-    """What holds a link's frames for a delay where the kernel has no netem (``cluster._delay.Relay``)."""
+    """What holds a link's frames for a delay where the kernel has no netem (``testbed._delay.Relay``)."""
 
     def start(self, delay: str) -> None: ...
 

@@ -1,43 +1,9 @@
-"""A cluster of hosts on one Linux machine, for msrl's multi-host tests and for trying msrl across
-hosts without a cloud: each host is a network namespace with its own address and its own Ray node,
-and the hosts talk real TCP over a bridge that lives in a namespace of its own.  Needs root and
-iproute2 (``ip``, ``tc``) and util-linux's ``unshare``.
-
-    python -m cluster.testbed up --hosts 3             # prints the name, the hosts and the head's address
-    python -m cluster.testbed exec NAME 0 -- msrl train configs/ppo_cartpole.yaml \\
-        --address 198.51.100.10:6379 --set policy=single_learner_coarse --set policy.placement=SPREAD
-    python -m cluster.testbed shape NAME 1 --rate 100mbit --delay 2ms   # --off: unshaped again
-    python -m cluster.testbed down NAME                # or: down --all
-
-Layout, for a testbed named ``NAME``:
-
-* namespace ``NAME-br`` holds the bridge ``br0`` and one veth end ``vI`` per host; nothing else is
-  on the bridge: no uplink, no default route anywhere, nothing added to the root namespace;
-* host ``I`` is namespace ``NAME-hI`` with ``eth0`` at 198.51.100.(10 + I)/24 (TEST-NET-2, never
-  routed) and loopback; host 0 is the head (Ray's GCS on port 6379) and runs the driver;
-* each host's first process (``ip netns exec`` + ``unshare``) makes the host's own PID, UTS and
-  mount namespaces, which every command on the host joins (``nsenter``): a host's processes see only
-  each other (Ray finds its local raylet by listing
-  processes), its own hostname, and a private ``/dev/shm`` (Ray's object store).  Worker hosts also
-  get a private ``/tmp``, so they share no temporary files with the driver's host (the Python
-  environment and the repository stay visible where they live under ``/tmp``, and so do the
-  existing directories given as ``shared``, as a cluster's shared filesystem would hold them);
-* Ray's token authentication is on: every process of the testbed gets the testbed's own token in
-  ``RAY_AUTH_TOKEN`` with ``RAY_AUTH_MODE=token``.
-
-A host is lost by ``kill_host`` (every process of its namespace SIGKILLed), cut off by
-``set_link(i, False)`` and healed by ``set_link(i, True)``; ``shape`` gives its link a rate and a
-delay (``tc netem``), or a rate alone (``tc tbf``, which needs no netem), and ``unshape`` takes them
-off.  A kernel without ``sch_netem`` gets the delay from a relay in the bridge's namespace that
-holds each frame (``cluster/_delay.py``), and the rate from tc tbf.  ``down`` kills by pid
-(``ip netns pids``) and deletes the namespaces by the names it made, and runs from
-``with Testbed(...)`` even when the body failed.
-"""
+"""``Testbed``: the hosts of one testbed (network namespaces on a bridge of their own), their
+processes, their Ray nodes, and the faults and link costs the tests give them (the package's
+docstring describes the layout)."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import secrets
 import subprocess
@@ -46,39 +12,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster._delay import PROBE_CLIENT, PROBE_SERVER, Relay, started_here
-from cluster._netns import (
+from testbed._delay import Relay, started_here
+from testbed._netns import (
     PREFIX,
-    NetemMissing,
     TestbedError,
     destroy,
     head_temp,
     kill_all,
     logs_dir,
-    namespace_pids,
-    namespaces,
-    netem_missing,
     run_ip,
     shape_link,
     unavailable,
     unshape_link,
 )
 
-__all__ = [
-    "PREFIX",
-    "PROBE_CLIENT",
-    "PROBE_SERVER",
-    "NetemMissing",
-    "Relay",
-    "Testbed",
-    "TestbedError",
-    "destroy",
-    "main",
-    "namespace_pids",
-    "namespaces",
-    "netem_missing",
-    "unavailable",
-]
+__all__ = ["Testbed"]
 
 SUBNET = "198.51.100"
 """TEST-NET-2 (RFC 5737): documentation addresses, never routed."""
@@ -149,6 +97,12 @@ class Testbed:
     def job_address(self) -> str:
         """Where ``ray job submit`` reaches the head (``Testbed(dashboard=True)``)."""
         return f"http://{self.address(0)}:{DASHBOARD_PORT}"
+
+    @property
+    def head_temp_dir(self) -> Path:
+        """Ray's temporary directory on the head host, whose /tmp is the machine's: a directory of
+        this testbed's own (a short path: Unix sockets live in it), removed by ``down``."""
+        return head_temp(self.name)
 
     @property
     def env(self) -> dict[str, str]:
@@ -262,14 +216,14 @@ class Testbed:
                 "--disable-usage-stats",
             ]
             if host == 0:
-                head_temp(self.name).mkdir(parents=True, exist_ok=True)
+                self.head_temp_dir.mkdir(parents=True, exist_ok=True)
                 dashboard = (
                     [f"--dashboard-host={self.address(0)}", f"--dashboard-port={DASHBOARD_PORT}"]
                     if self.dashboard
                     else ["--include-dashboard=false"]
                 )
                 argv = [ray_bin, "start", "--head", f"--port={RAY_PORT}", *dashboard, *common]
-                argv.append(f"--temp-dir={head_temp(self.name)}")
+                argv.append(f"--temp-dir={self.head_temp_dir}")
             else:
                 argv = [ray_bin, "start", f"--address={self.head_address}", *common]
             log = (self.logs / f"ray-h{host}.log").open("w")
@@ -318,7 +272,7 @@ class Testbed:
         smaller than the bucket that finds it full passes at the veth's speed while a bulk transfer
         pays the rate (``burst=3028``, two frames, makes every message pay it).  Where the kernel has
         no sch_netem (``netem_missing()`` says why) a relay holds each frame for the delay, each way
-        (``cluster/_delay.py``), and tbf gives the rate.  A packet between two shaped hosts pays both."""
+        (``testbed/_delay.py``), and tbf gives the rate.  A packet between two shaped hosts pays both."""
         what = f"host {host}'s link ({self.namespace(host)})"
         shape_link(self.link(host), what, rate, delay, burst, Relay(self.bridge, host, self.logs))
 
@@ -332,69 +286,3 @@ def _paths_to_keep() -> list[str]:
     the msrl sources it imports (an editable install, or a clone under /tmp)."""
     paths = {os.path.realpath(sys.prefix), str(Path(__file__).resolve().parents[1])}  # msrl's packages sit side by side
     return sorted(paths)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cluster.testbed", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="make a testbed and start Ray on every host")
-    up.add_argument("--hosts", type=int, default=3)
-    up.add_argument("--cpus", type=int, default=2, help="CPUs each host gives Ray")
-    up.add_argument("--shared", action="append", default=[], metavar="DIR", help="a directory every host sees (repeat)")
-    run = sub.add_parser("exec", help="run a command on one host of a testbed")
-    run.add_argument("name")
-    run.add_argument("host", type=int)
-    run.add_argument("argv", nargs=argparse.REMAINDER)
-    shape = sub.add_parser("shape", help="give one host's link a rate and/or a delay (tc), both ways")
-    shape.add_argument("name")
-    shape.add_argument("host", type=int)
-    shape.add_argument("--rate", help="e.g. 100mbit, 1gbit (tc tbf alone where no --delay)")
-    shape.add_argument("--delay", help="one way, e.g. 2ms (tc netem; without it, a relay: cluster/_delay.py)")
-    shape.add_argument("--burst", type=int, help="tc tbf's bucket in bytes (a rate without a delay)")
-    shape.add_argument("--off", action="store_true", help="take the host's shaping off")
-    down = sub.add_parser("down", help="remove a testbed (kill its processes, delete its namespaces)")
-    down.add_argument("name", nargs="?")
-    down.add_argument("--all", action="store_true", help=f"every testbed ({PREFIX}*)")
-    args = parser.parse_args(argv)
-    if args.command == "up":
-        bed = Testbed(args.hosts, args.cpus, shared=args.shared)
-        try:
-            bed.up()
-        except TestbedError as exc:
-            bed.down()
-            print(f"testbed: error: {exc}", file=sys.stderr)
-            return 2
-        state = {"token": bed.token, "init_pids": bed.init_pids}
-        (bed.logs / "state.json").write_text(json.dumps(state))
-        for host in range(bed.hosts):
-            print(f"host {host}: {bed.address(host)} (namespace {bed.namespace(host)})")
-        print(f"name {bed.name}; head {bed.head_address}; Ray logs and token in {bed.logs}")
-        return 0
-    if args.command == "exec":
-        bed = Testbed(len(namespaces(f"{args.name}-h")), name=args.name)
-        state = json.loads((bed.logs / "state.json").read_text())
-        bed.token, bed.init_pids = state["token"], state["init_pids"]
-        argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-        return subprocess.call(bed.command(args.host, argv), env=bed.env)
-    if args.command == "shape":
-        hosts = len(namespaces(f"{args.name}-h"))
-        if not 0 <= args.host < hosts:
-            parser.error(f"testbed {args.name} has no host {args.host} (it has {hosts})")
-        bed = Testbed(hosts, name=args.name)
-        try:
-            bed.unshape(args.host) if args.off else bed.shape(args.host, args.rate, args.delay, args.burst)
-        except (TestbedError, ValueError) as exc:
-            print(f"testbed: error: {exc}", file=sys.stderr)
-            return 2
-        return 0
-    names = sorted({ns.rsplit("-", 1)[0] for ns in namespaces()}) if args.all else [args.name]
-    if names == [None]:
-        parser.error("down needs a name or --all")
-    for name in names:
-        destroy(name)
-        print(f"removed {name}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """A link delay without the kernel's netem: a userspace relay in the path of one testbed host's link.
 
 In the bridge's namespace the host's end ``vI`` leaves the bridge, a second veth pair ``dI``/``bI``
-is made whose ``bI`` joins the bridge, and a relay (``python cluster/_delay.py vI dI SECONDS``:
+is made whose ``bI`` joins the bridge, and a relay (``python testbed/_delay.py vI dI SECONDS``:
 this module, run as a script in that namespace) forwards every Ethernet frame between ``vI`` and
 ``dI`` through AF_PACKET sockets, each released ``SECONDS`` after the relay read it, in the order
 it came; so each direction pays the delay once, as netem on both ends of the veth pair would (a
@@ -56,7 +56,7 @@ def seconds(delay: str) -> float:
 def _ip(*args: str, check: bool = True) -> None:
     done = subprocess.run(["ip", *args], capture_output=True, text=True)
     if check and done.returncode:
-        from cluster._netns import TestbedError
+        from testbed._netns import TestbedError
 
         raise TestbedError(f"ip {' '.join(args)}: {done.stderr.strip()}")
 
@@ -72,7 +72,7 @@ class Relay:
 
     def pid(self) -> int | None:
         """The running relay's pid: the one recorded, if it is still a process of the bridge's namespace."""
-        from cluster._netns import namespace_pids
+        from testbed._netns import namespace_pids
 
         try:
             pid = int(self.pid_file.read_text())
@@ -83,7 +83,7 @@ class Relay:
     def start(self, delay: str, timeout_s: float = 30.0) -> None:
         """The link rewired through a new relay holding each frame ``delay`` (tc's form: ``2ms``); any
         relay before is stopped first."""
-        from cluster._netns import TestbedError
+        from testbed._netns import TestbedError
 
         delay_s = seconds(delay)
         self.stop()
@@ -93,7 +93,7 @@ class Relay:
             for dev in (self.relayed, self.bridged):
                 _ip(*br, "link", "set", dev, "up")
             self.log.parent.mkdir(parents=True, exist_ok=True)
-            # run as a script (-I -S: the standard library alone), not through the package, which imports Ray
+            # run as a script by its path (-I -S: the standard library alone, nothing of the environment imported)
             argv = ["ip", "netns", "exec", self.bridge, sys.executable, "-I", "-S", str(Path(__file__).resolve())]
             with self.log.open("w") as log:
                 proc = subprocess.Popen(
@@ -245,7 +245,7 @@ def relay(devices: tuple[str, str], delay_s: float) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
-        print("usage: python cluster/_delay.py DEVICE DEVICE SECONDS", file=sys.stderr)
+        print("usage: python testbed/_delay.py DEVICE DEVICE SECONDS", file=sys.stderr)
         return 2
     relay((argv[0], argv[1]), float(argv[2]))
     return 0
