@@ -107,8 +107,13 @@ class Testbed:
     @property
     def env(self) -> dict[str, str]:
         """The environment every process of the testbed runs with: this Python's bin on PATH, the
-        testbed's Ray token, and nothing that would pin Ray to loopback."""
-        env = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "MSRL_"))}
+        testbed's Ray token, and nothing that would pin Ray to loopback; ``MSRL_COMPILE`` carries
+        through, so runs on the hosts compile (or stay eager) as runs here would."""
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("RAY_", "MSRL_")) or key == "MSRL_COMPILE"
+        }
         env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
         bin_dir = str(Path(sys.executable).parent)
         env.update(
