@@ -2,11 +2,12 @@
 
 Declared here and read by everyone (``make``, ``spec``, ``backends``, the
 plug-ins' ``register`` calls): adding a backend touches this one table.  The
-backends msrl builds in are registered at the bottom of this module, by
-``"module:Name"`` strings, so registering imports no environment module.
-Backends that live in other packages (the CUDA ones, in ``fragments``) are
-plug-ins under the ``msrl.env_backends`` entry point; they are loaded the first
-time a lookup needs them.
+environments msrl builds in each live in a folder of this package and declare
+themselves there (``REGISTRATION``, an ``EnvRegistration``): this module finds the
+folders when it is imported and registers what they declare, by ``"module:Name"``
+strings, so registering imports no environment's physics.  Backends that live in
+other packages (the kernel ones, in ``fragments``) are plug-ins under the
+``msrl.env_backends`` entry point; they are loaded the first time a lookup needs them.
 """
 
 from __future__ import annotations
@@ -15,31 +16,22 @@ import difflib
 import functools
 import importlib
 import inspect
+import pkgutil
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from msrl.core import ConfigError, Declared, Space, component_class, constructing, env_defaults
+from msrl.envs._registration import Backend, EnvRegistration, Lazy, import_path
 from msrl.envs._sharded import ShardedEnv
 
 PLUGIN_GROUP = "msrl.env_backends"
 MIN_ENVS_PER_SHARD = 16384
 """Fewest environments per thread worth a shard: measured on 2 CPUs, two shards lose below 16k
 environments, tie at 16k and win 1.5x at 65k (BENCHMARKS.md)."""
-
-
-@dataclass(frozen=True)
-class Backend:
-    """How to build one backend of one environment.  ``factory`` is a callable or
-    ``"module:Name"`` taking ``num_envs=``, ``seed=`` and the environment's own
-    keyword arguments; ``on_device`` factories also take ``device=``; ``shardable``
-    ones (host arrays whose step releases the GIL) may be split across threads."""
-
-    factory: str | Callable[..., Any]
-    on_device: bool = False
-    shardable: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,8 +134,8 @@ def _keywords(factory: Callable[..., Any]) -> list[str]:
     """The keywords a user may give ``factory`` (its constructor's, less msrl's own and those a
     registration binds)."""
     bound: set[str] = set()
-    if isinstance(factory, _Lazy):
-        bound, factory = {k for k, _ in factory.kwargs}, _import(factory.path)
+    if isinstance(factory, Lazy):
+        bound, factory = {k for k, _ in factory.kwargs}, import_path(factory.path)
     try:
         parameters = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):
@@ -178,7 +170,7 @@ def _factory(env_id: str, backend: str) -> tuple[Callable[..., Any], Backend]:
     entry = REGISTRY[(env_id, backend)]
     factory = entry.factory
     if isinstance(factory, str):
-        factory = _import(factory)
+        factory = import_path(factory)
     return factory, entry
 
 
@@ -279,54 +271,54 @@ def spec(env_id: str, **kwargs: Any) -> EnvSpec:
     return _describe(env_id, tuple(sorted(kwargs.items())))
 
 
-def _import(path: str) -> Any:
-    module_name, _, name = path.partition(":")
-    return getattr(importlib.import_module(module_name), name)
+PACKAGE = Path(__file__).resolve().parent
+"""``msrl/envs``: each of its subpackages is one environment's folder."""
+_REGISTRATIONS: dict[str, EnvRegistration] = {}
 
 
-@dataclass(frozen=True)
-class _Lazy:
-    """A factory named ``"module:Name"`` with arguments bound: imports the module
-    when first called, so registering a backend imports nothing."""
+def _discover() -> None:
+    """Register the environment of every folder of this package (its ``REGISTRATION``)."""
+    for found in sorted(pkgutil.iter_modules([str(PACKAGE)]), key=lambda m: m.name):
+        if not found.ispkg or found.name.startswith("_"):
+            continue
+        package = importlib.import_module(f"{__package__}.{found.name}")
+        registration = getattr(package, "REGISTRATION", None)
+        if not isinstance(registration, EnvRegistration):
+            raise TypeError(f"{package.__name__} is an environment's folder and must declare REGISTRATION")
+        if registration.env_id in _REGISTRATIONS:
+            raise TypeError(f"{package.__name__} registers {registration.env_id!r} again")
+        if registration.kernel is not None and registration.kernel in kernel_sources():
+            raise TypeError(f"{package.__name__}: another environment's kernel source is also {registration.kernel!r}")
+        _REGISTRATIONS[registration.env_id] = registration
+        for backend, entry in registration.backends().items():
+            REGISTRY[(registration.env_id, backend)] = entry
 
-    path: str
-    args: tuple[Any, ...] = ()
-    kwargs: tuple[tuple[str, Any], ...] = ()
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _import(self.path)(*self.args, *args, **dict(self.kwargs), **kwargs)
+def registrations() -> dict[str, EnvRegistration]:
+    """Env id -> ``EnvRegistration`` of every environment msrl builds in (one per folder)."""
+    return dict(_REGISTRATIONS)
 
 
-def _lazy(path: str, *args: Any, **kwargs: Any) -> _Lazy:
-    return _Lazy(path, args, tuple(kwargs.items()))
+def kernel_sources() -> dict[str, Path]:
+    """Kernel name -> its CUDA C source, for every environment that has kernels."""
+    return {r.kernel: r.kernel_source for r in _REGISTRATIONS.values() if r.kernel and r.kernel_source}
 
 
-register("CartPole-v1", "numpy", "msrl.envs.cartpole:CartPole", shardable=True)
-register("CartPole-v1", "torch", _lazy("msrl.envs.cartpole:CartPole", backend="torch"), on_device=True)
-register("CartPole-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "CartPole-v1"))
-register("Pendulum-v1", "numpy", "msrl.envs.pendulum:Pendulum", shardable=True)
-register("Pendulum-v1", "torch", _lazy("msrl.envs.pendulum:Pendulum", backend="torch"), on_device=True)
-register("Pendulum-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "Pendulum-v1"))
-register("simple_spread_v3", "numpy", "msrl.envs.simple_spread:SimpleSpread", shardable=True)
-register("simple_spread_v3", "torch", _lazy("msrl.envs.simple_spread:SimpleSpread", backend="torch"), on_device=True)
-register(
-    "simple_spread_v3",
-    "pettingzoo",
-    _lazy("msrl.envs._pettingzoo:PettingZooEnv", "mpe2.simple_spread_v3", group_names=(("agent", "agents"),)),
-)  # msrl's group name
-register("Tag-v0", "numpy", "msrl.envs.tag:Tag", shardable=True)
-register("Tag-v0", "torch", _lazy("msrl.envs.tag:Tag", backend="torch"), on_device=True)
+_discover()
 
 
 __all__ = [
     "Backend",
+    "EnvRegistration",
     "EnvSpec",
     "MIN_ENVS_PER_SHARD",
     "PLUGIN_GROUP",
     "REGISTRY",
     "backends",
     "env_ids",
+    "kernel_sources",
     "make",
     "register",
+    "registrations",
     "spec",
 ]
