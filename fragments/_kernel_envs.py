@@ -26,13 +26,14 @@ from typing import Any
 import msrl.envs
 from msrl.envs import ArrayBackend, BatchedEnv, EnvRegistration, Kernels, Launcher
 
-KERNEL_BACKENDS: dict[str, tuple[str, bool]] = {
-    "cuda": ("fragments.cuda:cuda_env", True),
-    "cuda-emulated": ("fragments._emulated_envs:emulated_env", False),
-    "cpu-kernel": ("fragments.native:native_env", False),
+KERNEL_BACKENDS: dict[str, tuple[str, dict[str, bool]]] = {
+    "cuda": ("fragments.cuda:cuda_env", {"on_device": True}),
+    "cuda-emulated": ("fragments._emulated_envs:emulated_env", {}),
+    "cpu-kernel": ("fragments.native:native_env", {"threaded": True, "fallback": True}),
 }
 """Backend name -> (its builder, ``"module:function"`` taking the environment class first;
-whether it runs on a torch device, taking ``device=``)."""
+what ``msrl.envs.make`` passes it, as ``msrl.envs.register``'s flags: ``device=`` on a torch
+device, ``threads=`` and ``fallback=`` from the fragment's ``EnvDefaults``)."""
 
 
 def kernel_env(
@@ -74,5 +75,5 @@ def register_kernel_backends(register: Callable[..., None]) -> None:
     for registration in msrl.envs.registrations().values():
         if registration.kernel_source is None:
             continue
-        for backend, (builder, on_device) in KERNEL_BACKENDS.items():
-            register(registration.env_id, backend, KernelBackend(builder, registration), on_device=on_device)
+        for backend, (builder, flags) in KERNEL_BACKENDS.items():
+            register(registration.env_id, backend, KernelBackend(builder, registration), **flags)

@@ -25,7 +25,6 @@ Example (any environment whose registration names a kernel source)::
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from typing import Any, cast
 
@@ -35,7 +34,7 @@ from fragments._cxx import NoCompilerError
 from fragments._kernel_envs import kernel_env
 from fragments._kernel_source import KernelBuildError
 from fragments._native import PARALLEL_MIN_THREADS, NativeModule, native_module
-from msrl.core import ConfigError, Declared, Discrete, env_defaults
+from msrl.core import ConfigError, Declared, Discrete
 from msrl.envs import BatchedEnv, EpisodeTracker, KernelDynamics, MultiAgentEnv, NumpyArrays
 
 BACKEND = "cpu-kernel"
@@ -62,8 +61,8 @@ def native_env(
     seed: int = 0,
     dtype: Any = np.float32,
     threads_per_block: int | None = None,
-    threads: int | None = None,
-    fallback: bool | None = None,
+    threads: int = 1,
+    fallback: bool = False,
     fuse_episodes: bool = True,
     fused_step: bool = True,
     **env_kwargs: Any,
@@ -74,20 +73,16 @@ def native_env(
     ``threads_per_block``: by default ``SINGLE_AGENT_BLOCK`` (at most one per environment)
     for a single-agent environment, 1 for a multi-agent one (one block of one thread per
     environment: each phase of a step a plain loop over the agents).  ``threads``: OpenMP
-    threads a large batch is split over (default: the building fragment's CPU share, 1
-    outside one).  ``fallback``: on a machine where the kernels cannot be built, return the
-    NumPy backend (float64) after one line on stderr, instead of raising ``ConfigError``; by
-    default it does where the fragment's executor chose this backend (``executor:
-    cpu-kernel``), and raises where the backend was asked for by name.  ``fuse_episodes``:
+    threads a large batch is split over (``msrl.envs.make`` passes the fragment's CPU
+    share).  ``fallback``: on a machine where the kernels cannot be built, return the NumPy
+    backend (float64) after one line on stderr, instead of raising ``ConfigError``
+    (``msrl.envs.make`` passes True where the fragment's executor prefers this backend,
+    ``executor: cpu-kernel``, so a backend asked for by name raises).  ``fuse_episodes``:
     ``msrl.envs.Kernels``'s.  ``fused_step``: a single-agent environment steps by one C
     call where its kernels and the action allow (``FusedStep``)."""
     multi_agent = issubclass(env, MultiAgentEnv)
     if threads_per_block is None:
         threads_per_block = 1 if multi_agent else min(SINGLE_AGENT_BLOCK, num_envs)
-    if fallback is None:
-        fallback = BACKEND in env_defaults().backends
-    if threads is None:
-        threads = max(1, min(env_defaults().threads, os.cpu_count() or 1))
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ConfigError(f"{env.env_id} backend {BACKEND!r}: threads must be a positive integer, got {threads!r}")
     loader = functools.partial(native_module, threads=threads)

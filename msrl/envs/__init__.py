@@ -31,10 +31,12 @@ shared ``_base`` module of its folder (its constants, checks and spaces), not
 each other; the public class (``msrl.envs.tag.Tag``) joins them.
 
 ``make`` picks the backend the algorithm asks for; when it asks for none, the
-executor of the fragment being built chooses (``msrl.core.EnvDefaults``: the
-torch executor prefers ``torch`` on its device, the cpu executor steps large
+``defaults`` it is given choose: an algorithm passes ``run.env_defaults``, the
+preferences of the executor that runs its fragment (``msrl.core.EnvDefaults``:
+the torch executor prefers ``torch`` on its device, the cpu executor steps large
 NumPy batches on several threads), and otherwise the environment's default
-(``numpy`` where there is one).
+(``numpy`` where there is one).  Device and threads reach the environment the
+same way, as parameters.
 
 Example::
 

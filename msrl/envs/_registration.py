@@ -26,12 +26,18 @@ from typing import Any
 class Backend:
     """How to build one backend of one environment.  ``factory`` is a callable or
     ``"module:Name"`` taking ``num_envs=``, ``seed=`` and the environment's own
-    keyword arguments; ``on_device`` factories also take ``device=``; ``shardable``
-    ones (host arrays whose step releases the GIL) may be split across threads."""
+    keyword arguments.  What ``msrl.envs.make`` passes it from the fragment's
+    ``EnvDefaults``: ``on_device`` factories take ``device=``; ``threaded`` ones
+    ``threads=`` (their own threads); ``fallback`` ones ``fallback=`` (True where the
+    executor prefers this backend: build NumPy instead where it cannot be built
+    here).  ``shardable`` ones (host arrays whose step releases the GIL) ``make``
+    splits across threads itself."""
 
     factory: str | Callable[..., Any]
     on_device: bool = False
     shardable: bool = False
+    threaded: bool = False
+    fallback: bool = False
 
 
 def import_path(path: str) -> Any:

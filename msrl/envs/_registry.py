@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from msrl.core import ConfigError, Declared, Space, component_class, constructing, env_defaults
+from msrl.core import ConfigError, Declared, EnvDefaults, Space, component_class, constructing
 from msrl.envs._registration import Backend, EnvRegistration, Lazy, import_path
 from msrl.envs._sharded import ShardedEnv
 
@@ -64,9 +64,17 @@ _DEFAULT_BACKENDS = ("numpy", "gymnasium")
 
 
 def register(
-    env_id: str, backend: str, factory: str | Callable[..., Any], *, on_device: bool = False, shardable: bool = False
+    env_id: str,
+    backend: str,
+    factory: str | Callable[..., Any],
+    *,
+    on_device: bool = False,
+    shardable: bool = False,
+    threaded: bool = False,
+    fallback: bool = False,
 ) -> None:
-    """Register ``factory(num_envs=, seed=, **kwargs)`` as ``backend`` of ``env_id``.
+    """Register ``factory(num_envs=, seed=, **kwargs)`` as ``backend`` of ``env_id``
+    (the flags: ``Backend``'s).
 
     A user's own environment (a subclass of ``msrl.Environment``; see the README's
     "Your own environment") needs one call: ``msrl.envs.register("MyEnv-v0", "numpy", MyEnv)``.
@@ -75,7 +83,7 @@ def register(
         raise ConfigError(f"register needs a non-empty env id and backend name, got {env_id!r}, {backend!r}")
     if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
         raise ConfigError(f"register needs a callable or 'module:Name' factory for {env_id!r}, got {factory!r}")
-    REGISTRY[(env_id, backend)] = Backend(factory, on_device, shardable)
+    REGISTRY[(env_id, backend)] = Backend(factory, on_device, shardable, threaded, fallback)
 
 
 @functools.lru_cache(maxsize=1)
@@ -104,14 +112,14 @@ def backends(env_id: str) -> list[str]:
     return ["gymnasium"] if _gymnasium.knows(env_id) else []
 
 
-def _choose_backend(env_id: str, available: list[str], backend: str | None) -> str:
+def _choose_backend(env_id: str, available: list[str], backend: str | None, defaults: EnvDefaults) -> str:
     if backend is not None:
         if backend not in available:
             raise ConfigError(
                 f"environment {env_id!r} has no {backend!r} backend; valid choices: {', '.join(available)}"
             )
         return backend
-    for preferred in env_defaults().backends + _DEFAULT_BACKENDS:
+    for preferred in defaults.backends + _DEFAULT_BACKENDS:
         if preferred in available:
             return preferred
     return available[0]
@@ -126,7 +134,9 @@ def _unknown(env_id: str) -> ConfigError:
     return ConfigError(f"unknown environment {env_id!r}; {hint}")
 
 
-_INTERNAL_KEYWORDS = frozenset({"num_envs", "seed", "backend", "device", "dtype", "validate", "kernels"})
+_INTERNAL_KEYWORDS = frozenset(
+    {"num_envs", "seed", "backend", "device", "dtype", "validate", "kernels", "threads", "fallback"}
+)
 """A backend's constructor arguments that msrl passes itself, not an environment's keywords."""
 
 
@@ -189,24 +199,42 @@ def _spec_of(env_id: str, backend: str, kwargs: dict[str, Any], seed: int, env: 
     )
 
 
-def make(env_id: str, num_envs: int, seed: int = 0, backend: str | None = None, **kwargs: Any) -> Any:
+def make(
+    env_id: str,
+    num_envs: int,
+    seed: int = 0,
+    backend: str | None = None,
+    *,
+    defaults: EnvDefaults | None = None,
+    **kwargs: Any,
+) -> Any:
     """Build ``num_envs`` copies of ``env_id``, stepped together.
 
-    ``backend=None`` lets the fragment's executor choose (see ``msrl.envs``'s
-    docstring); an unknown id or backend is a ``ConfigError`` naming the valid
-    choices or close matches.  Inside a build of another fragment the result is a
-    ``Declared`` environment that knows its ``spec``, spaces and ``num_envs``."""
+    ``defaults``: how the fragment's executor wants environments built (an algorithm
+    passes ``run.env_defaults``): ``backend=None`` takes the first of its backends the
+    environment has (see ``msrl.envs``'s docstring), a device backend runs on its
+    device, and its threads shard a large NumPy batch or run a threaded backend's
+    kernels.  Without it, plain defaults: the environment's default backend, one
+    thread.  An unknown id or backend is a ``ConfigError`` naming the valid choices or
+    close matches.  Inside a build of another fragment the result is a ``Declared``
+    environment that knows its ``spec``, spaces and ``num_envs``."""
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
     available = backends(env_id)
     if not available:
         raise _unknown(env_id)
-    chosen = _choose_backend(env_id, available, backend)
+    defaults = EnvDefaults() if defaults is None else defaults
+    if not isinstance(defaults, EnvDefaults):
+        raise ConfigError(f"make's defaults must be an msrl.EnvDefaults (run.env_defaults), got {defaults!r}")
+    chosen = _choose_backend(env_id, available, backend, defaults)
     factory, entry = _factory(env_id, chosen)
-    defaults = env_defaults()
     call_kwargs = dict(kwargs)
     if entry.on_device and defaults.device is not None:  # else the backend's default: cuda on the GPU
         call_kwargs.setdefault("device", defaults.device)
+    if entry.threaded:
+        call_kwargs.setdefault("threads", defaults.threads)
+    if entry.fallback:  # where the executor prefers this backend, a machine that cannot build it runs NumPy
+        call_kwargs.setdefault("fallback", chosen in defaults.backends)
     # A multi-agent environment's cost grows with its agents: count agent slots, not environments.
     agents = spec(env_id, **kwargs).num_agents if entry.shardable and defaults.threads > 1 else 1
     shards = min(defaults.threads, num_envs * agents // MIN_ENVS_PER_SHARD) if entry.shardable else 1
@@ -255,7 +283,9 @@ def _describe(env_id: str, frozen_kwargs: tuple[tuple[str, Hashable], ...]) -> E
     available = backends(env_id)
     if not available:
         raise _unknown(env_id)
-    host = next((b for b in _DEFAULT_BACKENDS if b in available), None) or _choose_backend(env_id, available, None)
+    host = next((b for b in _DEFAULT_BACKENDS if b in available), None) or _choose_backend(
+        env_id, available, None, EnvDefaults()
+    )
     factory, _ = _factory(env_id, host)
     with constructing():
         probe = _construct(env_id, factory, num_envs=1, seed=0, **dict(frozen_kwargs))

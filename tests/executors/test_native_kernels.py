@@ -20,7 +20,7 @@ from kernel_support import CROWDED, same_bits
 import msrl.envs
 from fragments.cuda import emulated_env
 from fragments.native import PARALLEL_MIN_THREADS, FusedStep, native_env
-from msrl.core import ConfigError, EnvError
+from msrl.core import ConfigError, EnvDefaults, EnvError
 from msrl.envs.cartpole import CartPole
 from msrl.envs.consistency import check_consistency
 from msrl.envs.pendulum import Pendulum
@@ -181,6 +181,21 @@ def test_fallback_builds_numpy_and_says_so_in_one_line(monkeypatch, capsys):
     assert len(lines) == 1 and lines[0].startswith("msrl: ") and "using the NumPy backend" in lines[0]
     assert env.dynamics.name != "kernels" and env.dtype == np.float64 and env.g == 9.75
     env.step(np.zeros((3, 1), np.float32))
+
+
+def test_threads_and_fallback_come_from_the_defaults_make_is_given(monkeypatch, capsys):
+    """``make`` passes the executor's threads to the kernels, and falls back to NumPy only where
+    the executor prefers ``cpu-kernel``; without defaults, one thread and no fallback."""
+    threaded = msrl.envs.make("CartPole-v1", 8, backend="cpu-kernel", defaults=EnvDefaults(threads=2))
+    assert threaded.dynamics.launcher.threads == 2
+    assert msrl.envs.make("CartPole-v1", 8, backend="cpu-kernel").dynamics.launcher.threads == 1
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    preferred = EnvDefaults(backends=("cpu-kernel",), device="cpu", threads=2)
+    env = msrl.envs.make("Pendulum-v1", 3, g=9.625, defaults=preferred)  # g: a build this run has not made
+    assert env.spec.backend == "cpu-kernel" and env.dynamics.name != "kernels"
+    assert "using the NumPy backend" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="'cpu-kernel' is unavailable"):
+        msrl.envs.make("Pendulum-v1", 3, backend="cpu-kernel", g=9.625)
 
 
 def test_fused_step_equals_the_checked_path_and_falls_back_to_it():
