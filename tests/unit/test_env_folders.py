@@ -75,6 +75,19 @@ def test_fragments_names_no_environment():
     assert not found, "fragments names environments:\n" + "\n".join(found)
 
 
+def test_the_package_data_ships_every_kernel_source_and_header():
+    """An installed msrl has each environment's kernel source and the shared headers: the
+    package-data globs of ``msrl.envs`` match them (and would match a new folder's)."""
+    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11")
+
+    globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["msrl.envs"]
+    envs = REPO / "msrl" / "envs"
+    shipped = {path for pattern in globs for path in envs.glob(pattern)}
+    needed = set(msrl.envs.kernel_sources().values()) | set(msrl.envs.KERNEL_HEADERS.glob("*.cuh"))
+    assert needed and needed <= shipped, sorted(map(str, needed - shipped))
+    assert {path.name for path in msrl.envs.KERNEL_HEADERS.glob("*.cuh")} >= {"msrl_episodes.cuh", "msrl_rng.cuh"}
+
+
 def _copy_of_pendulum(root: Path) -> None:
     """A copy of the repository's packages with ``msrl/envs/swing/``, Pendulum's folder under a
     new id and kernel name: the one change an added environment makes."""
