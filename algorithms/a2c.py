@@ -161,7 +161,7 @@ class A2C(Algorithm):
         action_space = check_action_space(config.env_id, "a2c", spec.action_space, (Discrete, Box))
         obs_shape = observation_shape(config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
         self.actor = ActorCriticActor(
             ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights"), config.log_std_init),
             run.seed_for("actor"),

@@ -260,7 +260,7 @@ class DQN(Algorithm):
         obs_shape = observation_shape(config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
         num_actions = action_space.n
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
         self.actor = DQNActor(obs_dim, num_actions, config, run)
         self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         self.buffer = ReplayBuffer(

@@ -228,7 +228,9 @@ class MAPPO(Algorithm):
             size, norm = config.hidden_size, config.value_norm
             return Agents(spec.groups, mapping, central, size, run, norm, config.recurrent, **net)
 
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), **config.env_kwargs)
+        self.env = msrl.envs.make(
+            config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults, **config.env_kwargs
+        )
         # Active masks where the environment says which agents are in the game (a constant here,
         # so the traced graph has no active() calls otherwise).
         self.masked = config.active_masks and callable(getattr(component_class(self.env), "active", None))

@@ -281,7 +281,7 @@ class PPO(Algorithm):
         action_space = check_action_space(config.env_id, "ppo", spec.action_space, (Discrete, Box))
         obs_shape = observation_shape(config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
         net = network(obs_dim, action_space, config, run.seed_for("weights"))
         self.actor = ActorCriticActor(
             net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, config.compile

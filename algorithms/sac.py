@@ -379,7 +379,7 @@ class SAC(Algorithm):
         action_space = check_action_space(config.env_id, "sac", spec.action_space, (Box,))
         obs_shape = observation_shape(config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
         self.actor = SACActor(obs_dim, action_space, config, run)
         self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         self.buffer = ReplayBuffer(

@@ -41,7 +41,7 @@ class Reinforce(msrl.Algorithm):
         super().__init__(config, run)
         spec = msrl.envs.spec(config.env_id)
         obs_dim, net = spec.observation_space.shape[0], lambda: ActorCritic(obs_dim, spec.action_space, 64, run.seed)
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"))
+        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
         self.actor = ActorCriticActor(net(), seed=run.seed_for("actor"))  # sampling: this copy's own stream
         self.buffer = RolloutBuffer(config.num_steps, config.num_envs, (obs_dim,), *action_layout(spec.action_space),
                                     gamma=config.gamma, gae_lambda=1.0)  # lambda 1: Monte-Carlo returns

@@ -7,10 +7,12 @@ Example::
     fdg = fragments.partition(msrl.trace(algorithm), policies.load_policy("local"))
     print(fdg)
 
-The CUDA environment backends (``fragments.cuda``, the emulated twins, the
+The kernel backends of environments (``fragments.cuda``, the emulated twins, the
 native CPU builds) are offered to ``msrl.envs`` as a plug-in through the
 ``msrl.env_backends`` entry point: ``msrl.envs`` finds them by name when
-asked, and importing ``fragments`` registers nothing.
+asked, and importing ``fragments`` registers nothing.  This package knows no
+particular environment: it builds whichever kernel source an environment's
+registration names (``msrl.envs.registrations()``).
 """
 
 from fragments._build import (
@@ -34,20 +36,14 @@ from fragments._runtime import IterationResult, ReplicaReport, Runtime, merge_co
 
 
 def register_env_backends(register) -> None:
-    """The ``msrl.env_backends`` plug-in (pyproject.toml): the CUDA C environments,
-    on a GPU through pycuda (``cuda``), on the CPU emulation (``cuda-emulated``) and
-    compiled natively for the CPU (``cpu-kernel``).  All are ``msrl.envs``'s own
-    environment classes stepped by fused kernels.  Registered by name: nothing is
-    imported or compiled until one is built."""
-    register("CartPole-v1", "cuda", "fragments.cuda:cartpole_cuda", on_device=True)
-    register("Pendulum-v1", "cuda", "fragments.cuda:pendulum_cuda", on_device=True)
-    register("CartPole-v1", "cuda-emulated", "fragments._emulated_envs:cartpole_emulated")
-    register("Pendulum-v1", "cuda-emulated", "fragments._emulated_envs:pendulum_emulated")
-    register("Tag-v0", "cuda", "fragments.cuda:tag_cuda", on_device=True)
-    register("Tag-v0", "cuda-emulated", "fragments._emulated_envs:tag_emulated")
-    register("CartPole-v1", "cpu-kernel", "fragments.native:cartpole_native")
-    register("Pendulum-v1", "cpu-kernel", "fragments.native:pendulum_native")
-    register("Tag-v0", "cpu-kernel", "fragments.native:tag_native")
+    """The ``msrl.env_backends`` plug-in (pyproject.toml): for every environment whose
+    registration names a kernel source, its kernels on a GPU through pycuda (``cuda``), on
+    the CPU emulation (``cuda-emulated``) and compiled natively for the CPU
+    (``cpu-kernel``), each the environment's own class stepped by fused kernels.
+    Registered by name: nothing is imported or compiled until one is built."""
+    from fragments._kernel_envs import register_kernel_backends
+
+    register_kernel_backends(register)
 
 
 __all__ = [

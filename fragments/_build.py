@@ -6,9 +6,10 @@ the same ``BuildRecipe`` with:
 
 * its share of the config's per-run quantities (``msrl.split`` fields) and of
   the run's environment steps, the config divided by the fragment's copy count;
-* its own ``RunInfo`` (its data seed, the fragment's device);
-* only its own components constructed (the others are ``Declared``);
-* environments built the way the fragment's executor prefers.
+* its own ``RunInfo`` (its data seed, the fragment's device, and how the
+  fragment's executor wants environments built: ``RunInfo.env_defaults``,
+  which the algorithm passes to ``msrl.envs.make``);
+* only its own components constructed (the others are ``Declared``).
 
 It then traces ``train_step`` again with its share, so a constant that comes
 from a per-run quantity (a sampled batch size passed to a buffer) is this
@@ -36,7 +37,6 @@ from msrl.core import (
     CarryRef,
     ConfigError,
     DataflowGraph,
-    EnvDefaults,
     Op,
     Role,
     RunInfo,
@@ -124,10 +124,14 @@ def copy_config(recipe: BuildRecipe, fdg: FragmentedGraph, fragment: str) -> Any
 
 
 def run_info(recipe: BuildRecipe, fdg: FragmentedGraph | None, fragment: str | None, replica: int = 0) -> RunInfo:
+    """What copy ``replica`` of ``fragment`` is told about the run (the whole run's, with plain
+    environment defaults, when ``fragment`` is None): its seeds, its share of the environment
+    steps, the fragment's device and its executor's ``env_defaults``."""
     if fdg is None or fragment is None:
         return RunInfo.for_copy(recipe.seed, recipe.total_env_steps, 0, 1)
     spec = fdg.fragments[fragment].spec
-    return RunInfo.for_copy(recipe.seed, recipe.total_env_steps, replica, spec.replicas, spec.device)
+    env = get_executor(spec.executor).env_defaults(spec)
+    return RunInfo.for_copy(recipe.seed, recipe.total_env_steps, replica, spec.replicas, spec.device, env)
 
 
 def declare(
@@ -135,12 +139,8 @@ def declare(
 ) -> Algorithm:
     """The algorithm as one copy of ``fragment`` would build it (the whole run when
     ``fragment`` is None), with no component constructed: enough to trace it."""
-    if fragment is None or fdg is None:
-        config, env = recipe.config, EnvDefaults()
-    else:
-        spec = fdg.fragments[fragment].spec
-        config, env = copy_config(recipe, fdg, fragment), get_executor(spec.executor).env_defaults(spec)
-    with building(only=frozenset(), env=env):
+    config = recipe.config if fragment is None or fdg is None else copy_config(recipe, fdg, fragment)
+    with building(only=frozenset()):
         return recipe.algorithm(config, run_info(recipe, fdg, fragment, replica))
 
 
@@ -153,7 +153,7 @@ def build_replica(recipe: BuildRecipe, fdg: FragmentedGraph, fragment: str, repl
     mine = fdg.fragments[fragment].components
     everything = set(mine) == set(fdg.graph.components)
     try:
-        with building(only=None if everything else frozenset(mine), env=executor_cls.env_defaults(spec)):
+        with building(only=None if everything else frozenset(mine)):
             algorithm = recipe.algorithm(copy_config(recipe, fdg, fragment), run_info(recipe, fdg, fragment, replica))
     except (MemoryError, RuntimeError) as exc:
         if isinstance(exc, RuntimeError) and "alloc" not in str(exc) and "out of memory" not in str(exc):

@@ -10,8 +10,8 @@ execution model (grid, blocks, threads, per-block shared memory, a real
 
 Example::
 
-    mod = EmulatedModule("cartpole", defines={"MSRL_REAL": "double"})
-    mod.launch("cartpole_reset", grid=(4, 1, 1), block=(256, 1, 1),
+    mod = EmulatedModule(name, defines={"MSRL_REAL": "double"})  # an environment's kernel source, by name
+    mod.launch(f"{name}_reset", grid=(4, 1, 1), block=(256, 1, 1),
                args=[state, elapsed, obs, n, seed, counter])
 """
 

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fragments._kernel_source import (
-    KERNEL_DIR,
     KernelBuildError,
     KernelSource,
     cache_dir,
+    include_flags,
     temp_path_for,
     write_atomically,
 )
@@ -62,7 +62,7 @@ def build_library(
     cpp = target.with_suffix(".cpp")
     write_atomically(cpp, unit.encode())
     tmp = temp_path_for(target)
-    cmd = [cxx, *flags, "-include", str(header), "-I", str(KERNEL_DIR), str(cpp), "-o", str(tmp)]
+    cmd = [cxx, *flags, "-include", str(header), *include_flags(source), str(cpp), "-o", str(tmp)]
     try:
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     except OSError as exc:  # e.g. $CXX exists but cannot be executed

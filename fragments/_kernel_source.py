@@ -1,8 +1,15 @@
 """What the GPU loader and the CPU emulation both need to know about a kernel
-source: its text (with the headers it includes, for cache keys), the
+source: where it is, its text (with the headers it includes, for cache keys), the
 signatures of its ``extern "C" __global__`` kernels (to type-check arguments
 and to generate launch wrappers), which kernels may reach ``__syncthreads``,
 and where compiled artefacts are cached.
+
+A source is named by its stem: ``fragments/kernels/`` holds this package's own
+(action sampling, reductions) and the headers that run CUDA code on the CPU;
+every environment's is where its registration says (``msrl.envs.kernel_sources``),
+so any environment with kernels is built here without this package naming it.
+Quoted includes are found beside the source, then among the headers every kernel
+may include (``msrl.envs.KERNEL_HEADERS``).
 
 Everything here is plain Python (no compiler, no pycuda), so it is cheap to
 import and can be tested anywhere.
@@ -18,7 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import msrl.envs
+
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+"""This package's own kernel sources and the CPU headers (``cpu_emulation.h``, ``cpu_native.h``)."""
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 _KERNEL = re.compile(
@@ -113,12 +123,13 @@ def _barrier_functions(text: str) -> tuple[set[str], set[str]]:
 
 @dataclass(frozen=True)
 class KernelSource:
-    """A ``fragments/kernels/<name>.cu`` file and the local headers it includes."""
+    """A ``<name>.cu`` file and the local headers it includes (found in ``include_dirs``)."""
 
     name: str
     path: Path
     files: tuple[tuple[str, str], ...]  # (file name, text): the .cu first, then its headers
     kernels: dict[str, Kernel]
+    include_dirs: tuple[Path, ...]
 
     def digest(self, *extra: str) -> str:
         """A hash of every file's text plus ``extra`` (defines, compiler version...)."""
@@ -129,12 +140,29 @@ class KernelSource:
         return h.hexdigest()
 
 
-def load_source(name: str, kernel_dir: Path = KERNEL_DIR) -> KernelSource:
-    """Read ``<kernel_dir>/<name>.cu`` and, recursively, its quoted includes."""
-    path = kernel_dir / f"{name}.cu"
-    if not path.is_file():
-        available = sorted(p.stem for p in kernel_dir.glob("*.cu"))
-        raise FileNotFoundError(f"no kernel source {path}; available: {', '.join(available)}")
+def sources() -> dict[str, Path]:
+    """Every kernel source by name: this package's own, then every environment's."""
+    own = {path.stem: path for path in sorted(KERNEL_DIR.glob("*.cu"))}
+    return {**own, **msrl.envs.kernel_sources()}
+
+
+def find_source(name: str | Path) -> Path:
+    """The ``.cu`` file of the kernel source ``name`` (or ``name`` itself, a path to one)."""
+    if isinstance(name, Path):
+        if not name.is_file():
+            raise FileNotFoundError(f"no kernel source {name}")
+        return name.resolve()
+    known = sources()
+    if name not in known:
+        raise FileNotFoundError(f"no kernel source {name!r}; available: {', '.join(sorted(known))}")
+    return known[name]
+
+
+def load_source(name: str | Path) -> KernelSource:
+    """Read the kernel source ``name`` (see ``find_source``) and, recursively, its quoted
+    includes, looked up beside it and then in ``msrl.envs.KERNEL_HEADERS``."""
+    path = find_source(name)
+    include_dirs = tuple(dict.fromkeys((path.parent, msrl.envs.KERNEL_HEADERS.resolve())))
     files: list[tuple[str, str]] = []
     pending, seen = [path.name], set()
     while pending:
@@ -142,18 +170,24 @@ def load_source(name: str, kernel_dir: Path = KERNEL_DIR) -> KernelSource:
         if file_name in seen:
             continue
         seen.add(file_name)
-        text = (kernel_dir / file_name).read_text()
+        found = next(d / file_name for d in include_dirs if (d / file_name).is_file())
+        text = found.read_text()
         files.append((file_name, text))
-        pending += [inc for inc in _INCLUDE.findall(text) if (kernel_dir / inc).is_file()]
+        pending += [inc for inc in _INCLUDE.findall(text) if any((d / inc).is_file() for d in include_dirs)]
     code = _strip_comments("\n".join(text for _, text in files))
-    syncing, found = _barrier_functions(code)
+    syncing, found_functions = _barrier_functions(code)
     kernels = {}
     for match in _KERNEL.finditer(code):
         kname, params = match.group(1), match.group(2)
         parsed = tuple(_parse_param(p, kname) for p in params.split(",") if p.strip())
         # A kernel the scan could not delimit counts as using barriers (always safe).
-        kernels[kname] = Kernel(kname, parsed, kname in syncing or kname not in found)
-    return KernelSource(name, path, tuple(files), kernels)
+        kernels[kname] = Kernel(kname, parsed, kname in syncing or kname not in found_functions)
+    return KernelSource(path.stem, path, tuple(files), kernels, include_dirs)
+
+
+def include_flags(source: KernelSource) -> list[str]:
+    """``-I`` flags for ``source``'s include directories (for nvcc and the C++ compiler)."""
+    return [flag for directory in source.include_dirs for flag in ("-I", str(directory))]
 
 
 def normalise_defines(defines: Mapping[str, object] | None) -> dict[str, str]:

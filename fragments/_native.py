@@ -17,8 +17,8 @@ wrapper reads NumPy's data pointer and flags (contiguity, writability) itself.
 
 Example::
 
-    mod = native_module("cartpole", defines={"MSRL_REAL": "double"})
-    mod.launch("cartpole_reset", grid=(4, 1, 1), block=(256, 1, 1), args=[state, n, seed, counter])
+    mod = native_module(name, defines={"MSRL_REAL": "double"})  # an environment's kernel source, by name
+    mod.launch(f"{name}_reset", grid=(4, 1, 1), block=(256, 1, 1), args=[state, n, seed, counter])
 """
 
 from __future__ import annotations
@@ -141,19 +141,30 @@ def _wrapper(kernel: Kernel) -> str:
     return "\n".join(lines) + "\n}\n"
 
 
-FUSABLE = ("real*", "long long*", "long long*", "float*", "float*", "float*", "float*", "long long")
-"""The leading parameters of a single-agent ``<env>_step`` kernel with Discrete actions
+FUSABLE = (
+    "real*",
+    "long long*",
+    "long long*",
+    "float*",
+    "float*",
+    "float*",
+    "float*",
+    "long long",
+    "unsigned long long",
+    "unsigned long long",
+)
+"""The parameters of a single-agent ``<env>_step`` kernel with Discrete actions
 (``msrl.envs._kernels``' contract): state, elapsed, actions, obs, reward, terminated,
-truncated, n; then seed and counter."""
+truncated, n, seed and counter: what ``FusedStep`` passes, in that order."""
 
 
 def fusable(kernel: Kernel) -> bool:
-    return kernel.name.endswith("_step") and tuple(p.ctype for p in kernel.params[:8]) == FUSABLE
+    return kernel.name.endswith("_step") and tuple(p.ctype for p in kernel.params) == FUSABLE
 
 
 def _fused_wrapper(kernel: Kernel) -> str:
     """``extern "C" long long msrl_native_fused_<k>(const unsigned char* a)``: the step
-    kernel with the host's bookkeeping around it, in one call (``FusedCartPole``): the
+    kernel with the host's bookkeeping around it, in one call (``fragments.native.FusedStep``): the
     kernel's slots, then n_actions, total and start.  Returns the finished episodes,
     -1 for an action out of range, or another negative number for anything the
     checked path should report; nothing has run then."""

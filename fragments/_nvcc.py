@@ -1,4 +1,5 @@
-"""Compile msrl's kernel sources with nvcc, to PTX or a cubin, cached on disk.
+"""Compile kernel sources (this package's and every environment's) with nvcc, to PTX or a
+cubin, cached on disk.
 
 Used by the tests (every ``.cu`` must build as real CUDA, also on machines
 without a GPU) and by ``fragments.cuda`` to build the cubin it loads; both go
@@ -17,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fragments._kernel_source import (
-    KERNEL_DIR,
     KernelBuildError,
     cache_dir,
     define_flags,
+    include_flags,
     load_source,
     normalise_defines,
     temp_path_for,
@@ -75,8 +76,9 @@ def compile_to_cache(
     defines: Mapping[str, object] | None = None,
     extra_flags: Sequence[str] = (),
 ) -> Path:
-    """Build ``kernels/<source_name>.cu`` to ``target`` ("ptx" or "cubin") for
-    ``arch`` once per configuration and return the cached file's path.
+    """Build the kernel source ``source_name`` (``fragments._kernel_source.find_source``) to
+    ``target`` ("ptx" or "cubin") for ``arch`` once per configuration and return the cached
+    file's path.
 
     ``extra_flags`` e.g. ``["--fmad=false"]`` (no FMA contraction: closer to
     the CPU's double results, slower).
@@ -93,7 +95,7 @@ def compile_to_cache(
     if out.exists():
         return out
     tmp = temp_path_for(out)
-    cmd = [nvcc, *flags, "-I", str(KERNEL_DIR), str(source.path), "-o", str(tmp)]
+    cmd = [nvcc, *flags, *include_flags(source), str(source.path), "-o", str(tmp)]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)
@@ -103,10 +105,10 @@ def compile_to_cache(
 
 
 def compile_ptx(source_name: str, arch: str = "sm_90", defines: Mapping[str, object] | None = None, **kw) -> bytes:
-    """The PTX of ``kernels/<source_name>.cu`` for ``arch`` (cached)."""
+    """The PTX of the kernel source ``source_name`` for ``arch`` (cached)."""
     return compile_to_cache(source_name, "ptx", arch, defines, **kw).read_bytes()
 
 
 def compile_cubin(source_name: str, arch: str = "sm_90", defines: Mapping[str, object] | None = None, **kw) -> bytes:
-    """The cubin of ``kernels/<source_name>.cu`` for ``arch`` (cached)."""
+    """The cubin of the kernel source ``source_name`` for ``arch`` (cached)."""
     return compile_to_cache(source_name, "cubin", arch, defines, **kw).read_bytes()

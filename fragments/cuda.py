@@ -1,6 +1,7 @@
-"""msrl's CUDA C kernels: launched through pycuda on torch tensors (the GPU
-path), and the public face of their tooling (nvcc builds, the CPU emulation and
-the emulated environments the tests compare with NumPy).
+"""The ``cuda`` backend: any environment's CUDA C kernels launched through pycuda
+on torch tensors (the GPU path), and the public face of their tooling (nvcc
+builds, the CPU emulation and the emulated environments the tests compare with
+NumPy).
 
 Why pycuda and raw kernels rather than torch ops: one environment step is one
 kernel launch (physics, time limit, autoreset and RNG fused, state in
@@ -27,13 +28,13 @@ How it cooperates with torch:
 environment does, after ``require_cuda()`` has checked that everything needed
 is there.
 
-The environments are ``msrl.envs``'s own classes (``CartPole``, ``Pendulum``)
-with ``Kernels`` as their dynamics: action checks, episode tracking,
+The environments are ``msrl.envs``'s own classes, whichever registration names a
+kernel source, with ``Kernels`` as their dynamics: action checks, episode tracking,
 ``set_state`` and checkpoints are the code every backend shares.
 
-Example::
+Example (``EnvClass``: the class an ``msrl.envs`` registration names)::
 
-    env = fragments.cuda.cartpole_cuda(1 << 20, seed=0)   # or msrl.envs.make(..., backend="cuda")
+    env = fragments.cuda.cuda_env(EnvClass, 1 << 20, seed=0)   # or msrl.envs.make(env_id, ..., backend="cuda")
     obs, reward, terminated, truncated = env.step(torch.zeros(1 << 20, dtype=torch.int64, device="cuda"))
 """
 
@@ -42,22 +43,17 @@ from __future__ import annotations
 import functools
 import importlib.util
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from fragments._cuda_emulation import EmulatedModule, emulated_module, find_cxx
-from fragments._emulated_envs import cartpole_emulated, emulated_env, pendulum_emulated, tag_emulated
+from fragments._emulated_envs import emulated_env
 from fragments._kernel_envs import kernel_env
 from fragments._kernel_source import KernelBuildError, load_source, normalise_defines, real_is_double
 from fragments._nvcc import compile_ptx, compile_to_cache, find_nvcc, require_nvcc
 from msrl.core import ConfigError
 from msrl.envs import BatchedEnv, TorchArrays
-from msrl.envs.cartpole import CartPole
-from msrl.envs.pendulum import Pendulum
-
-if TYPE_CHECKING:
-    from msrl.envs.tag import Tag
 
 _POINTER_DTYPES = {
     "float*": torch.float32,
@@ -218,7 +214,8 @@ def cuda_env(
     **env_kwargs: Any,
 ) -> BatchedEnv:
     """``env`` (an ``msrl.envs`` environment with a ``kernel``) stepped by its CUDA C
-    kernels on ``device``; state in ``dtype``.
+    kernels on ``device``; state in ``dtype``; ``env_kwargs`` are the environment's own
+    (constants are compiled into its kernels: one build per configuration).
 
     ``step`` takes actions as tensors (on the device: no copy) or NumPy arrays and
     returns float32 CUDA tensors; nothing in it copies to the host, and
@@ -226,6 +223,10 @@ def cuda_env(
     host sync per step); shapes are always checked.  A single-agent step is one
     launch, episode bookkeeping included; ``fuse_episodes=False`` does the
     bookkeeping with torch ops after the launch instead (``msrl.envs.Kernels``).
+    A multi-agent environment runs one block per environment, whose ``threads_per_block``
+    threads stride over its agents; its observations and rewards come per group.
+    Unvalidated, what the kernels make of an out-of-range action is the environment's
+    to say (its class docstring).
     """
     require_cuda()
     device = torch.device(device)
@@ -246,35 +247,10 @@ def cuda_env(
     )
 
 
-def cartpole_cuda(num_envs: int, seed: int = 0, **options: Any) -> CartPole:
-    """CartPole-v1 as CUDA kernels (options: ``cuda_env``); ``CartPole.rollout`` runs
-    whole rollouts in one launch.  Unvalidated, any nonzero action pushes right."""
-    return cuda_env(CartPole, num_envs, seed, **options)
-
-
-def pendulum_cuda(num_envs: int, seed: int = 0, **options: Any) -> Pendulum:
-    """Pendulum-v1 as CUDA kernels (options: ``cuda_env``, and ``g``, compiled into the
-    kernel: one build per value).  Torques go to the kernel as float32."""
-    return cuda_env(Pendulum, num_envs, seed, **options)
-
-
-def tag_cuda(num_envs: int, seed: int = 0, **options: Any) -> Tag:
-    """Tag-v0 as CUDA kernels (options: ``cuda_env``, and Tag's constants, compiled into
-    the kernels: one build per configuration).  One block per environment, with
-    ``threads_per_block`` threads striding over its agents; observations and rewards
-    come per group (``{"taggers": ..., "runners": ...}``), as float32 CUDA tensors.
-    Unvalidated, an out-of-range action is clamped into range (as on torch)."""
-    from msrl.envs.tag import Tag  # imported when first built, like the registry's factories
-
-    return cuda_env(Tag, num_envs, seed, **options)
-
-
 __all__ = [
     "CudaModule",
     "EmulatedModule",
     "KernelBuildError",
-    "cartpole_cuda",
-    "cartpole_emulated",
     "compile_ptx",
     "compile_to_cache",
     "cuda_env",
@@ -284,9 +260,5 @@ __all__ = [
     "find_cxx",
     "find_nvcc",
     "load_source",
-    "pendulum_cuda",
-    "pendulum_emulated",
     "require_cuda",
-    "tag_cuda",
-    "tag_emulated",
 ]

@@ -25,9 +25,10 @@ class CpuExecutor(Executor):
 
 class CpuKernelExecutor(CpuExecutor):
     """The ``cpu`` executor with environments on the ``cpu-kernel`` backend where one has it
-    (CartPole, Pendulum, Tag: the CUDA kernels compiled natively for the CPU, float32 state as on
-    a GPU), NumPy elsewhere.  Where the kernels cannot be built (no C++ compiler, a failed build)
-    the environments run on NumPy after one line saying so (``fragments.native``)."""
+    (those whose registration names a kernel source: the CUDA kernels compiled natively for the
+    CPU, float32 state as on a GPU), NumPy elsewhere.  Where the kernels cannot be built (no
+    C++ compiler, a failed build) the environments run on NumPy after one line saying so
+    (``fragments.native``)."""
 
     kind = "cpu-kernel"
     env_backends = ("cpu-kernel",)

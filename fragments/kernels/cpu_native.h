@@ -17,10 +17,11 @@
 //   thread: then every phase of the kernel runs in program order.  The launcher
 //   refuses a kernel that may reach a barrier with more than one thread per
 //   block (Python checks it from the source scan; the barrier itself reports it
-//   too, as a second line of defence).  msrl's multi-agent kernels (tag.cu)
-//   stride over agents (`for (i = threadIdx.x; i < N; i += blockDim.x)`), so with
-//   blockDim = 1 each phase is a plain loop over the agents, and the block
-//   reduction of tag_step degenerates to reading its own count.
+//   too, as a second line of defence).  msrl's multi-agent kernels (one block
+//   per environment) stride over agents
+//   (`for (i = threadIdx.x; i < N; i += blockDim.x)`), so with blockDim = 1
+//   each phase is a plain loop over the agents, and a block reduction over
+//   them degenerates to reading its own count.
 //
 // * Shared memory (MSRL_SHARED) is a slice of a per-OS-thread arena; the slice
 //   offsets restart for every CUDA thread, so all threads of a block get the same

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from msrl.core._build import Declared, wanted
+from msrl.core._build import Declared, EnvDefaults, wanted
 from msrl.core._components import Component
 
 SEED_COPY_STRIDE = 1_000_003
@@ -70,6 +70,10 @@ class RunInfo:
       it by this copy's batch (``num_updates``) counts the run's iterations under
       every policy.
     * ``device``: the torch device of the fragment's executor.
+    * ``env_defaults``: how the fragment's executor wants its environments built
+      (backend, device, threads); passed on to ``msrl.envs.make(...,
+      defaults=run.env_defaults)``, so an environment follows whichever executor
+      runs it without the algorithm naming one.
 
     Random numbers come from named streams, not from offsets picked at each call
     site: ``seed_for("env")`` seeds the environments, ``rng("actor")`` is the
@@ -80,7 +84,7 @@ class RunInfo:
     Example::
 
         run = RunInfo(seed=1, total_env_steps=10_000)
-        env = msrl.envs.make("CartPole-v1", 8, seed=run.seed_for("env"))
+        env = msrl.envs.make("CartPole-v1", 8, seed=run.seed_for("env"), defaults=run.env_defaults)
         generator = run.rng("actor")  # a torch.Generator on run.device
         run.num_updates(8 * 128)  # 10 updates of 1024 env steps (the last one short)
     """
@@ -89,12 +93,21 @@ class RunInfo:
     data_seed: int = 0
     total_env_steps: int = 0
     device: str = "cpu"
+    env_defaults: EnvDefaults = EnvDefaults()
 
     STREAMS: ClassVar[Mapping[str, SeedStream]] = SEED_STREAMS
     """The named streams (``SEED_STREAMS``), where users of ``RunInfo`` find them."""
 
     @classmethod
-    def for_copy(cls, seed: int, total_env_steps: int, copy: int, copies: int, device: str = "cpu") -> RunInfo:
+    def for_copy(
+        cls,
+        seed: int,
+        total_env_steps: int,
+        copy: int,
+        copies: int,
+        device: str = "cpu",
+        env_defaults: EnvDefaults | None = None,
+    ) -> RunInfo:
         """The ``RunInfo`` of copy ``copy`` (from 0) of a fragment with ``copies`` copies.
         Copy 0 gets the run's seed as its data seed, so one copy reproduces ``local``."""
         return cls(
@@ -102,6 +115,7 @@ class RunInfo:
             data_seed=seed + SEED_COPY_STRIDE * copy,
             total_env_steps=max(1, total_env_steps // copies),
             device=device,
+            env_defaults=EnvDefaults() if env_defaults is None else env_defaults,
         )
 
     def seed_for(self, stream: str, index: int = 0) -> int:
@@ -143,7 +157,9 @@ class Algorithm:
 
             def __init__(self, config, run):
                 super().__init__(config, run)
-                self.env = msrl.envs.make("CartPole-v1", config.num_envs, seed=run.seed_for("env"))
+                self.env = msrl.envs.make(
+                    "CartPole-v1", config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults
+                )
                 self.actor = RandomActor()
 
             def train_step(self):

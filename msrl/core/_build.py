@@ -9,14 +9,16 @@ msrl, not the algorithm, decides how work is split between the copies
   share: ``share(config, copies)`` divides every such field, and refuses
   numbers that do not divide.  The algorithm states the number once and never
   sees how many copies there are.
-* **Build plans.**  ``building(only=..., env=...)`` runs an algorithm's
+* **Build plans.**  ``building(only=...)`` runs an algorithm's
   ``__init__`` so that only the named components are constructed.  Any other
   component constructed meanwhile becomes a ``Declared`` record (its class and
   how to build it), which is all tracing needs.  A fragment's worker therefore
   builds its own components and nothing else.
 * **Environment defaults.**  The executor that will run a fragment says which
-  environment backend, device and threads suit it (``EnvDefaults``);
-  ``msrl.envs.make`` reads them when the algorithm does not choose.
+  environment backend, device and threads suit it (``EnvDefaults``); the
+  builder hands them to the algorithm as ``RunInfo.env_defaults``, and the
+  algorithm passes them to ``msrl.envs.make(..., defaults=run.env_defaults)``:
+  parameters all the way, no state read from the surroundings.
 
 Example::
 
@@ -86,10 +88,11 @@ def share(config: Any, copies: int, where: str = "") -> Any:
 
 @dataclass(frozen=True)
 class EnvDefaults:
-    """How environments made while a fragment is built should be built, as its
-    executor prefers: the first of ``backends`` that an environment has (else its
-    default backend), on ``device`` (None: the backend's own default, the GPU for
-    ``cuda`` and the CPU for ``torch``), stepped with up to ``threads`` CPU threads."""
+    """How the environments of a fragment should be built, as its executor prefers:
+    the first of ``backends`` that an environment has (else its default backend), on
+    ``device`` (None: the backend's own default, the GPU for ``cuda`` and the CPU for
+    ``torch``), stepped with up to ``threads`` CPU threads.  A fragment's copy receives
+    them in ``RunInfo.env_defaults`` and passes them to ``msrl.envs.make``."""
 
     backends: tuple[str, ...] = ()
     device: str | None = None
@@ -99,7 +102,6 @@ class EnvDefaults:
 @dataclass(frozen=True)
 class _Plan:
     only: frozenset[str] | None
-    env: EnvDefaults
 
 
 _STATE = threading.local()
@@ -112,22 +114,16 @@ def _plans() -> list[_Plan]:
 
 
 @contextlib.contextmanager
-def building(only: set[str] | frozenset[str] | None = None, env: EnvDefaults = EnvDefaults()) -> Iterator[None]:
+def building(only: set[str] | frozenset[str] | None = None) -> Iterator[None]:
     """While active, an ``Algorithm`` constructs only the components named in ``only``
     (all of them when ``None``); any other component constructed in ``__init__`` is
-    ``Declared``.  Environments made meanwhile follow ``env``."""
+    ``Declared``."""
     plans = _plans()
-    plans.append(_Plan(None if only is None else frozenset(only), env))
+    plans.append(_Plan(None if only is None else frozenset(only)))
     try:
         yield
     finally:
         plans.pop()
-
-
-def env_defaults() -> EnvDefaults:
-    """The environment defaults of the fragment being built, or plain defaults."""
-    plans = _plans()
-    return plans[-1].env if plans else EnvDefaults()
 
 
 def declaring() -> bool:

@@ -1,5 +1,12 @@
 """Batched environments by name (the registry of their backends is ``msrl.envs._registry``).
 
+Each environment msrl builds in lives in one folder of this package
+(``msrl/envs/pendulum/``: its NumPy and torch physics, its CUDA C kernel source as
+a data file, and its ``REGISTRATION``); adding one touches its folder and nothing
+else.  What environments share stays here: the batched base (``BatchedEnv``),
+episode tracking, the array backends, kernel dynamics and the headers every kernel
+source may include (``KERNEL_HEADERS``: the episode and random-number helpers).
+
 One environment id (``"CartPole-v1"``) can have several backends: ``numpy``
 (CPU), ``torch`` (any torch device), ``cuda`` (CUDA C kernels through pycuda)
 and ``cuda-emulated`` (the same kernels run on the CPU).  Backends of one
@@ -20,14 +27,16 @@ it with ``register`` the first time it needs a backend it does not know yet.
 Inside the package imports point one way (``tests/unit/test_env_imports.py``
 checks it): the registry names environment modules as strings and imports
 them when first built; each environment's NumPy and torch physics import a
-shared ``_<env>_base`` module (its constants, checks and spaces), not each
-other; the public class (``msrl.envs.tag.Tag``) joins them.
+shared ``_base`` module of its folder (its constants, checks and spaces), not
+each other; the public class (``msrl.envs.tag.Tag``) joins them.
 
 ``make`` picks the backend the algorithm asks for; when it asks for none, the
-executor of the fragment being built chooses (``msrl.core.EnvDefaults``: the
-torch executor prefers ``torch`` on its device, the cpu executor steps large
+``defaults`` it is given choose: an algorithm passes ``run.env_defaults``, the
+preferences of the executor that runs its fragment (``msrl.core.EnvDefaults``:
+the torch executor prefers ``torch`` on its device, the cpu executor steps large
 NumPy batches on several threads), and otherwise the environment's default
-(``numpy`` where there is one).
+(``numpy`` where there is one).  Device and threads reach the environment the
+same way, as parameters.
 
 Example::
 
@@ -40,20 +49,28 @@ Example::
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from msrl.envs._registry import (
     MIN_ENVS_PER_SHARD,
     PLUGIN_GROUP,
     Backend,
+    EnvRegistration,
     EnvSpec,
     backends,
     env_ids,
+    kernel_sources,
     make,
     register,
+    registrations,
     spec,
 )
 from msrl.envs._sharded import ShardedEnv
+
+KERNEL_HEADERS = Path(__file__).resolve().parent
+"""The folder of the headers every kernel source may include (``msrl_common.cuh``,
+``msrl_episodes.cuh``, ``msrl_rng.cuh``): what ``fragments`` puts on the include path."""
 
 # The environment base and its parts, imported on first use (they pull in torch).
 _LAZY_NAMES = {
@@ -90,11 +107,13 @@ __all__ = [
     "ArrayBackend",
     "Backend",
     "BatchedEnv",
+    "EnvRegistration",
     "EnvSpec",
     "EpisodeTracker",
     "GroupEpisodes",
     "GymnasiumEnv",
     "HostDynamics",
+    "KERNEL_HEADERS",
     "KernelDynamics",
     "Kernels",
     "Launcher",
@@ -112,7 +131,9 @@ __all__ = [
     "TorchArrays",
     "backends",
     "env_ids",
+    "kernel_sources",
     "make",
     "register",
+    "registrations",
     "spec",
 ]

@@ -2,7 +2,7 @@
 
 An environment is a class that declares its constants, spaces and time limit,
 and its physics once per array backend (``physics = {"numpy": ..., "torch":
-...}``, and ``kernel = "cartpole"`` for the CUDA C source).  Everything else
+...}``, and ``kernel = "cartpole"``, the name of its CUDA C kernels).  Everything else
 is here, once: action checks (``ActionCheck``, derived from the action space),
 episode tracking (``EpisodeTracker``), the time limit and same-step autoreset,
 seeding, ``get_state``/``set_state`` and checkpoints.
@@ -13,8 +13,8 @@ How a batch advances is the environment's *dynamics*:
   time limit is applied and finished environments are reset here.
 * ``KernelDynamics`` (``msrl.envs._kernels``): one fused kernel launch does
   physics, time limit, autoreset and the episode bookkeeping; it is used when
-  the environment is built with ``kernels=`` (the ``cuda`` and
-  ``cuda-emulated`` backends, which ``fragments`` supplies with a launcher).
+  the environment is built with ``kernels=`` (the ``cuda``, ``cuda-emulated``
+  and ``cpu-kernel`` backends, which ``fragments`` supplies with a launcher).
 
 Either way the dynamics record the step into the episode tracker, whose
 running length is the per-environment elapsed-step counter, so one checkpoint
@@ -215,7 +215,8 @@ class BatchedEnv(StateAccess, Environment):
     A subclass declares ``env_id``, ``max_episode_steps``, ``state_dim``, its
     spaces (class attributes, or ``spaces()`` when they depend on constants) and
     ``physics``: a ``Physics`` class per array backend name.  ``kernel`` names
-    its CUDA C source, if it has one.  The constructor picks the backend:
+    its CUDA C kernels, if it has them (their source is ``<kernel>.cu`` in the
+    environment's folder, which its registration names).  The constructor picks the backend:
 
     * ``backend="numpy"`` (default): float64 state, like gymnasium's; action
       values always checked.
@@ -240,8 +241,9 @@ class BatchedEnv(StateAccess, Environment):
     """The episode return at which the environment counts as solved (``EnvSpec.reward_threshold``):
     gymnasium's value for an id gymnasium also has, None where there is no agreed one."""
     kernel: ClassVar[str | None] = None
-    """The CUDA C source (``fragments/kernels/<kernel>.cu``) with ``<kernel>_reset``,
-    ``_step`` and ``_observe``; None when the environment has no kernels."""
+    """The name of the CUDA C kernels ``<kernel>_reset``, ``_step`` and ``_observe``, and the
+    stem of their source (``<kernel>.cu`` in the environment's folder, named by its
+    ``EnvRegistration``); None when the environment has no kernels."""
 
     def __init__(
         self,

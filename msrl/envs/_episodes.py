@@ -114,7 +114,7 @@ class EpisodeTracker:
     def record_by(self, launch: Callable[[Array, Array, Array, Array], None]) -> None:
         """One step of every environment, recorded by ``launch(total, start, lengths,
         finished)``: a step kernel that does, per environment, what ``record`` does
-        (``fragments/kernels/msrl_episodes.cuh``) and adds the episode it finished, if
+        (``msrl/envs/msrl_episodes.cuh``) and adds the episode it finished, if
         any, to ``finished`` (int64, one count per environment), in the step's own
         launch.  Nothing here reads the device; the tracker must keep ``counts_per_env``."""
         finished = self._finished

@@ -4,11 +4,13 @@ with the state kept on the device.
 
 ``msrl.envs`` knows nothing of pycuda or of how a kernel source is compiled:
 ``Kernels(loader)`` takes a ``loader(source, defines)`` that returns a
-*launcher*, any object with ``launch(kernel, grid, block, args)``.  The
-``fragments`` package supplies two, the pycuda one (``cuda`` backend) and the
-CPU emulation of the same source (``cuda-emulated``).  Arrays are the
-environment's ``ArrayBackend`` memory (torch tensors for pycuda, NumPy arrays
-for the emulation), passed to the launcher as they are.
+*launcher*, any object with ``launch(kernel, grid, block, args)``; ``source``
+is the environment's ``kernel``, the stem of the ``.cu`` file its registration
+names.  The ``fragments`` package supplies three, the pycuda one (``cuda``
+backend), the CPU emulation of the same source (``cuda-emulated``) and its
+native CPU build (``cpu-kernel``).  Arrays are the environment's
+``ArrayBackend`` memory (torch tensors for pycuda, NumPy arrays on the CPU),
+passed to the launcher as they are.
 
 The kernel contract, for an environment whose ``kernel`` is ``"name"``
 (``real`` is float or double, chosen with ``-DMSRL_REAL``; one thread per env)::

@@ -2,11 +2,12 @@
 
 Declared here and read by everyone (``make``, ``spec``, ``backends``, the
 plug-ins' ``register`` calls): adding a backend touches this one table.  The
-backends msrl builds in are registered at the bottom of this module, by
-``"module:Name"`` strings, so registering imports no environment module.
-Backends that live in other packages (the CUDA ones, in ``fragments``) are
-plug-ins under the ``msrl.env_backends`` entry point; they are loaded the first
-time a lookup needs them.
+environments msrl builds in each live in a folder of this package and declare
+themselves there (``REGISTRATION``, an ``EnvRegistration``): this module finds the
+folders when it is imported and registers what they declare, by ``"module:Name"``
+strings, so registering imports no environment's physics.  Backends that live in
+other packages (the kernel ones, in ``fragments``) are plug-ins under the
+``msrl.env_backends`` entry point; they are loaded the first time a lookup needs them.
 """
 
 from __future__ import annotations
@@ -15,31 +16,22 @@ import difflib
 import functools
 import importlib
 import inspect
+import pkgutil
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
-from msrl.core import ConfigError, Declared, Space, component_class, constructing, env_defaults
+from msrl.core import ConfigError, Declared, EnvDefaults, Space, component_class, constructing
+from msrl.envs._registration import Backend, EnvRegistration, Lazy, import_path
 from msrl.envs._sharded import ShardedEnv
 
 PLUGIN_GROUP = "msrl.env_backends"
 MIN_ENVS_PER_SHARD = 16384
 """Fewest environments per thread worth a shard: measured on 2 CPUs, two shards lose below 16k
 environments, tie at 16k and win 1.5x at 65k (BENCHMARKS.md)."""
-
-
-@dataclass(frozen=True)
-class Backend:
-    """How to build one backend of one environment.  ``factory`` is a callable or
-    ``"module:Name"`` taking ``num_envs=``, ``seed=`` and the environment's own
-    keyword arguments; ``on_device`` factories also take ``device=``; ``shardable``
-    ones (host arrays whose step releases the GIL) may be split across threads."""
-
-    factory: str | Callable[..., Any]
-    on_device: bool = False
-    shardable: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,9 +64,17 @@ _DEFAULT_BACKENDS = ("numpy", "gymnasium")
 
 
 def register(
-    env_id: str, backend: str, factory: str | Callable[..., Any], *, on_device: bool = False, shardable: bool = False
+    env_id: str,
+    backend: str,
+    factory: str | Callable[..., Any],
+    *,
+    on_device: bool = False,
+    shardable: bool = False,
+    threaded: bool = False,
+    fallback: bool = False,
 ) -> None:
-    """Register ``factory(num_envs=, seed=, **kwargs)`` as ``backend`` of ``env_id``.
+    """Register ``factory(num_envs=, seed=, **kwargs)`` as ``backend`` of ``env_id``
+    (the flags: ``Backend``'s).
 
     A user's own environment (a subclass of ``msrl.Environment``; see the README's
     "Your own environment") needs one call: ``msrl.envs.register("MyEnv-v0", "numpy", MyEnv)``.
@@ -83,7 +83,7 @@ def register(
         raise ConfigError(f"register needs a non-empty env id and backend name, got {env_id!r}, {backend!r}")
     if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
         raise ConfigError(f"register needs a callable or 'module:Name' factory for {env_id!r}, got {factory!r}")
-    REGISTRY[(env_id, backend)] = Backend(factory, on_device, shardable)
+    REGISTRY[(env_id, backend)] = Backend(factory, on_device, shardable, threaded, fallback)
 
 
 @functools.lru_cache(maxsize=1)
@@ -112,14 +112,14 @@ def backends(env_id: str) -> list[str]:
     return ["gymnasium"] if _gymnasium.knows(env_id) else []
 
 
-def _choose_backend(env_id: str, available: list[str], backend: str | None) -> str:
+def _choose_backend(env_id: str, available: list[str], backend: str | None, defaults: EnvDefaults) -> str:
     if backend is not None:
         if backend not in available:
             raise ConfigError(
                 f"environment {env_id!r} has no {backend!r} backend; valid choices: {', '.join(available)}"
             )
         return backend
-    for preferred in env_defaults().backends + _DEFAULT_BACKENDS:
+    for preferred in defaults.backends + _DEFAULT_BACKENDS:
         if preferred in available:
             return preferred
     return available[0]
@@ -134,7 +134,9 @@ def _unknown(env_id: str) -> ConfigError:
     return ConfigError(f"unknown environment {env_id!r}; {hint}")
 
 
-_INTERNAL_KEYWORDS = frozenset({"num_envs", "seed", "backend", "device", "dtype", "validate", "kernels"})
+_INTERNAL_KEYWORDS = frozenset(
+    {"num_envs", "seed", "backend", "device", "dtype", "validate", "kernels", "threads", "fallback"}
+)
 """A backend's constructor arguments that msrl passes itself, not an environment's keywords."""
 
 
@@ -142,8 +144,8 @@ def _keywords(factory: Callable[..., Any]) -> list[str]:
     """The keywords a user may give ``factory`` (its constructor's, less msrl's own and those a
     registration binds)."""
     bound: set[str] = set()
-    if isinstance(factory, _Lazy):
-        bound, factory = {k for k, _ in factory.kwargs}, _import(factory.path)
+    if isinstance(factory, Lazy):
+        bound, factory = {k for k, _ in factory.kwargs}, import_path(factory.path)
     try:
         parameters = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):
@@ -178,7 +180,7 @@ def _factory(env_id: str, backend: str) -> tuple[Callable[..., Any], Backend]:
     entry = REGISTRY[(env_id, backend)]
     factory = entry.factory
     if isinstance(factory, str):
-        factory = _import(factory)
+        factory = import_path(factory)
     return factory, entry
 
 
@@ -197,24 +199,42 @@ def _spec_of(env_id: str, backend: str, kwargs: dict[str, Any], seed: int, env: 
     )
 
 
-def make(env_id: str, num_envs: int, seed: int = 0, backend: str | None = None, **kwargs: Any) -> Any:
+def make(
+    env_id: str,
+    num_envs: int,
+    seed: int = 0,
+    backend: str | None = None,
+    *,
+    defaults: EnvDefaults | None = None,
+    **kwargs: Any,
+) -> Any:
     """Build ``num_envs`` copies of ``env_id``, stepped together.
 
-    ``backend=None`` lets the fragment's executor choose (see ``msrl.envs``'s
-    docstring); an unknown id or backend is a ``ConfigError`` naming the valid
-    choices or close matches.  Inside a build of another fragment the result is a
-    ``Declared`` environment that knows its ``spec``, spaces and ``num_envs``."""
+    ``defaults``: how the fragment's executor wants environments built (an algorithm
+    passes ``run.env_defaults``): ``backend=None`` takes the first of its backends the
+    environment has (see ``msrl.envs``'s docstring), a device backend runs on its
+    device, and its threads shard a large NumPy batch or run a threaded backend's
+    kernels.  Without it, plain defaults: the environment's default backend, one
+    thread.  An unknown id or backend is a ``ConfigError`` naming the valid choices or
+    close matches.  Inside a build of another fragment the result is a ``Declared``
+    environment that knows its ``spec``, spaces and ``num_envs``."""
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
     available = backends(env_id)
     if not available:
         raise _unknown(env_id)
-    chosen = _choose_backend(env_id, available, backend)
+    defaults = EnvDefaults() if defaults is None else defaults
+    if not isinstance(defaults, EnvDefaults):
+        raise ConfigError(f"make's defaults must be an msrl.EnvDefaults (run.env_defaults), got {defaults!r}")
+    chosen = _choose_backend(env_id, available, backend, defaults)
     factory, entry = _factory(env_id, chosen)
-    defaults = env_defaults()
     call_kwargs = dict(kwargs)
     if entry.on_device and defaults.device is not None:  # else the backend's default: cuda on the GPU
         call_kwargs.setdefault("device", defaults.device)
+    if entry.threaded:
+        call_kwargs.setdefault("threads", defaults.threads)
+    if entry.fallback:  # where the executor prefers this backend, a machine that cannot build it runs NumPy
+        call_kwargs.setdefault("fallback", chosen in defaults.backends)
     # A multi-agent environment's cost grows with its agents: count agent slots, not environments.
     agents = spec(env_id, **kwargs).num_agents if entry.shardable and defaults.threads > 1 else 1
     shards = min(defaults.threads, num_envs * agents // MIN_ENVS_PER_SHARD) if entry.shardable else 1
@@ -263,7 +283,9 @@ def _describe(env_id: str, frozen_kwargs: tuple[tuple[str, Hashable], ...]) -> E
     available = backends(env_id)
     if not available:
         raise _unknown(env_id)
-    host = next((b for b in _DEFAULT_BACKENDS if b in available), None) or _choose_backend(env_id, available, None)
+    host = next((b for b in _DEFAULT_BACKENDS if b in available), None) or _choose_backend(
+        env_id, available, None, EnvDefaults()
+    )
     factory, _ = _factory(env_id, host)
     with constructing():
         probe = _construct(env_id, factory, num_envs=1, seed=0, **dict(frozen_kwargs))
@@ -279,54 +301,54 @@ def spec(env_id: str, **kwargs: Any) -> EnvSpec:
     return _describe(env_id, tuple(sorted(kwargs.items())))
 
 
-def _import(path: str) -> Any:
-    module_name, _, name = path.partition(":")
-    return getattr(importlib.import_module(module_name), name)
+PACKAGE = Path(__file__).resolve().parent
+"""``msrl/envs``: each of its subpackages is one environment's folder."""
+_REGISTRATIONS: dict[str, EnvRegistration] = {}
 
 
-@dataclass(frozen=True)
-class _Lazy:
-    """A factory named ``"module:Name"`` with arguments bound: imports the module
-    when first called, so registering a backend imports nothing."""
+def _discover() -> None:
+    """Register the environment of every folder of this package (its ``REGISTRATION``)."""
+    for found in sorted(pkgutil.iter_modules([str(PACKAGE)]), key=lambda m: m.name):
+        if not found.ispkg or found.name.startswith("_"):
+            continue
+        package = importlib.import_module(f"{__package__}.{found.name}")
+        registration = getattr(package, "REGISTRATION", None)
+        if not isinstance(registration, EnvRegistration):
+            raise TypeError(f"{package.__name__} is an environment's folder and must declare REGISTRATION")
+        if registration.env_id in _REGISTRATIONS:
+            raise TypeError(f"{package.__name__} registers {registration.env_id!r} again")
+        if registration.kernel is not None and registration.kernel in kernel_sources():
+            raise TypeError(f"{package.__name__}: another environment's kernel source is also {registration.kernel!r}")
+        _REGISTRATIONS[registration.env_id] = registration
+        for backend, entry in registration.backends().items():
+            REGISTRY[(registration.env_id, backend)] = entry
 
-    path: str
-    args: tuple[Any, ...] = ()
-    kwargs: tuple[tuple[str, Any], ...] = ()
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _import(self.path)(*self.args, *args, **dict(self.kwargs), **kwargs)
+def registrations() -> dict[str, EnvRegistration]:
+    """Env id -> ``EnvRegistration`` of every environment msrl builds in (one per folder)."""
+    return dict(_REGISTRATIONS)
 
 
-def _lazy(path: str, *args: Any, **kwargs: Any) -> _Lazy:
-    return _Lazy(path, args, tuple(kwargs.items()))
+def kernel_sources() -> dict[str, Path]:
+    """Kernel name -> its CUDA C source, for every environment that has kernels."""
+    return {r.kernel: r.kernel_source for r in _REGISTRATIONS.values() if r.kernel and r.kernel_source}
 
 
-register("CartPole-v1", "numpy", "msrl.envs.cartpole:CartPole", shardable=True)
-register("CartPole-v1", "torch", _lazy("msrl.envs.cartpole:CartPole", backend="torch"), on_device=True)
-register("CartPole-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "CartPole-v1"))
-register("Pendulum-v1", "numpy", "msrl.envs.pendulum:Pendulum", shardable=True)
-register("Pendulum-v1", "torch", _lazy("msrl.envs.pendulum:Pendulum", backend="torch"), on_device=True)
-register("Pendulum-v1", "gymnasium", _lazy("msrl.envs._gymnasium:GymnasiumEnv", "Pendulum-v1"))
-register("simple_spread_v3", "numpy", "msrl.envs.simple_spread:SimpleSpread", shardable=True)
-register("simple_spread_v3", "torch", _lazy("msrl.envs.simple_spread:SimpleSpread", backend="torch"), on_device=True)
-register(
-    "simple_spread_v3",
-    "pettingzoo",
-    _lazy("msrl.envs._pettingzoo:PettingZooEnv", "mpe2.simple_spread_v3", group_names=(("agent", "agents"),)),
-)  # msrl's group name
-register("Tag-v0", "numpy", "msrl.envs.tag:Tag", shardable=True)
-register("Tag-v0", "torch", _lazy("msrl.envs.tag:Tag", backend="torch"), on_device=True)
+_discover()
 
 
 __all__ = [
     "Backend",
+    "EnvRegistration",
     "EnvSpec",
     "MIN_ENVS_PER_SHARD",
     "PLUGIN_GROUP",
     "REGISTRY",
     "backends",
     "env_ids",
+    "kernel_sources",
     "make",
     "register",
+    "registrations",
     "spec",
 ]

@@ -1,8 +1,8 @@
-"""The environments built on the CUDA C kernels of fragments/kernels/ (CartPole,
-Pendulum): run on the CPU through the emulation of the CUDA execution model, they
-match the NumPy backends (bit for bit in double, within the documented tolerance in
-float), autoreset on the device, resume exactly from checkpoints and seeds; the
-cuda backend's host code runs on the emulation too.  The GPU tests at the end run
+"""The single-agent environments built on CUDA C kernels (CartPole, Pendulum): run on the
+CPU through the emulation of the CUDA execution model, they match the NumPy backends (bit
+for bit in double, within the documented tolerance in float), autoreset on the device,
+resume exactly from checkpoints and seeds; the cuda backend's host code runs on the
+emulation too.  The GPU tests at the end run
 the pycuda backends and are skipped on machines without pycuda or a GPU.
 
 Every build goes to a temporary MSRL_CACHE_DIR, once per configuration.
@@ -10,6 +10,7 @@ Every build goes to a temporary MSRL_CACHE_DIR, once per configuration.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
@@ -18,7 +19,7 @@ import pytest
 import torch
 from kernel_support import HAS_GPU, HAS_PYCUDA, EmulatedTorchModule, needs_gpu, same_bits
 
-from fragments.cuda import cartpole_emulated, pendulum_emulated
+from fragments.cuda import emulated_env
 from msrl.core import ConfigError
 from msrl.envs.cartpole import CartPole
 from msrl.envs.consistency import check_consistency
@@ -27,7 +28,7 @@ from msrl.envs.pendulum import Pendulum
 pytestmark = pytest.mark.usefixtures("kernel_cache")
 
 CartPoleNumpy, PendulumNumpy = CartPole, Pendulum
-CartPoleEmulated, PendulumEmulated = cartpole_emulated, pendulum_emulated
+CartPoleEmulated, PendulumEmulated = (functools.partial(emulated_env, cls) for cls in (CartPole, Pendulum))
 
 
 def pd_policy(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -231,10 +232,10 @@ def test_importing_fragments_does_not_import_pycuda():
 def test_cuda_backend_host_code_matches_numpy(cuda_backend_on_cpu):
     rng = np.random.default_rng(0)
     n = 64
-    cartpole = cuda_backend_on_cpu.cartpole_cuda(n, seed=2, device="cpu", dtype=torch.float64)
+    cartpole = cuda_backend_on_cpu.cuda_env(CartPole, n, seed=2, device="cpu", dtype=torch.float64)
     report = check_consistency(CartPoleNumpy(n, seed=1), cartpole, 600, actions=lambda t, o: pd_policy(o, rng))
     assert report.ok and report.max_abs_error["obs"] == 0.0, str(report)
-    pendulum = cuda_backend_on_cpu.pendulum_cuda(n, seed=2, device="cpu", dtype=torch.float64)
+    pendulum = cuda_backend_on_cpu.cuda_env(Pendulum, n, seed=2, device="cpu", dtype=torch.float64)
     report = check_consistency(PendulumNumpy(n, seed=1), pendulum, 450)
     assert report.ok and report.max_abs_error["obs"] == 0.0, str(report)
     obs, reward, terminated, truncated = pendulum.step(torch.zeros(n, 1))
@@ -257,12 +258,12 @@ def test_kernel_host_code_on_the_accelerators_mask_path():
 
 
 def test_cuda_backend_checkpoints_and_rollout(cuda_backend_on_cpu):
-    a = cuda_backend_on_cpu.cartpole_cuda(32, seed=6, device="cpu")
+    a = cuda_backend_on_cpu.cuda_env(CartPole, 32, seed=6, device="cpu")
     actions = torch.from_numpy(np.random.default_rng(1).integers(0, 2, (80, 32)))
     for act in actions[:40]:
         a.step(act)
     saved = a.state_dict()
-    b = cuda_backend_on_cpu.cartpole_cuda(32, seed=0, device="cpu")
+    b = cuda_backend_on_cpu.cuda_env(CartPole, 32, seed=0, device="cpu")
     b.load_state_dict(saved)
     for act in actions[40:]:
         for x, y in zip(a.step(act), b.step(act)):
@@ -283,21 +284,21 @@ def test_cuda_backend_checkpoints_and_rollout(cuda_backend_on_cpu):
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_gpu_envs_match_numpy(dtype):
-    from fragments.cuda import cartpole_cuda, pendulum_cuda
+    from fragments.cuda import cuda_env
 
-    for reference, cuda_env in ((CartPoleNumpy, cartpole_cuda), (PendulumNumpy, pendulum_cuda)):
-        env = cuda_env(256, seed=2, dtype=dtype)
+    for reference in (CartPoleNumpy, PendulumNumpy):
+        env = cuda_env(reference, 256, seed=2, dtype=dtype)
         report = check_consistency(reference(256, seed=1), env, 600)
-        assert report.ok, f"{cuda_env.__name__}: {report}"
+        assert report.ok, f"{reference.env_id}: {report}"
         assert env.get_state().is_cuda
 
 
 @needs_gpu
 def test_gpu_draws_the_same_numbers_as_the_emulation():
-    from fragments.cuda import cartpole_cuda, pendulum_cuda
+    from fragments.cuda import cuda_env
 
-    for cuda_cls, emu_cls in ((cartpole_cuda, CartPoleEmulated), (pendulum_cuda, PendulumEmulated)):
-        gpu = cuda_cls(1000, seed=5, dtype=torch.float64)
+    for env_cls, emu_cls in ((CartPole, CartPoleEmulated), (Pendulum, PendulumEmulated)):
+        gpu = cuda_env(env_cls, 1000, seed=5, dtype=torch.float64)
         emu = emu_cls(1000, seed=5, dtype=np.float64)
         # Same Philox words; only FMA contraction may move the last bit.
         np.testing.assert_allclose(gpu.get_state().cpu().numpy(), emu.get_state(), rtol=0, atol=1e-15)
@@ -305,9 +306,9 @@ def test_gpu_draws_the_same_numbers_as_the_emulation():
 
 @needs_gpu
 def test_gpu_cartpole_rollout_and_metrics_stay_on_device():
-    from fragments.cuda import cartpole_cuda
+    from fragments.cuda import cuda_env
 
-    env = cartpole_cuda(1 << 20, seed=0)
+    env = cuda_env(CartPole, 1 << 20, seed=0)
     returns = env.rollout(200)
     torch.cuda.synchronize()
     mean_length = float(returns[:, 0].sum() / returns[:, 1].sum())

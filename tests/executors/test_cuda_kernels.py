@@ -1,4 +1,4 @@
-"""The CUDA C kernels of fragments/kernels/: they build as real CUDA (nvcc), and
+"""The CUDA C kernels (environments' and fragments' own): they build as real CUDA (nvcc), and
 the very same source, run on the CPU through the emulation of the CUDA
 execution model, builds once per configuration, draws correct random numbers
 (Philox, categorical and Gaussian sampling), checks its launches, and needs its
@@ -11,6 +11,7 @@ Every build goes to a temporary MSRL_CACHE_DIR, once per configuration.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,8 +20,12 @@ import torch
 from kernel_support import DOUBLE, FLOAT, needs_gpu, needs_nvcc
 
 import fragments.cuda
-from fragments.cuda import EmulatedModule, cartpole_emulated, emulated_module, load_source, pendulum_emulated
+from fragments.cuda import EmulatedModule, emulated_env, emulated_module, load_source
 from msrl.core import ConfigError
+from msrl.envs.cartpole import CartPole
+from msrl.envs.pendulum import Pendulum
+
+cartpole_emulated, pendulum_emulated = (functools.partial(emulated_env, cls) for cls in (CartPole, Pendulum))
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")
 

@@ -198,8 +198,7 @@ def _local(executor: str, algorithm: str, cpus: int = 1) -> tuple[fragments.Buil
 def _plain(recipe: fragments.BuildRecipe, fdg: fragments.FragmentedGraph) -> msrl.Algorithm:
     """The algorithm built as it is written, its environments built for the fragment's executor,
     with the run's seeds: ``train_step()`` called on it is the plain in-process run."""
-    spec = fdg.fragments["local"].spec
-    with building(only=None, env=get_executor(spec.executor).env_defaults(spec)):
+    with building(only=None):
         return recipe.algorithm(recipe.config, fragments.run_info(recipe, fdg, "local"))
 
 

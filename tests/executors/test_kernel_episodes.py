@@ -10,6 +10,7 @@ Every build goes to a temporary MSRL_CACHE_DIR, once per configuration.
 
 from __future__ import annotations
 
+import functools
 import io
 
 import numpy as np
@@ -17,10 +18,13 @@ import pytest
 import torch
 from kernel_support import EmulatedTorchModule, needs_gpu, same_bits
 
-from fragments.cuda import cartpole_emulated, pendulum_emulated
+from fragments.cuda import emulated_env
 from msrl.envs import Kernels, TorchArrays
 from msrl.envs.cartpole import CartPole
 from msrl.envs.pendulum import Pendulum
+
+cartpole_emulated, pendulum_emulated = (functools.partial(emulated_env, cls) for cls in (CartPole, Pendulum))
+
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")
 
@@ -168,9 +172,10 @@ def test_fuse_episodes_reaches_the_kernels_by_name():
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_gpu_fused_step_matches_the_host_bookkeeping_without_syncing(dtype):
-    from fragments.cuda import cartpole_cuda, pendulum_cuda
+    from fragments.cuda import cuda_env
 
-    for make, name in ((cartpole_cuda, "cartpole"), (pendulum_cuda, "pendulum")):
+    for name, (env_cls, _) in ENVS.items():
+        make = functools.partial(cuda_env, env_cls)
         fused, host = make(4096, seed=3, dtype=dtype), make(4096, seed=3, dtype=dtype, fuse_episodes=False)
         random = torch.from_numpy(actions(name, 4096, 600)).cuda()
         torch.cuda.synchronize()

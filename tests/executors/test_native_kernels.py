@@ -10,6 +10,7 @@ Every build goes to a temporary MSRL_CACHE_DIR, once per configuration.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -17,20 +18,17 @@ import pytest
 from kernel_support import CROWDED, same_bits
 
 import msrl.envs
-from fragments.cuda import cartpole_emulated
-from fragments.native import (
-    PARALLEL_MIN_THREADS,
-    FusedCartPole,
-    cartpole_native,
-    native_env,
-    pendulum_native,
-    tag_native,
-)
-from msrl.core import ConfigError, EnvError
+from fragments.cuda import emulated_env
+from fragments.native import PARALLEL_MIN_THREADS, FusedStep, native_env
+from msrl.core import ConfigError, EnvDefaults, EnvError
 from msrl.envs.cartpole import CartPole
 from msrl.envs.consistency import check_consistency
 from msrl.envs.pendulum import Pendulum
 from msrl.envs.tag import Tag
+
+# The cpu-kernel backend of each environment (and CartPole's cuda-emulated one, to compare with).
+cartpole_native, pendulum_native, tag_native = (functools.partial(native_env, cls) for cls in (CartPole, Pendulum, Tag))
+cartpole_emulated = functools.partial(emulated_env, CartPole)
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")
 
@@ -185,12 +183,31 @@ def test_fallback_builds_numpy_and_says_so_in_one_line(monkeypatch, capsys):
     env.step(np.zeros((3, 1), np.float32))
 
 
+def test_threads_and_fallback_come_from_the_defaults_make_is_given(monkeypatch, capsys):
+    """``make`` passes the executor's threads to the kernels, and falls back to NumPy only where
+    the executor prefers ``cpu-kernel``; without defaults, one thread and no fallback."""
+    threaded = msrl.envs.make("CartPole-v1", 8, backend="cpu-kernel", defaults=EnvDefaults(threads=2))
+    assert threaded.dynamics.launcher.threads == 2
+    assert msrl.envs.make("CartPole-v1", 8, backend="cpu-kernel").dynamics.launcher.threads == 1
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    preferred = EnvDefaults(backends=("cpu-kernel",), device="cpu", threads=2)
+    env = msrl.envs.make("Pendulum-v1", 3, g=9.625, defaults=preferred)  # g: a build this run has not made
+    assert env.spec.backend == "cpu-kernel" and env.dynamics.name != "kernels"
+    assert "using the NumPy backend" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="'cpu-kernel' is unavailable"):
+        msrl.envs.make("Pendulum-v1", 3, backend="cpu-kernel", g=9.625)
+
+
 def test_fused_step_equals_the_checked_path_and_falls_back_to_it():
     """CartPole's one-call step (action check, kernel, episode bookkeeping in C) gives
     what ``BatchedEnv.step`` on the same kernels gives, metrics and checkpoints included;
     other action types take the checked path, and a bad action gets its error."""
-    fused, plain = cartpole_native(24, seed=6, dtype=np.float64), native_env(CartPole, 24, seed=6, dtype=np.float64)
-    assert isinstance(fused, FusedCartPole) and fused._fused is not None and type(plain) is CartPole
+    fused = cartpole_native(24, seed=6, dtype=np.float64)
+    plain = cartpole_native(24, seed=6, dtype=np.float64, fused_step=False)
+    assert isinstance(fused, FusedStep) and isinstance(fused, CartPole) and fused._fused is not None
+    assert type(plain) is CartPole
+    # Box actions (a float step kernel) have no one-call step: the checked path throughout.
+    assert pendulum_native(4, dtype=np.float64)._fused is None
     for t in range(300):
         action = np.random.default_rng(t).integers(0, 2, 24)
         if t % 50 == 7:

@@ -1,4 +1,4 @@
-"""Tag's CUDA C kernels (fragments/kernels/tag.cu: one block per environment,
+"""Tag's CUDA C kernels (msrl/envs/tag/tag.cu: one block per environment,
 threads striding over its agents) against the NumPy backend.
 
 The kernels run on the CPU emulation of the CUDA execution model (each block an
@@ -16,14 +16,19 @@ each, so batches here are small.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 from kernel_support import CROWDED, same_bits, same_outputs
 
-from fragments.cuda import EmulatedModule, tag_emulated
+from fragments.cuda import EmulatedModule, emulated_env
 from msrl.envs.consistency import check_consistency
 from msrl.envs.tag import Tag
+
+tag_emulated = functools.partial(emulated_env, Tag)  # the cuda-emulated backend
+
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")
 

@@ -1,4 +1,4 @@
-"""Tag's CUDA C kernels (fragments/kernels/tag.cu) as an environment backend: made by
+"""Tag's CUDA C kernels (msrl/envs/tag/tag.cu) as an environment backend: made by
 name with both kernel backends registered, the limits of the kernel layout as one
 config error, the cuda backend's host code (torch tensors, finished envs by row or
 by mask, clamped actions) on the CPU emulation, the nvcc build, and on a GPU the
@@ -10,17 +10,22 @@ Every build goes to a temporary MSRL_CACHE_DIR (one per configuration).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 from kernel_support import CROWDED, EmulatedTorchModule, needs_gpu, needs_nvcc, same_outputs
 
 import fragments.cuda
-from fragments.cuda import load_source, tag_emulated
+from fragments.cuda import emulated_env, load_source
 from msrl.core import ConfigError
 from msrl.envs import MAX_KERNEL_AGENTS, Kernels, MultiAgentKernelDynamics, NumpyArrays, TorchArrays
 from msrl.envs.consistency import check_consistency
 from msrl.envs.tag import Tag
+
+tag_emulated = functools.partial(emulated_env, Tag)  # the cuda-emulated backend
+
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")
 
@@ -81,13 +86,13 @@ def test_the_largest_supported_size_passes_the_layout_check():
 
 @pytest.mark.parametrize("sparse", [True, False], ids=["rows", "masks"])
 def test_cuda_backend_host_code_matches_numpy(monkeypatch, sparse):
-    """What tag_cuda runs on a GPU (torch tensors, per-group dicts of them, finished envs by
+    """What the cuda backend runs on a GPU (torch tensors, per-group dicts of them, finished envs by
     row or, as on an accelerator, by mask) with emulated launches instead of pycuda."""
     kw = dict(CROWDED, num_observed=3)
     if sparse:
         monkeypatch.setattr(fragments.cuda, "require_cuda", lambda: None)
         monkeypatch.setattr(fragments.cuda, "cuda_module", EmulatedTorchModule)
-        env = fragments.cuda.tag_cuda(8, seed=2, device="cpu", dtype=torch.float64, **kw)
+        env = fragments.cuda.cuda_env(Tag, 8, seed=2, device="cpu", dtype=torch.float64, **kw)
     else:
         arrays = TorchArrays("cpu", torch.float64, columns=False, sparse=False)
         loader = lambda source, defines: EmulatedTorchModule(source, defines, torch.device("cpu"))  # noqa: E731
@@ -112,7 +117,7 @@ def test_unvalidated_out_of_range_actions_are_clamped(monkeypatch):
     monkeypatch.setattr(fragments.cuda, "require_cuda", lambda: None)
     monkeypatch.setattr(fragments.cuda, "cuda_module", EmulatedTorchModule)
     kw = dict(CROWDED, device="cpu", dtype=torch.float64, validate=False)
-    wild, tame = (fragments.cuda.tag_cuda(4, seed=3, **kw) for _ in range(2))
+    wild, tame = (fragments.cuda.cuda_env(Tag, 4, seed=3, **kw) for _ in range(2))
     rng = np.random.default_rng(5)
     for _ in range(10):
         action = {name: torch.from_numpy(rng.integers(-20, 35, (4, g.num_agents))) for name, g in wild.groups.items()}
@@ -137,7 +142,7 @@ def test_tag_compiles_to_ptx_for_sm90(real, observed):
 @needs_gpu
 def test_gpu_tag_matches_numpy():
     kw = dict(num_taggers=30, num_runners=270, world_size=20.0, num_observed=3, max_episode_steps=40)
-    env = fragments.cuda.tag_cuda(64, seed=2, dtype=torch.float64, threads_per_block=128, **kw)
+    env = fragments.cuda.cuda_env(Tag, 64, seed=2, dtype=torch.float64, threads_per_block=128, **kw)
     report = check_consistency(Tag(64, seed=1, **kw), env, 100)
     assert report.ok, str(report)
     assert env.get_state().is_cuda
@@ -150,7 +155,7 @@ def test_gpu_tag_in_float32_matches_numpy_within_float_tolerance():
     two backends then observe different neighbours (seen on an H200: an observation off by 1 at
     step 5). What is left to decide (edges, tags) has margins far wider than the rounding here."""
     kw = dict(num_taggers=3, num_runners=12, world_size=20.0, num_observed=0, max_episode_steps=40)
-    env = fragments.cuda.tag_cuda(64, seed=2, dtype=torch.float32, threads_per_block=128, **kw)
+    env = fragments.cuda.cuda_env(Tag, 64, seed=2, dtype=torch.float32, threads_per_block=128, **kw)
     report = check_consistency(Tag(64, seed=1, **kw), env, 100, resync_every=1)
     assert report.ok, str(report)
 
@@ -158,7 +163,7 @@ def test_gpu_tag_in_float32_matches_numpy_within_float_tolerance():
 @needs_gpu
 def test_gpu_draws_the_same_reset_states_as_the_emulation():
     kw = dict(num_taggers=30, num_runners=270, num_observed=3)
-    gpu = fragments.cuda.tag_cuda(64, seed=5, dtype=torch.float64, **kw)
+    gpu = fragments.cuda.cuda_env(Tag, 64, seed=5, dtype=torch.float64, **kw)
     emulated = tag_emulated(64, seed=5, dtype=np.float64, threads_per_block=128, **kw)
     # The same Philox words, whatever the block size; only FMA contraction may move the last bit.
     np.testing.assert_allclose(gpu.get_state().cpu().numpy(), emulated.get_state(), rtol=0, atol=1e-12)

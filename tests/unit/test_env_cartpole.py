@@ -5,6 +5,7 @@ float64) and the CUDA kernels run by the CPU emulation."""
 
 from __future__ import annotations
 
+import functools
 import io
 
 import numpy as np
@@ -12,10 +13,13 @@ import pytest
 import torch
 
 import msrl.envs
-from fragments.cuda import cartpole_emulated
+from fragments.cuda import emulated_env
 from msrl import Box, Discrete, EnvError
 from msrl.envs import TorchArrays
 from msrl.envs.cartpole import CartPole
+
+cartpole_emulated = functools.partial(emulated_env, CartPole)  # the cuda-emulated backend
+
 
 BACKENDS = {
     "numpy": lambda n, seed=0: CartPole(n, seed=seed),

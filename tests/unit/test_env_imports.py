@@ -1,11 +1,11 @@
 """``msrl.envs`` imports itself in one direction only.
 
-Every import statement of every module in ``msrl/envs`` counts, wherever it is:
-at the top, inside a function, or under ``if TYPE_CHECKING``.  An import of a
-module inside the package is an edge; the graph must have no cycle.  (Each
-environment's NumPy and torch physics both import a shared ``_<env>_base``
-module and neither imports the other; ``_kernels`` knows environments through a
-protocol.)"""
+Every import statement of every module in ``msrl/envs`` and its environments'
+folders counts, wherever it is: at the top, inside a function, or under ``if
+TYPE_CHECKING``.  An import of a module inside the package is an edge; the graph
+must have no cycle.  (Each environment's NumPy and torch physics both import the
+``_base`` module of its folder and neither imports the other; ``_kernels`` knows
+environments through a protocol.)"""
 
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ PACKAGE = "msrl.envs"
 ROOT = Path(msrl.envs.__file__).parent
 
 
-def _module_name(path: Path) -> str:
-    return PACKAGE if path.name == "__init__.py" else f"{PACKAGE}.{path.stem}"
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = [PACKAGE, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _modules() -> dict[str, Path]:
-    return {_module_name(path): path for path in sorted(ROOT.glob("*.py"))}
+    return {_module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
 
 
 def _imported(node: ast.AST, module: str, modules: dict[str, Path]) -> list[str]:
@@ -36,7 +37,7 @@ def _imported(node: ast.AST, module: str, modules: dict[str, Path]) -> list[str]
     if not isinstance(node, ast.ImportFrom):
         return []
     if node.level:  # relative: from the module's package
-        package = module if module == PACKAGE else module.rpartition(".")[0]
+        package = module if modules[module].name == "__init__.py" else module.rpartition(".")[0]
         for _ in range(node.level - 1):
             package = package.rpartition(".")[0]
         base = f"{package}.{node.module}" if node.module else package
@@ -78,7 +79,7 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
     (tmp_path / "_b.py").write_text("def f():\n    from msrl.envs import _c\n")
     (tmp_path / "_c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._d import D\n")
     (tmp_path / "_d.py").write_text("import msrl.envs._b\n")
-    modules = {_module_name(path): path for path in tmp_path.glob("*.py")}
+    modules = {_module_name(path, tmp_path): path for path in tmp_path.glob("*.py")}
     graph = import_graph(modules)
     assert set(graph.edges) == {
         ("msrl.envs", "msrl.envs._b"),
@@ -92,6 +93,6 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
 @pytest.mark.parametrize("twin", ["cartpole", "pendulum", "simple_spread", "tag"])
 def test_each_env_and_its_torch_twin_share_a_base_and_import_not_each_other(twin):
     graph = import_graph()
-    numpy_module, torch_module, base = (f"{PACKAGE}.{twin}", f"{PACKAGE}.{twin}_torch", f"{PACKAGE}._{twin}_base")
+    numpy_module, torch_module, base = (f"{PACKAGE}.{twin}.{m}" for m in ("_numpy", "_torch", "_base"))
     assert graph.has_edge(numpy_module, base) and graph.has_edge(torch_module, base)
     assert not nx.has_path(graph, torch_module, numpy_module)

@@ -4,6 +4,7 @@ on NumPy, torch (index and mask paths) and the emulated CUDA kernels."""
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 
@@ -12,10 +13,13 @@ import pytest
 import torch
 
 import msrl.envs
-from fragments.cuda import pendulum_emulated
+from fragments.cuda import emulated_env
 from msrl import Box, CheckpointError, EnvError
 from msrl.envs import TorchArrays
 from msrl.envs.pendulum import Pendulum
+
+pendulum_emulated = functools.partial(emulated_env, Pendulum)  # the cuda-emulated backend
+
 
 BACKENDS = {
     "numpy": lambda n, seed=0: Pendulum(n, seed=seed),

@@ -6,6 +6,7 @@ environments do not have (Discrete(3), a 2-d Box)."""
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ import torch
 import msrl
 import msrl.envs
 from msrl import Box, ConfigError, Discrete, EnvError
-from msrl.envs import BatchedEnv, EpisodeTracker, NumpyArrays, Physics
+from msrl.core import EnvDefaults, building
+from msrl.envs import MIN_ENVS_PER_SHARD, BatchedEnv, EpisodeTracker, NumpyArrays, Physics, ShardedEnv
 
 
 class WalkPhysics(Physics):
@@ -204,3 +206,33 @@ def test_a_keyword_an_environment_does_not_take_is_a_config_error(env_id: str) -
         listed = str(caught.value).partition("its keywords: ")[2]
         assert ("num_runners" in listed) == (env_id == "Tag-v0") and "num_envs" not in listed
         assert (listed == "none") == (env_id == "CartPole-v1")
+
+
+def test_the_executors_defaults_reach_make_as_a_parameter():
+    """Backend choice, device and threads come from the ``defaults`` argument (an algorithm
+    passes ``run.env_defaults``), never from the build in progress."""
+    torch_on_cpu = EnvDefaults(backends=("torch",), device="cpu")
+    env = msrl.envs.make("CartPole-v1", 4, defaults=torch_on_cpu)
+    assert env.spec.backend == "torch" and env.arrays.device == torch.device("cpu")
+    with building(only=None):  # a build plan says which components to construct, nothing about envs
+        assert msrl.envs.make("CartPole-v1", 4).spec.backend == "numpy"
+    sharded = msrl.envs.make("CartPole-v1", 2 * MIN_ENVS_PER_SHARD, defaults=EnvDefaults(threads=2))
+    assert isinstance(sharded, ShardedEnv) and len(sharded.shards) == 2
+    assert not isinstance(msrl.envs.make("CartPole-v1", 2 * MIN_ENVS_PER_SHARD), ShardedEnv)
+    with pytest.raises(ConfigError, match="defaults must be an msrl.EnvDefaults"):
+        msrl.envs.make("CartPole-v1", 2, defaults={"threads": 2})
+
+
+def test_a_fragments_copy_is_told_its_executors_environment_defaults():
+    import fragments
+    from algorithms.ppo import PPO, PPOConfig
+    from fragments.executors import get_executor
+    from policies import load_policy
+
+    recipe = fragments.BuildRecipe(PPO, PPOConfig(num_envs=4), seed=1, total_env_steps=1000)
+    policy = load_policy({"preset": "local", "executor": "cpu", "cpus": 2})
+    fdg = fragments.partition(msrl.trace(fragments.declare(recipe)), policy)
+    run = fragments.run_info(recipe, fdg, "local")
+    assert run.env_defaults == get_executor("cpu").env_defaults(fdg.fragments["local"].spec)
+    assert run.env_defaults.device == "cpu" and run.env_defaults.threads == min(2, os.cpu_count() or 1)
+    assert fragments.run_info(recipe, None, None).env_defaults == EnvDefaults()

@@ -1,9 +1,9 @@
 """Pendulum-v1: gymnasium's pendulum, ``num_envs`` at a time, on NumPy, torch or kernels.
 
-``PendulumBase`` (``msrl.envs._pendulum_base``) holds what every backend shares
+``PendulumBase`` (``msrl.envs.pendulum._base``) holds what every backend shares
 (gymnasium's constants, ``g``, the spaces, the 200-step limit); the physics is written once per backend:
-``NumpyPendulum`` here, ``TorchPendulum`` in ``msrl.envs.pendulum_torch`` and
-``fragments/kernels/pendulum.cu``.
+``NumpyPendulum`` here, ``TorchPendulum`` in ``msrl.envs.pendulum._torch`` and
+``pendulum.cu`` beside them.
 
 The NumPy arithmetic follows gymnasium's ``PendulumEnv.step`` term for term,
 with the same dtype promotion: the torque keeps the action's float dtype
@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from msrl.envs._base import Physics
-from msrl.envs._pendulum_base import PendulumBase
-from msrl.envs.pendulum_torch import TorchPendulum
+from msrl.envs.pendulum._base import PendulumBase
+from msrl.envs.pendulum._torch import TorchPendulum
 
 
 class NumpyPendulum(Physics[PendulumBase]):

@@ -1,9 +1,9 @@
 """CartPole-v1: gymnasium's cart-pole, ``num_envs`` at a time, on NumPy, torch or kernels.
 
-``CartPoleBase`` (``msrl.envs._cartpole_base``) holds what every backend shares
+``CartPoleBase`` (``msrl.envs.cartpole._base``) holds what every backend shares
 (gymnasium's constants, the spaces, the 500-step limit); the physics is written once per backend:
-``NumpyCartPole`` here, ``TorchCartPole`` in ``msrl.envs.cartpole_torch`` and
-``fragments/kernels/cartpole.cu``.
+``NumpyCartPole`` here, ``TorchCartPole`` in ``msrl.envs.cartpole._torch`` and
+``cartpole.cu`` beside them.
 
 The NumPy physics is gymnasium's ``CartPoleEnv.step`` written over arrays,
 term for term and in the same order, so that with the same state and actions
@@ -27,9 +27,9 @@ import numpy as np
 
 from msrl.core import ConfigError
 from msrl.envs._base import Physics
-from msrl.envs._cartpole_base import CartPoleBase
 from msrl.envs._kernels import KernelDynamics
-from msrl.envs.cartpole_torch import TorchCartPole
+from msrl.envs.cartpole._base import CartPoleBase
+from msrl.envs.cartpole._torch import TorchCartPole
 
 
 class NumpyCartPole(Physics[CartPoleBase]):

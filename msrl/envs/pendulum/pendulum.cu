@@ -1,6 +1,6 @@
 // pendulum.cu - Pendulum-v1 (gymnasium) as CUDA kernels, one thread per env.
 //
-// Follows msrl/envs/pendulum.py term for term, including its dtype promotion
+// Follows _numpy.py beside it term for term, including its dtype promotion
 // for float32 torques: `3.0 * u` and `0.001 * (u * u)` are float32 products
 // (NumPy's rule for a Python float times a float32 array) while the state
 // stays in `real`.  So the -DMSRL_REAL=double build matches the float64 NumPy

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from msrl.envs._base import Physics
-from msrl.envs._tag_base import CHUNK_BYTES, SORT_MAX_AGENTS, TagBase, env_chunks
+from msrl.envs.tag._base import CHUNK_BYTES, SORT_MAX_AGENTS, TagBase, env_chunks
 
 
 class TorchTag(Physics[TagBase]):

@@ -3,7 +3,7 @@ constructor's checks, the group and its spaces (the rules are
 ``msrl.envs.simple_spread``'s docstring).
 
 Both physics modules (``msrl.envs.simple_spread``'s NumPy one and
-``msrl.envs.simple_spread_torch``) import this module and neither imports the
+``msrl.envs.simple_spread._torch``) import this module and neither imports the
 other; ``msrl.envs.simple_spread.SimpleSpread`` adds the physics of each backend.
 """
 

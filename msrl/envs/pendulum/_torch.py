@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from msrl.envs._base import Physics
-from msrl.envs._pendulum_base import PendulumBase
+from msrl.envs.pendulum._base import PendulumBase
 
 
 class TorchPendulum(Physics[PendulumBase]):

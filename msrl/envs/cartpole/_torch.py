@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from msrl.envs._base import Physics
-from msrl.envs._cartpole_base import CartPoleBase
+from msrl.envs.cartpole._base import CartPoleBase
 
 
 class TorchCartPole(Physics[CartPoleBase]):

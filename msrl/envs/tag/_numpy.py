@@ -87,8 +87,8 @@ defaults in brackets): ``num_taggers`` [2], ``num_runners`` [8], ``world_size``
 ``end_of_game_reward_for_runner`` [1.0], ``runner_exits_game_after_tagged``
 [True], ``num_observed`` [0 = all].
 
-Implementation (NumPy here, torch in ``msrl.envs.tag_torch``, CUDA C in
-``fragments/kernels/tag.cu``): a step is vectorised over environments *and*
+Implementation (NumPy here, torch in ``msrl.envs.tag._torch``, CUDA C in
+``tag.cu`` beside them): a step is vectorised over environments *and*
 agents, with no Python loop over either.  The pairwise parts (taggers x runners
 for tagging, agents x agents for observations) grow as ``N^2`` per environment,
 so they run over chunks of environments sized to keep a chunk's temporaries
@@ -114,8 +114,8 @@ from typing import Any
 import numpy as np
 
 from msrl.envs._base import Physics
-from msrl.envs._tag_base import CHUNK_BYTES, SORT_MAX_AGENTS, TWO_PI, TagBase, env_chunks
-from msrl.envs.tag_torch import TorchTag
+from msrl.envs.tag._base import CHUNK_BYTES, SORT_MAX_AGENTS, TWO_PI, TagBase, env_chunks
+from msrl.envs.tag._torch import TorchTag
 
 
 class NumpyTag(Physics[TagBase]):
@@ -302,7 +302,7 @@ class Tag(TagBase):
     ``(num_envs, n_group, 7 + 5 M)`` float32 per group, rewards ``(num_envs,
     n_group)``.  Unvalidated torch backends clamp out-of-range actions into range.
     Every constant is a constructor keyword argument, checked by ``TagBase``
-    (``msrl.envs._tag_base``, which both backends' physics read).
+    (``msrl.envs.tag._base``, which both backends' physics read).
     """
 
     physics = {"numpy": NumpyTag, "torch": TorchTag}

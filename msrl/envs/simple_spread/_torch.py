@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from msrl.envs._base import Physics
-from msrl.envs._simple_spread_base import SimpleSpreadBase
+from msrl.envs.simple_spread._base import SimpleSpreadBase
 
 
 class TorchSimpleSpread(Physics[SimpleSpreadBase]):

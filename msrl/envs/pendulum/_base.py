@@ -1,7 +1,7 @@
 """What every Pendulum-v1 backend reads: gymnasium's constants, ``g``, the spaces and the time limit.
 
 Both physics modules (``msrl.envs.pendulum``'s NumPy one and
-``msrl.envs.pendulum_torch``) import this module and neither imports the other;
+``msrl.envs.pendulum._torch``) import this module and neither imports the other;
 ``msrl.envs.pendulum.Pendulum`` adds the physics of each backend and the kernels.
 """
 

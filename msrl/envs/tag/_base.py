@@ -2,7 +2,7 @@
 tables the physics is built from, and how a step's pairwise work is chunked.
 
 The rules are ``msrl.envs.tag``'s docstring.  Both physics modules
-(``msrl.envs.tag``'s NumPy one and ``msrl.envs.tag_torch``) import this module and
+(``msrl.envs.tag``'s NumPy one and ``msrl.envs.tag._torch``) import this module and
 neither imports the other; ``msrl.envs.tag.Tag`` adds the physics of each backend
 and the kernels.
 """

@@ -1,7 +1,7 @@
 """What every CartPole-v1 backend reads: gymnasium's constants, the spaces and the time limit.
 
 Both physics modules (``msrl.envs.cartpole``'s NumPy one and
-``msrl.envs.cartpole_torch``) import this module and neither imports the other;
+``msrl.envs.cartpole._torch``) import this module and neither imports the other;
 ``msrl.envs.cartpole.CartPole`` adds the physics of each backend and the kernels.
 """
 

@@ -1,7 +1,7 @@
-// tag.cu - Tag (taggers chase runners; msrl/envs/tag.py) as CUDA kernels:
+// tag.cu - Tag (taggers chase runners; _numpy.py beside it) as CUDA kernels:
 // one block per environment, its threads striding over the agents.
 //
-// The rules are msrl/envs/tag.py's module docstring; the arithmetic follows its
+// The rules are the module docstring of _numpy.py beside it; the arithmetic follows its
 // NumPy physics term for term and in the same association order, so that the
 // -DMSRL_REAL=double build (on the CPU emulation, without FMA contraction)
 // reproduces the NumPy backend bit for bit.  Autoreset happens on the device,

@@ -1,7 +1,7 @@
 // cartpole.cu - CartPole-v1 (gymnasium) as CUDA kernels, one thread per env.
 //
 // The physics is gymnasium's CartPoleEnv.step, term for term and in the same
-// association order as msrl/envs/cartpole.py, so that the -DMSRL_REAL=double
+// association order as _numpy.py beside it, so that the -DMSRL_REAL=double
 // build (on the CPU emulation, without FMA contraction) reproduces the NumPy
 // backend bit for bit.  Autoreset happens on the device, in the same step: an
 // env whose episode ended gets a fresh state drawn from Philox and the

@@ -9,7 +9,7 @@ float32 or float64), vectorised over environments and agents, and reproduces
 the NumPy backend's observations, rewards and truncation equal ``mpe2``'s to
 the last bit (the arithmetic below is ``mpe2``'s, in its order).  The rules
 below are complete; ``NumpySimpleSpread`` here and ``TorchSimpleSpread``
-(``msrl.envs.simple_spread_torch``) implement them.
+(``msrl.envs.simple_spread._torch``) implement them.
 
 Agents, landmarks and the state
 -------------------------------
@@ -94,8 +94,8 @@ from typing import Any
 import numpy as np
 
 from msrl.envs._base import Physics
-from msrl.envs._simple_spread_base import SimpleSpreadBase
-from msrl.envs.simple_spread_torch import TorchSimpleSpread
+from msrl.envs.simple_spread._base import SimpleSpreadBase
+from msrl.envs.simple_spread._torch import TorchSimpleSpread
 
 
 class NumpySimpleSpread(Physics[SimpleSpreadBase]):
