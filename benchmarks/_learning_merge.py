@@ -12,21 +12,22 @@ from pathlib import Path
 from typing import Any
 
 from _learning_report import markdown_table, plot, sources_text, summarize, write_outputs
-from _learning_runs import EpisodeBatch, RunResult
-from _learning_specs import FRAMEWORKS, SPECS, WINDOW
+from _learning_specs import FRAMEWORKS, SPECS
+
+from msrl.app.gate import WINDOW, EpisodeBatch, TrainingRecord
 
 
 class MergeError(ValueError):
     """A set of run directories that cannot be merged; the message names why."""
 
 
-def load_runs(directory: Path) -> tuple[dict[str, Any], list[RunResult]]:
+def load_runs(directory: Path) -> tuple[dict[str, Any], list[TrainingRecord]]:
     """A run directory's ``meta`` and its runs, as ``learning.py`` wrote them to ``curves.json``."""
     path = directory / "curves.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         runs = [
-            RunResult(
+            TrainingRecord(
                 config=run["config"],
                 framework=run["framework"],
                 seed=int(run["seed"]),
@@ -55,7 +56,7 @@ def merge(directories: list[Path], out: Path) -> str:
     """Writes the merged outputs into ``out`` and returns the markdown it wrote to ``summary.md``."""
     budgets: dict[str, tuple[int, Path]] = {}
     seen: dict[tuple[str, str, int], Path] = {}
-    results: list[RunResult] = []
+    results: list[TrainingRecord] = []
     commands: list[str] = []
     eval_episodes: set[int] = set()
     for directory in directories:

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _learning_runs import RunResult
-from _learning_specs import FRAMEWORKS, PUBLISHED, SPECS, THRESHOLDS, WINDOW, Spec
+from _learning_specs import FRAMEWORKS, PUBLISHED, SPECS, THRESHOLDS, Spec
+
+from msrl.app.gate import WINDOW, TrainingRecord
 
 
 # -- summary ----------------------------------------------------------------------------------------
@@ -36,7 +37,9 @@ def framework_label(spec: Spec, framework: str) -> str:
     return f"SB3 {spec.sb3_algo} ({spec.zoo_env})"  # e.g. "CartPole-v1 at CleanRL dqn.py's settings"
 
 
-def summarize(config: str, spec: Spec, framework: str, results: Sequence[RunResult], budget: int) -> dict[str, Any]:
+def summarize(
+    config: str, spec: Spec, framework: str, results: Sequence[TrainingRecord], budget: int
+) -> dict[str, Any]:
     threshold = THRESHOLDS[spec.env_id]
     hits = [r.reached(threshold) for r in results]
     reached = [h for h in hits if h is not None]
@@ -103,7 +106,7 @@ def sources_text(configs: Sequence[str]) -> str:
 
 
 # -- output -----------------------------------------------------------------------------------------
-def plot(config: str, spec: Spec, results: Sequence[RunResult], budget: int, path: Path) -> None:
+def plot(config: str, spec: Spec, results: Sequence[TrainingRecord], budget: int, path: Path) -> None:
     """Two panels (return vs env steps, vs wall seconds): per framework the mean over seeds of the
     rolling mean of 10 episodes on a common grid, with a min-max band over seeds."""
     import matplotlib
@@ -161,7 +164,7 @@ def _steps_label(x: float, _pos: Any = None) -> str:
 
 
 def write_outputs(
-    out: Path, rows: list[dict[str, Any]], results: list[RunResult], meta: dict[str, Any], table: str
+    out: Path, rows: list[dict[str, Any]], results: list[TrainingRecord], meta: dict[str, Any], table: str
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.md").write_text(table + "\n", encoding="utf-8")

@@ -1,98 +1,23 @@
 """One run of one framework on one config for ``learning.py``: msrl through ``msrl.train``, SB3
-with rl-zoo's hyper-parameters, each recorded as a ``RunResult`` (training episodes, wall time,
-the final greedy returns) with its rolling-mean curve."""
+with rl-zoo's hyper-parameters, each recorded as a ``TrainingRecord`` (msrl.app.gate's: training
+episodes, wall time, the final greedy returns) with its rolling-mean curve."""
 
 from __future__ import annotations
 
 import copy
-import io
-import math
-import statistics
 import sys
 import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from _learning_specs import CONFIG_DIR, EVAL_SEED_OFFSET, WINDOW, ZOO_HYPERPARAMS, Spec
+from _learning_specs import CONFIG_DIR, EVAL_SEED_OFFSET, ZOO_HYPERPARAMS, Spec
 from _shared_eval import msrl_act, sb3_act, shared_eval
 
-
-# -- records ----------------------------------------------------------------------------------------
-@dataclass
-class EpisodeBatch:
-    """Training episodes that ended at one point: ``count`` episodes with mean return ``mean_return``
-    (SB3: one per episode; msrl: one per iteration), with the env steps and wall seconds so far."""
-
-    env_steps: int
-    wall_seconds: float
-    mean_return: float
-    count: int = 1
-
-
-@dataclass
-class CurvePoint:
-    env_steps: int
-    wall_seconds: float
-    rolling_return: float  # mean return of the last WINDOW episodes (fewer at the start)
-    episodes_seen: int
-
-
-@dataclass
-class RunResult:
-    """What one framework did with one seed on one config."""
-
-    config: str
-    framework: str
-    seed: int
-    env_steps: int
-    wall_seconds: float
-    eval_returns: list[float]
-    episodes: list[EpisodeBatch] = field(default_factory=list)
-
-    @property
-    def final_return(self) -> float:
-        return statistics.fmean(self.eval_returns) if self.eval_returns else float("nan")
-
-    def curve(self) -> list[CurvePoint]:
-        """The rolling mean of the last ``WINDOW`` training episodes after each batch."""
-        points: list[CurvePoint] = []
-        recent: deque[tuple[float, int]] = deque()
-        total = seen = 0
-        for batch in self.episodes:
-            recent.append((batch.mean_return, batch.count))
-            total += batch.count
-            seen += batch.count
-            while total - recent[0][1] >= WINDOW:
-                total -= recent.popleft()[1]
-            need, taken, acc = min(WINDOW, total), 0, 0.0
-            for value, count in reversed(recent):
-                k = min(count, need - taken)
-                acc, taken = acc + value * k, taken + k
-                if taken >= need:
-                    break
-            points.append(CurvePoint(batch.env_steps, batch.wall_seconds, acc / taken, seen))
-        return points
-
-    def reached(self, threshold: float) -> CurvePoint | None:
-        """The first point whose full window of ``WINDOW`` episodes averages at least ``threshold``."""
-        return next((p for p in self.curve() if p.episodes_seen >= WINDOW and p.rolling_return >= threshold), None)
+from msrl.app.gate import EpisodeBatch, TrainingRecord, train_and_record
 
 
 # -- msrl -------------------------------------------------------------------------------------------
-def msrl_overrides(seed: int, budget: int, eval_episodes: int, runs_dir: str) -> list[str]:
-    return [
-        f"seed={seed}",
-        f"total_env_steps={budget}",
-        f"runs_dir={runs_dir}",
-        f"eval_episodes={eval_episodes}",
-        "progress=false",
-        "checkpoint_every=0",
-    ]
-
-
 def run_msrl(
     config: str,
     seed: int,
@@ -101,37 +26,14 @@ def run_msrl(
     runs_dir: str,
     extra: Sequence[str] = (),
     shared: str | None = None,
-) -> RunResult:
-    """``msrl.train`` as a user calls it, with ``extra`` overrides before the run's own (seed, budget,
-    ...); the curve comes from its per-iteration metrics, whose ``wall_time`` is that iteration's
-    seconds (summed here into wall seconds so far).  ``shared`` (the config's env id): the greedy
-    returns are those on the start states every run shares (``_shared_eval``), not msrl's own
-    evaluation's."""
-    import msrl
-
-    stream = io.StringIO()
-    try:
-        run = msrl.train(
-            str(CONFIG_DIR / f"{config}.yaml"),
-            overrides=[*extra, *msrl_overrides(seed, budget, eval_episodes, runs_dir)],
-            stream=stream,
-        )
-    except BaseException:
-        sys.stderr.write(stream.getvalue()[-4000:])
-        raise
-    returns = [float(r) for r in run.evaluation.returns]
+) -> TrainingRecord:
+    """``msrl.train`` as a user calls it, recorded as the learning gate records it
+    (``msrl.app.gate.train_and_record``).  ``shared`` (the config's env id): the greedy returns are
+    those on the start states every run shares (``_shared_eval``), not msrl's own evaluation's."""
+    record, run = train_and_record(CONFIG_DIR / f"{config}.yaml", seed, budget, eval_episodes, runs_dir, extra)
     if shared:
-        returns = shared_eval(shared, eval_episodes, msrl_act(run.checkpoint))
-    result = RunResult(config, "msrl", seed, int(run.env_steps), float(run.wall_time), returns)
-    wall = 0.0
-    for record in run.metrics:
-        wall += float(record["wall_time"])
-        value = record.get("episode_return")
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            count = record.get("episodes", 1)
-            count = int(count) if isinstance(count, (int, float)) and count >= 1 else 1
-            result.episodes.append(EpisodeBatch(int(record["env_steps"]), wall, float(value), count))
-    return result
+        record.eval_returns = shared_eval(shared, eval_episodes, msrl_act(run.checkpoint))
+    return record
 
 
 def msrl_threads(loaded: Any) -> int:
@@ -192,7 +94,7 @@ def normalize_kwargs(params: dict[str, Any]) -> dict[str, Any]:
 
 def run_sb3(
     config: str, spec: Spec, seed: int, budget: int, eval_episodes: int, threads: int, shared: bool = False
-) -> RunResult:
+) -> TrainingRecord:
     """Train with ``learn(total_timesteps=budget)``, recording every training episode from the
     Monitor wrapper's ``info["episode"]`` (raw returns, also under VecNormalize), then evaluate
     greedily on ``eval_episodes`` fresh environments (``shared``: on the start states every run
@@ -224,7 +126,7 @@ def run_sb3(
         else own_eval(model, spec, seed, eval_episodes)
     )
     model.get_env().close()
-    return RunResult(config, "sb3", seed, int(model.num_timesteps), wall, returns, episodes)
+    return TrainingRecord(config, "sb3", seed, int(model.num_timesteps), wall, returns, episodes)
 
 
 def own_eval(model: Any, spec: Spec, seed: int, eval_episodes: int) -> list[float]:

@@ -15,8 +15,6 @@ CONFIG_DIR = REPO_ROOT / "configs"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "learning"
 EVAL_SEED_OFFSET = 7919
 """Evaluation environments are seeded ``seed + 7919``, as msrl seeds its final evaluation."""
-WINDOW = 10
-"""Training episodes in the rolling mean that is compared with the threshold."""
 FRAMEWORKS = ("msrl", "sb3")
 
 

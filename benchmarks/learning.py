@@ -37,19 +37,11 @@ which writes ``summary.md``, ``summary.csv``, ``runs.csv``, ``curves.json`` and 
 under ``benchmarks/results/learning``.  SB3 comes from the ``bench`` extra:
 ``pip install -c constraints.txt -e '.[bench]'`` (and ``'.[mujoco]'`` for HalfCheetah).
 
-The learning regression gate (msrl only, no SB3)::
-
-    python benchmarks/learning.py --quick                 # run the quick rows, compare with the bands
-    python benchmarks/learning.py --quick --write-bands   # refresh benchmarks/learning_bands.json
-    python benchmarks/learning.py --check RESULT.json     # compare a saved quick.json only
-
 Runs made in separate processes (two at a time on two cores, or seeds added with ``--first-seed``)
 become one table and plot with ``--merge DIR ...`` (``_learning_merge``).
 
-``--quick`` runs the CartPole rows of ``_learning_gate_rows.QUICK_ROWS`` (reduced budgets and settings
-pinned there, fixed seeds, the ``local`` policy), writes ``quick.json`` and ``quick.md`` under
-``benchmarks/results/learning-quick`` and exits 1, naming the row, the value and the band, when a
-row is outside ``benchmarks/learning_bands.json``.
+The learning gate (msrl alone, CartPole at reduced budgets, held to stored bands) is msrl's own:
+``python -m msrl.app.gate``.  Its records of a run are the ones this benchmark keeps.
 """
 
 from __future__ import annotations
@@ -68,7 +60,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from _learning_gate import BANDS_FILE, QUICK_OUT, QUICK_ROWS, BandsError, check_bands, load_json, report, run_quick
 from _learning_merge import MergeError, merge
 from _learning_report import (
     framework_label,
@@ -80,7 +71,7 @@ from _learning_report import (
     summarize,
     write_outputs,
 )
-from _learning_runs import RunResult, msrl_overrides, msrl_threads, run_msrl, run_sb3, zoo_hyperparameters
+from _learning_runs import msrl_threads, run_msrl, run_sb3, zoo_hyperparameters
 from _learning_specs import (
     CONFIG_DIR,
     DEFAULT_OUT,
@@ -89,9 +80,10 @@ from _learning_specs import (
     REPO_ROOT,
     SPECS,
     THRESHOLDS,
-    WINDOW,
     Spec,
 )
+
+from msrl.app.gate import WINDOW, TrainingRecord
 
 
 # -- main -------------------------------------------------------------------------------------------
@@ -115,10 +107,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--configs",
         default=None,
-        help=f"comma-separated configs (default: all: {','.join(SPECS)}; with --quick: {','.join(QUICK_ROWS)})",
+        help=f"comma-separated configs (default: all: {','.join(SPECS)})",
     )
     parser.add_argument(
-        "--seeds", type=int, default=None, help="seeds 0..N-1 per framework (default 3; with --quick: each row's own)"
+        "--seeds", type=int, default=3, help="seeds K..K+N-1 per framework, K = --first-seed (default 3)"
     )
     parser.add_argument(
         "--shared-eval",
@@ -158,39 +150,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="DIR",
         help="no runs: one table and plot per config from earlier runs' --out directories (written to --out)",
     )
-    gate = parser.add_argument_group("learning regression gate")
-    gate.add_argument(
-        "--quick", action="store_true", help="run the gate's quick rows (msrl only) and compare them with the bands"
-    )
-    gate.add_argument("--write-bands", action="store_true", help="with --quick: refresh the bands from this run")
-    gate.add_argument("--check", type=Path, metavar="RESULT", help="compare a saved quick.json with the bands only")
-    gate.add_argument(
-        "--bands", type=Path, default=BANDS_FILE, help="bands file (default benchmarks/learning_bands.json)"
-    )
     args = parser.parse_args(argv)
-    args.bands = args.bands.resolve()
-    args.check = args.check.resolve() if args.check else None
-    if args.write_bands and not args.quick:
-        parser.error("--write-bands needs --quick")
-    if args.merge and (args.quick or args.check):
-        parser.error("--merge makes no runs: not with --quick or --check")
-    if args.quick and args.check:
-        parser.error("--quick and --check: choose one")
-    valid = QUICK_ROWS if args.quick else SPECS
-    args.configs = [c.strip() for c in (args.configs or ",".join(valid)).split(",") if c.strip()]
-    unknown = [c for c in args.configs if c not in valid]
+    args.configs = [c.strip() for c in (args.configs or ",".join(SPECS)).split(",") if c.strip()]
+    unknown = [c for c in args.configs if c not in SPECS]
     if unknown or not args.configs:
-        parser.error(f"unknown config {unknown[0] if unknown else ''!r}; valid choices: {', '.join(valid)}")
+        parser.error(f"unknown config {unknown[0] if unknown else ''!r}; valid choices: {', '.join(SPECS)}")
     args.frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     if not args.frameworks or any(f not in FRAMEWORKS for f in args.frameworks):
         parser.error(f"--frameworks takes a comma-separated subset of {','.join(FRAMEWORKS)}")
-    quick_seeds = args.seeds
-    args.seeds = 3 if args.seeds is None else args.seeds
     if args.first_seed < 0:
         parser.error("--first-seed must be >= 0")
     if args.seeds < 1 or args.eval_episodes < 1 or (args.steps is not None and args.steps < 1) or args.steps_scale <= 0:
         parser.error("--seeds, --eval-episodes and --steps must be >= 1, --steps-scale > 0")
-    args.quick_seeds = None if quick_seeds is None else tuple(range(quick_seeds))
     return args
 
 
@@ -218,7 +189,7 @@ def plan_configs(args: argparse.Namespace) -> tuple[list[Plan], list[str]]:
             from msrl.app import load_config
 
             try:
-                loaded = load_config(str(path), msrl_overrides(0, 1, args.eval_episodes, "runs"))
+                loaded = load_config(str(path))
             except Exception as exc:
                 sys.exit(f"learning.py: error: {path.relative_to(REPO_ROOT)} is not a valid msrl config: {exc}")
             env_id = loaded.raw.get("algo", {}).get("env_id", spec.env_id)
@@ -249,12 +220,6 @@ def plan_configs(args: argparse.Namespace) -> tuple[list[Plan], list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.check:
-        try:
-            return report(check_bands(load_json(args.check, "result"), load_json(args.bands, "bands file")), args.bands)
-        except BandsError as exc:
-            print(f"learning.py: error: {exc}", file=sys.stderr)
-            return 2
     if args.merge:
         try:
             print(merge(args.merge, ensure_dir(args.out)))
@@ -262,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"learning.py: error: {exc}", file=sys.stderr)
             return 2
         return 0
-    if "sb3" in args.frameworks and not args.quick:
+    if "sb3" in args.frameworks:
         try:
             import stable_baselines3  # noqa: F401
         except ImportError:
@@ -270,16 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "learning.py: error: stable-baselines3 is not installed; pip install -c constraints.txt -e '.[bench]'"
             )
     command = shlex.join(["python", *sys.argv]) if argv is None else shlex.join(["python", __file__, *argv])
-    out = ensure_dir(QUICK_OUT if args.quick and args.out == DEFAULT_OUT else args.out)
+    out = ensure_dir(args.out)
     cwd = os.getcwd()
     os.chdir(out)  # MuJoCo writes MUJOCO_LOG.TXT into the working directory: keep it out of the checkout
     try:
-        if args.quick:
-            try:
-                return run_quick(args.configs, out, command, args.bands, args.write_bands, args.quick_seeds, args.steps)
-            except BandsError as exc:
-                print(f"learning.py: error: {exc}", file=sys.stderr)
-                return 2
         return run_benchmark(args, out, command)
     finally:
         os.chdir(cwd)
@@ -312,7 +271,7 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
         "configs": {},
     }
     rows: list[dict[str, Any]] = []
-    results: list[RunResult] = []
+    results: list[TrainingRecord] = []
     with tempfile.TemporaryDirectory(prefix="msrl-runs-", dir=out) as runs_dir:
         for p in plans:
             print(
@@ -333,7 +292,7 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
                 "sb3_hyperparameters": jsonable(zoo_hyperparameters(p.spec)),
                 "published": [asdict(x) for x in PUBLISHED.get(p.config, [])],
             }
-            mine: list[RunResult] = []
+            mine: list[TrainingRecord] = []
             shared_env = p.spec.env_id if args.shared_eval else None
             for seed in seed_list(args):  # interleaved: msrl seed 0, SB3 seed 0, msrl seed 1, ...
                 for framework in args.frameworks:
