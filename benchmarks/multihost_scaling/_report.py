@@ -1,4 +1,4 @@
-"""``python benchmarks/multihost.py --report``: the scaling model of docs/scaling.md fitted on the
+"""``python -m benchmarks.multihost_scaling --report``: the scaling model of docs/scaling.md fitted on the
 measured runs (benchmarks/results/multihost/hosts*.json), its error at every size measured, and its
 predictions at 8, 64 and 512 hosts."""
 
@@ -9,7 +9,18 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from _multihost_model import RATES, Compute, Constants, Link, busiest_bytes, check, delay, fit, predict, row_traffic
+from benchmarks.multihost_scaling.model import (
+    RATES,
+    Compute,
+    Constants,
+    Link,
+    busiest_bytes,
+    check,
+    delay,
+    fit,
+    predict,
+    row_traffic,
+)
 
 PRESETS = ["single_learner_coarse", "single_learner_fine", "multi_learner", "multi_learner_hd", "async_single_learner"]
 """gpu_only is left out: one fragment, it runs on one host however many there are (its figure is the

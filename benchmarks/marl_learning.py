@@ -1,4 +1,5 @@
-"""MAPPO and IPPO on simple_spread over seeds, and IPPO's Tag curves (issue 30).
+"""How well do the multi-agent algorithms learn?  MAPPO and IPPO on simple_spread over seeds, and
+IPPO's Tag curves.
 
 ``spread``: ``configs/mappo_simple_spread.yaml`` (the MAPPO paper's settings) at a reduced budget,
 MAPPO and IPPO (the same config with ``algo.critic=decentralised``) interleaved seed by seed, one
@@ -9,9 +10,9 @@ policies as trained so far (``msrl.load`` of a checkpoint) play ``--episodes`` f
 which give the taggers' tag rate (runners tagged per tagger per episode) and the runners' survival
 time (steps in the game, the episode's length for one never tagged), saved as PNG curves.
 
-    OMP_NUM_THREADS=1 python benchmarks/marl.py spread --seeds 1 2 3 4 5 --steps 300000 --out spread.jsonl
-    OMP_NUM_THREADS=1 python benchmarks/marl.py tag --steps 200000 --out tag.jsonl
-    python benchmarks/marl.py report spread.jsonl tag.jsonl      # tables and figures
+    OMP_NUM_THREADS=1 python -m benchmarks.marl_learning spread --seeds 1 2 3 4 5 --steps 300000 --out spread.jsonl
+    OMP_NUM_THREADS=1 python -m benchmarks.marl_learning tag --steps 200000 --out tag.jsonl
+    python -m benchmarks.marl_learning report spread.jsonl tag.jsonl --figure spread_300k   # tables, figures
 
 The paper's units.  The MAPPO paper's code (marlbenchmark/on-policy, its MPE fork) gives every agent
 the *sum* over agents of ``g - (1 + c_i)`` per step (``g`` minus the summed distances from each
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import textwrap
 import time
@@ -46,12 +46,11 @@ import torch
 
 import msrl
 import msrl.envs
+from benchmarks.harness import FIGURES, REPO, append_jsonl, machine_info, read_jsonl, table_head, table_row
 from msrl.app import Trainer, load_config
 
-REPO = Path(__file__).resolve().parents[1]
 SPREAD = str(REPO / "configs" / "mappo_simple_spread.yaml")
 TAG = str(REPO / "configs" / "ippo_tag.yaml")
-FIGURES = REPO / "benchmarks" / "figures"
 CRITIC = {"mappo": "centralised", "ippo": "decentralised"}
 
 
@@ -186,20 +185,22 @@ def tag_run(steps: int, every: int, episodes: int, extra: list[str]) -> dict[str
 
 
 # -- report ---------------------------------------------------------------------------------------------
-def report(paths: list[str], figure: str = "marl_simple_spread", steps: int | None = None) -> None:
+def report(paths: list[str], figure: str = "spread", steps: int | None = None) -> None:
+    """The tables of simple_spread runs (grouped by algorithm, budget, rules and other settings) and
+    of Tag runs, and their figures: ``FIGURES/<figure>.png`` for simple_spread (an absolute ``figure``
+    path is taken as it is), ``FIGURES/tag_ippo_<steps>_tag_rate.png`` and ``..._runner_survival.png``
+    for each Tag record."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines() if line.strip()]
+    records = read_jsonl(paths)
     spread = [r for r in records if r["kind"] == "spread" and steps in (None, r["env_steps"])]
     if spread:
-        print(
-            "| algorithm | seeds | env steps | greedy, per agent | greedy, paper units | training (last 5), per agent "
-            "| training, paper units | wall s per run |"
-        )
-        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        head = ["algorithm", "seeds", "env steps", "greedy, per agent", "greedy, paper units"]
+        head += ["training (last 5), per agent", "training, paper units", "wall s per run"]
+        print(table_head(head, "llrrrrrr"))
         fig, ax = plt.subplots(figsize=(6, 4))
         # one line per algorithm, budget, rules and other settings (runs of different lengths are
         # not averaged; the same rules read alike whether a run's config or its overrides set them)
@@ -252,14 +253,12 @@ def report(paths: list[str], figure: str = "marl_simple_spread", steps: int | No
             ax.set_ylabel(label)
             ax.set_title(f"IPPO on Tag (configs/ippo_tag.yaml), {record['episodes']} episodes per point")
             fig.tight_layout()
-            fig.savefig(FIGURES / f"ippo_tag_{name}.png", dpi=100)
-        print("| env steps | tags per tagger per episode | runner survival (steps) | runners never tagged |")
-        print("|---:|---:|---:|---:|")
+            fig.savefig(FIGURES / f"tag_ippo_{record['env_steps'] // 1000}k_{name}.png", dpi=100)
+        head = ["env steps", "tags per tagger per episode", "runner survival (steps)", "runners never tagged"]
+        print(table_head(head, "rrrr"))
         for p in points:
-            print(
-                f"| {p['env_steps']:,} | {p['tags_per_tagger']:.2f} | {p['runner_survival_steps']:.1f} "
-                f"| {p['runners_left_at_end']:.0%} |"
-            )
+            cells = [f"{p['env_steps']:,}", f"{p['tags_per_tagger']:.2f}", f"{p['runner_survival_steps']:.1f}"]
+            print(table_row([*cells, f"{p['runners_left_at_end']:.0%}"]))
 
 
 def main() -> None:
@@ -285,32 +284,30 @@ def main() -> None:
     tag.add_argument("--out", required=True)
     rep = sub.add_parser("report")
     rep.add_argument("paths", nargs="+")
-    rep.add_argument("--figure", default="marl_simple_spread", help="the simple_spread figure's name in figures/")
+    rep.add_argument("--figure", default="spread", help="the simple_spread figure's name in benchmarks/figures/")
     rep.add_argument("--steps", type=int, help="simple_spread runs of this many env steps only")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "report":
         report(args.paths, args.figure, args.steps)
         return
-    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, torch threads 1")
-    with open(args.out, "a", encoding="utf-8") as out:
-        if args.command == "spread":
-            extra = [*RULES[args.rules], *args.set]
-            for seed in args.seeds:  # interleaved: the machine's load falls on both algorithms alike
-                for algorithm in args.algorithms:
-                    record = spread_run(algorithm, seed, args.steps, extra)
-                    out.write(json.dumps(record) + "\n")
-                    out.flush()
-                    print(
-                        algorithm,
-                        seed,
-                        f"greedy {record['greedy_return']:.2f}",
-                        f"train {record['train_return_last5']:.2f}",
-                        f"{record['wall_s']:.0f} s",
-                        flush=True,
-                    )
-        else:
-            out.write(json.dumps(tag_run(args.steps, args.every, args.episodes, args.set)) + "\n")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine_info(note='torch threads 1')}")
+    if args.command == "spread":
+        extra = [*RULES[args.rules], *args.set]
+        for seed in args.seeds:  # interleaved: the machine's load falls on both algorithms alike
+            for algorithm in args.algorithms:
+                record = spread_run(algorithm, seed, args.steps, extra)
+                append_jsonl(args.out, record)
+                print(
+                    algorithm,
+                    seed,
+                    f"greedy {record['greedy_return']:.2f}",
+                    f"train {record['train_return_last5']:.2f}",
+                    f"{record['wall_s']:.0f} s",
+                    flush=True,
+                )
+    else:
+        append_jsonl(args.out, tag_run(args.steps, args.every, args.episodes, args.set))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """RLlib's PPO (new API stack) on CartPole-v1 at the settings of ``configs/ppo_cartpole.yaml``, the
-second peer of ``ppo_cartpole.py``: the same budget, evaluation schedule and record as the others.
+second peer of ``benchmarks.training_speed``: the same budget, evaluation schedule and record as the others.
 
 What is matched: 64 envs x 32 steps (2,048-step batches), 4 epochs of 256-row minibatches, Adam at
 lr 2.5e-3 (eps 1e-5) annealed linearly to 0 over the run, clip 0.2, no value-loss clipping, no KL
@@ -34,7 +34,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from _ppo_cartpole_measure import EvalSchedule, RunRecord, Stopwatch
+
+from benchmarks.harness import Stopwatch
+from benchmarks.training_speed._records import EvalSchedule, RunRecord
 
 HIDDEN_GAIN, POLICY_GAIN, VALUE_GAIN = math.sqrt(2.0), 0.01, 1.0
 

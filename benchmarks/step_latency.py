@@ -1,10 +1,11 @@
-"""An actor's ``act`` per call, eager against compiled (``algo.compile: true`` on the CPU), for the
+"""What does the compiled step cost per call?  An actor's ``act``, eager against compiled
+(``algo.compile: true`` on the CPU), for the
 actors of the shipped configs at their shapes: PPO CartPole's ActorCritic (64 rows), A2C
 CartPole's ActorCritic (8 rows), DQN CartPole's epsilon-greedy Q-network (10 rows) and SAC
 Pendulum's squashed Gaussian policy (1 row).  Both actors of a row run in this process, in
 alternating blocks (this VM's speed drifts), on torch's one thread as the ``local`` policy sets it.
 
-    python benchmarks/act_latency.py [--calls 3000] [--blocks 5]
+    python -m benchmarks.step_latency [--calls 3000] [--blocks 5]
 
 prints a markdown table: microseconds per call (median over blocks) and compiled/eager.  The
 first compiled call builds or loads the region (built once per machine, then cached); it is
@@ -17,7 +18,6 @@ import argparse
 import statistics
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -26,6 +26,7 @@ from algorithms.a2c import A2CConfig
 from algorithms.dqn import DQNActor, DQNConfig
 from algorithms.ppo import PPOConfig, network
 from algorithms.sac import SACActor, SACConfig
+from benchmarks.harness import interleave, per_call, table_head, table_row
 from msrl.core import Box, Discrete, RunInfo
 from msrl.rl import ActorCritic, ActorCriticActor
 
@@ -55,13 +56,6 @@ def actors(compile: bool) -> dict[str, tuple[Any, torch.Tensor]]:
     }
 
 
-def per_call(act: Callable[[Any], Any], obs: torch.Tensor, calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        act(obs)
-    return (time.perf_counter() - start) / calls * 1e6
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3000, help="calls per timed block")
@@ -70,19 +64,21 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     eager, compiled = actors(False), actors(True)
-    print("| actor | eager us/call | compiled us/call | compiled/eager | first compiled call s |")
-    print("|---|---:|---:|---:|---:|")
+    print(table_head(["actor", "eager us/call", "compiled us/call", "compiled/eager", "first compiled call s"]))
     for name, (actor, obs) in eager.items():
         other = compiled[name][0]
         start = time.perf_counter()
         other.act(obs)  # builds or loads the region
         first = time.perf_counter() - start
-        times: dict[str, list[float]] = {"eager": [], "compiled": []}
-        for _ in range(args.blocks):
-            times["eager"].append(per_call(actor.act, obs, args.calls))
-            times["compiled"].append(per_call(other.act, obs, args.calls))
-        e, c = statistics.median(times["eager"]), statistics.median(times["compiled"])
-        print(f"| {name} | {e:.1f} | {c:.1f} | {c / e:.2f} | {first:.2f} |", flush=True)
+        times = interleave(
+            {
+                "eager": lambda actor=actor, obs=obs: per_call(lambda: actor.act(obs), args.calls),
+                "compiled": lambda other=other, obs=obs: per_call(lambda: other.act(obs), args.calls),
+            },
+            args.blocks,
+        )
+        e, c = (statistics.median(times[kind]) * 1e6 for kind in ("eager", "compiled"))
+        print(table_row([name, f"{e:.1f}", f"{c:.1f}", f"{c / e:.2f}", f"{first:.2f}"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""``learning.py --merge DIR ...``: one table, one CSV set and one plot per config from runs made
-in separate processes (msrl and SB3 side by side on two cores, or seeds added later with
-``--first-seed``), read back from each run's ``curves.json``.
+"""``python -m benchmarks.learning_quality --merge DIR ...``: one table, one CSV set and one plot per
+config from runs made in separate processes (msrl and SB3 side by side on two cores, or seeds added
+later with ``--first-seed``), read back from each run's ``curves.json``.
 
 The runs of a config must share its budget, and no (config, framework, seed) may appear twice: a
 merge that would mix budgets or count a seed twice is an error naming the directories."""
@@ -11,9 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from _learning_report import markdown_table, plot, sources_text, summarize, write_outputs
-from _learning_specs import FRAMEWORKS, SPECS
-
+from benchmarks.learning_quality._report import markdown_table, plot, sources_text, summarize, write_outputs
+from benchmarks.learning_quality._specs import FRAMEWORKS, SPECS
 from msrl.app.gate import WINDOW, EpisodeBatch, TrainingRecord
 
 
@@ -22,7 +21,7 @@ class MergeError(ValueError):
 
 
 def load_runs(directory: Path) -> tuple[dict[str, Any], list[TrainingRecord]]:
-    """A run directory's ``meta`` and its runs, as ``learning.py`` wrote them to ``curves.json``."""
+    """A run directory's ``meta`` and its runs, as ``benchmarks.learning_quality`` wrote them to ``curves.json``."""
     path = directory / "curves.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -40,9 +39,11 @@ def load_runs(directory: Path) -> tuple[dict[str, Any], list[TrainingRecord]]:
         ]
         meta = data["meta"]
     except FileNotFoundError:
-        raise MergeError(f"{directory} has no curves.json (give directories learning.py wrote with --out)") from None
+        raise MergeError(
+            f"{directory} has no curves.json (give directories benchmarks.learning_quality wrote with --out)"
+        ) from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise MergeError(f"{path} is not a learning.py result: {type(exc).__name__}: {exc}") from None
+        raise MergeError(f"{path} is not a learning_quality result: {type(exc).__name__}: {exc}") from None
     unknown = sorted({r.config for r in runs} - set(SPECS))
     if unknown:
         raise MergeError(f"{path} has runs of unknown config {unknown[0]!r}; valid choices: {', '.join(SPECS)}")

@@ -1,4 +1,5 @@
-"""Learning quality: msrl against Stable-Baselines3 (SB3) with rl-baselines3-zoo (rl-zoo) hyper-parameters.
+"""How well does each algorithm learn?  msrl against Stable-Baselines3 (SB3) with rl-baselines3-zoo
+(rl-zoo) hyper-parameters, config by config.
 
 What it measures, per config in ``configs/`` (a2c_cartpole, dqn_cartpole, ppo_cartpole,
 ppo_pendulum, sac_pendulum, impala_cartpole, ppo_halfcheetah, sac_halfcheetah), for msrl as
@@ -31,14 +32,14 @@ HalfCheetah-v5 needs ``gymnasium[mujoco]``; without it those configs are skipped
 
 The numbers in BENCHMARKS.md come from::
 
-    python benchmarks/learning.py --seeds 3
+    python -m benchmarks.learning_quality --seeds 3
 
 which writes ``summary.md``, ``summary.csv``, ``runs.csv``, ``curves.json`` and ``<config>.png``
 under ``benchmarks/results/learning``.  SB3 comes from the ``bench`` extra:
 ``pip install -c constraints.txt -e '.[bench]'`` (and ``'.[mujoco]'`` for HalfCheetah).
 
 Runs made in separate processes (two at a time on two cores, or seeds added with ``--first-seed``)
-become one table and plot with ``--merge DIR ...`` (``_learning_merge``).
+become one table and plot with ``--merge DIR ...`` (``merge``).
 
 The learning gate (msrl alone, CartPole at reduced budgets, held to stored bands) is msrl's own:
 ``python -m msrl.app.gate``.  Its records of a run are the ones this benchmark keeps.
@@ -49,7 +50,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -60,8 +60,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from _learning_merge import MergeError, merge
-from _learning_report import (
+
+from benchmarks.harness import REPO, command_line
+from benchmarks.learning_quality._report import (
     framework_label,
     jsonable,
     machine_info,
@@ -71,18 +72,17 @@ from _learning_report import (
     summarize,
     write_outputs,
 )
-from _learning_runs import msrl_threads, run_msrl, run_sb3, zoo_hyperparameters
-from _learning_specs import (
+from benchmarks.learning_quality._runs import msrl_threads, run_msrl, run_sb3, zoo_hyperparameters
+from benchmarks.learning_quality._specs import (
     CONFIG_DIR,
     DEFAULT_OUT,
     FRAMEWORKS,
     PUBLISHED,
-    REPO_ROOT,
     SPECS,
     THRESHOLDS,
     Spec,
 )
-
+from benchmarks.learning_quality.merge import MergeError, merge
 from msrl.app.gate import WINDOW, TrainingRecord
 
 
@@ -191,17 +191,17 @@ def plan_configs(args: argparse.Namespace) -> tuple[list[Plan], list[str]]:
             try:
                 loaded = load_config(str(path))
             except Exception as exc:
-                sys.exit(f"learning.py: error: {path.relative_to(REPO_ROOT)} is not a valid msrl config: {exc}")
+                sys.exit(f"learning_quality: error: {path.relative_to(REPO)} is not a valid msrl config: {exc}")
             env_id = loaded.raw.get("algo", {}).get("env_id", spec.env_id)
             if loaded.run.algorithm != spec.msrl_algo or env_id != spec.env_id:
                 sys.exit(
-                    f"learning.py: error: {path.relative_to(REPO_ROOT)} trains {loaded.run.algorithm!r} on {env_id!r}; "
+                    f"learning_quality: error: {path.relative_to(REPO)} trains {loaded.run.algorithm!r} on {env_id!r}; "
                     f"this benchmark expects {spec.msrl_algo!r} on {spec.env_id!r}"
                 )
         elif "msrl" in args.frameworks or args.steps is None:
             need = "msrl's runs" if "msrl" in args.frameworks else "the default budget (its total_env_steps)"
             sys.exit(
-                f"learning.py: error: config {path.relative_to(REPO_ROOT)} not found; it is needed for {need}. "
+                f"learning_quality: error: config {path.relative_to(REPO)} not found; it is needed for {need}. "
                 f"Choose other --configs{'' if 'msrl' in args.frameworks else ' or give --steps'}."
             )
         if args.steps is not None:
@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             print(merge(args.merge, ensure_dir(args.out)))
         except MergeError as exc:
-            print(f"learning.py: error: {exc}", file=sys.stderr)
+            print(f"learning_quality: error: {exc}", file=sys.stderr)
             return 2
         return 0
     if "sb3" in args.frameworks:
@@ -232,9 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             import stable_baselines3  # noqa: F401
         except ImportError:
             sys.exit(
-                "learning.py: error: stable-baselines3 is not installed; pip install -c constraints.txt -e '.[bench]'"
+                "learning_quality: error: stable-baselines3 is not installed; "
+                "pip install -c constraints.txt -e '.[bench]'"
             )
-    command = shlex.join(["python", *sys.argv]) if argv is None else shlex.join(["python", __file__, *argv])
+    command = command_line("benchmarks.learning_quality", argv)
     out = ensure_dir(args.out)
     cwd = os.getcwd()
     os.chdir(out)  # MuJoCo writes MUJOCO_LOG.TXT into the working directory: keep it out of the checkout
@@ -348,7 +349,3 @@ def run_benchmark(args: argparse.Namespace, out: Path, command: str) -> int:
             f"{', '.join(p.config + '.png' for p in plans)}"
         )
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,5 +1,6 @@
-"""Environment steps per second for every backend across batch sizes, next to
-gymnasium's own ``SyncVectorEnv`` as the baseline, printed as a markdown table.
+"""How fast do msrl's environments step?  Environment steps per second for every backend across
+batch sizes, next to gymnasium's own ``SyncVectorEnv`` as the baseline and EnvPool, printed as a
+markdown table (WarpDrive's CUDA CartPole on the same GPU: ``benchmarks.warpdrive --sections cartpole``).
 
 Rows: gymnasium SyncVectorEnv (small batches only: it steps envs one by one),
 the same through msrl's gymnasium adapter (what any gymnasium id runs on),
@@ -14,27 +15,24 @@ host's array ops after the launch (``fuse_episodes=False``); ``cuda-emulated``
 runs both on the CPU emulation (small sizes: a check that the path runs).
 A second table gives each row's ratio to msrl's NumPy backend.
 
-    python benchmarks/env_throughput.py --env CartPole-v1 --sizes 16 1024 65536
-    python benchmarks/env_throughput.py --sizes 64 4096 --rows numpy,cpu-kernel,envpool
-    python benchmarks/env_throughput.py --rows cuda --sizes 65536 1048576 16777216   # on a GPU
-    python benchmarks/env_throughput.py --rows cuda-emulated --sizes 64 1024
+    python -m benchmarks.env_stepping --env CartPole-v1 --sizes 16 1024 65536
+    python -m benchmarks.env_stepping --sizes 64 4096 --rows numpy,cpu-kernel,envpool
+    python -m benchmarks.env_stepping --rows cuda --sizes 65536 1048576 16777216   # on a GPU
+    python -m benchmarks.env_stepping --rows cuda-emulated --sizes 64 1024
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import shlex
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 import msrl
 import msrl.envs
+from benchmarks.harness import command_line, machine_info, rate, table_head, table_row
 
 DEFAULT_SIZES = (16, 256, 1024, 4096, 16384, 65536)
 ROWS = ("gymnasium", "numpy", "sharded", "torch", "cpu-kernel", "envpool", "cuda", "cuda-emulated")
@@ -52,24 +50,6 @@ def random_actions(env: msrl.Environment, rng: np.random.Generator, count: int) 
     ]
 
 
-def steps_per_second(
-    step: Callable[[object], object], actions: list, num_envs: int, seconds: float, sync: Callable[[], None]
-) -> float:
-    """Median rate over repeated timed windows of ``len(actions)`` steps."""
-    for action in actions[:3]:
-        step(action)
-    sync()
-    rates = []
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(rates) < 3:
-        start = time.perf_counter()
-        for action in actions:
-            step(action)
-        sync()
-        rates.append(len(actions) * num_envs / (time.perf_counter() - start))
-    return float(np.median(rates))
-
-
 def measure_msrl(env_id: str, backend: str, num_envs: int, seconds: float, **kwargs) -> float:
     env = msrl.envs.make(env_id, num_envs, seed=0, backend=backend, **kwargs)
     try:
@@ -79,7 +59,7 @@ def measure_msrl(env_id: str, backend: str, num_envs: int, seconds: float, **kwa
         if backend in ("torch", "cuda"):
             actions = [torch.as_tensor(a, device=device) for a in actions]
         sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
-        return steps_per_second(env.step, actions, num_envs, seconds, sync)
+        return rate(env.step, actions, num_envs, seconds, sync)
     finally:
         env.close()
 
@@ -91,7 +71,7 @@ def measure_sharded(env_id: str, num_envs: int, threads: int, seconds: float) ->
     try:
         env.reset()
         actions = random_actions(env, np.random.default_rng(0), 20)
-        return steps_per_second(env.step, actions, num_envs, seconds, lambda: None)
+        return rate(env.step, actions, num_envs, seconds, lambda: None)
     finally:
         env.close()
 
@@ -107,9 +87,9 @@ def measure_gymnasium(env_id: str, num_envs: int, seconds: float) -> float:
     else:
         low, high = envs.single_action_space.low, envs.single_action_space.high
         actions = [rng.uniform(low, high, size=(num_envs,) + low.shape).astype(np.float32) for _ in range(10)]
-    rate = steps_per_second(envs.step, actions, num_envs, seconds, lambda: None)
+    steps_per_s = rate(envs.step, actions, num_envs, seconds)
     envs.close()
-    return rate
+    return steps_per_s
 
 
 def measure_envpool(env_id: str, num_envs: int, threads: int, seconds: float) -> float:
@@ -124,9 +104,9 @@ def measure_envpool(env_id: str, num_envs: int, threads: int, seconds: float) ->
         actions = [rng.integers(0, space.n, size=num_envs).astype(np.int32) for _ in range(20)]
     else:
         actions = [rng.uniform(space.low, space.high, (num_envs, *space.shape)).astype(np.float32) for _ in range(20)]
-    rate = steps_per_second(lambda a: envs.step(a), actions, num_envs, seconds, lambda: None)
+    steps_per_s = rate(envs.step, actions, num_envs, seconds)
     envs.close()
-    return rate
+    return steps_per_s
 
 
 def native_rows(env_id: str, sizes: Sequence[int], seconds: float, threads: int) -> list[tuple[str, dict[int, float]]]:
@@ -231,7 +211,7 @@ def markdown(
     table: list[tuple[str, dict[int, float]]], sizes: Sequence[int], baseline: str = "gymnasium SyncVectorEnv"
 ) -> str:
     base = dict(table).get(baseline, {})
-    lines = ["| backend | " + " | ".join(f"{n:,} envs" for n in sizes) + " |", "|---|" + "---:|" * len(sizes)]
+    lines = [table_head(["backend", *(f"{n:,} envs" for n in sizes)])]
     for name, rates in table:
         cells = []
         for n in sizes:
@@ -244,7 +224,7 @@ def markdown(
                 else ""
             )
             cells.append(f"{rates[n] / 1e6:.2f}M{ratio}")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(table_row([name, *cells]))
     return "\n".join(lines)
 
 
@@ -282,12 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print()
         print(markdown(table, args.sizes, baseline="msrl numpy"))
-    print(
-        f"\n`{shlex.join(['python', *sys.argv])}` -- {platform.platform()}, {os.cpu_count()} CPUs, "
-        f"torch {torch.__version__}, numpy {np.__version__}"
-    )
+    command = command_line("benchmarks.env_stepping", argv)
+    print(f"\n`{command}` -- {machine_info(('torch', 'numpy', 'gymnasium', 'envpool'))}")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

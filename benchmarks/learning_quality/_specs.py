@@ -1,18 +1,18 @@
-"""What ``learning.py`` compares: each msrl config's SB3 peer and rl-zoo entry (``SPECS``), the
+"""What ``benchmarks.learning_quality`` compares: each msrl config's SB3 peer and rl-zoo entry (``SPECS``), the
 'solved' thresholds, rl-zoo's hyper-parameters copied entry by entry, and the published figures
-the table cites.  Data only; ``learning.py`` is the script."""
+the table cites.  Data only."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from torch import nn
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = REPO_ROOT / "configs"
-DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "learning"
+from benchmarks.harness import REPO
+
+CONFIG_DIR = REPO / "configs"
+DEFAULT_OUT = REPO / "benchmarks" / "results" / "learning"
 EVAL_SEED_OFFSET = 7919
 """Evaluation environments are seeded ``seed + 7919``, as msrl seeds its final evaluation."""
 FRAMEWORKS = ("msrl", "sb3")

@@ -1,23 +1,19 @@
-"""What ``learning.py`` writes: the summary rows and markdown table, the curves' plot, the CSV
+"""What ``benchmarks.learning_quality`` writes: the summary rows and markdown table, the curves' plot, the CSV
 and JSON files, and the machine it ran on."""
 
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import math
-import os
-import platform
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import torch
-from _learning_specs import FRAMEWORKS, PUBLISHED, SPECS, THRESHOLDS, Spec
-
+from benchmarks import harness
+from benchmarks.learning_quality._specs import FRAMEWORKS, PUBLISHED, SPECS, THRESHOLDS, Spec
 from msrl.app.gate import WINDOW, TrainingRecord
 
 
@@ -232,20 +228,4 @@ def jsonable(value: Any) -> Any:
 
 
 def machine_info() -> str:
-    import gymnasium
-
-    versions = [
-        f"python {platform.python_version()}",
-        f"torch {torch.__version__}",
-        f"gymnasium {gymnasium.__version__}",
-    ]
-    for name in ("stable_baselines3", "mujoco"):
-        try:
-            versions.append(f"{name.replace('_', '-')} {importlib.import_module(name).__version__}")
-        except ImportError:
-            pass
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (
-        f"{platform.platform()}, {platform.processor() or platform.machine()}, "
-        f"cpu_count {os.cpu_count()} ({usable} usable); {', '.join(versions)}"
-    )
+    return harness.machine_info(("torch", "gymnasium", "stable-baselines3", "mujoco"))

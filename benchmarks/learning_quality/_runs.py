@@ -1,4 +1,4 @@
-"""One run of one framework on one config for ``learning.py``: msrl through ``msrl.train``, SB3
+"""One run of one framework on one config for ``benchmarks.learning_quality``: msrl through ``msrl.train``, SB3
 with rl-zoo's hyper-parameters, each recorded as a ``TrainingRecord`` (msrl.app.gate's: training
 episodes, wall time, the final greedy returns) with its rolling-mean curve."""
 
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from _learning_specs import CONFIG_DIR, EVAL_SEED_OFFSET, ZOO_HYPERPARAMS, Spec
-from _shared_eval import msrl_act, sb3_act, shared_eval
 
+from benchmarks.learning_quality._shared_eval import msrl_act, sb3_act, shared_eval
+from benchmarks.learning_quality._specs import CONFIG_DIR, EVAL_SEED_OFFSET, ZOO_HYPERPARAMS, Spec
 from msrl.app.gate import EpisodeBatch, TrainingRecord, train_and_record
 
 

@@ -1,53 +1,20 @@
-"""Measurement and report for ``ppo_cartpole.py``: a training clock that pauses while evaluating,
-the evaluation schedule every framework shares, the record of one framework's run with one seed
-(its greedy evaluations and its training episodes, for the 100-episode mean return), and the
-markdown tables made of the records."""
+"""What ``benchmarks.training_speed`` records and reports: the evaluation schedule every framework
+shares (on a training clock that pauses while evaluating), the record of one framework's run with
+one seed (its greedy evaluations and its training episodes, for the 100-episode mean return), and
+the markdown tables made of the records."""
 
 from __future__ import annotations
 
 import math
 import statistics
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from benchmarks.harness import Stopwatch
 
 
 # -- measurement ------------------------------------------------------------------------------------
-class Stopwatch:
-    """A wall clock that can be paused, so evaluation does not count as training time."""
-
-    def __init__(self) -> None:
-        self._elapsed = 0.0
-        self._started: float | None = None
-
-    def start(self) -> None:
-        if self._started is None:
-            self._started = time.perf_counter()
-
-    def stop(self) -> None:
-        if self._started is not None:
-            self._elapsed += time.perf_counter() - self._started
-            self._started = None
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        """Stop the clock for the duration of the block, then restore its running state."""
-        was_running = self._started is not None
-        self.stop()
-        try:
-            yield
-        finally:
-            if was_running:
-                self.start()
-
-    @property
-    def seconds(self) -> float:
-        running = time.perf_counter() - self._started if self._started is not None else 0.0
-        return self._elapsed + running
-
-
 @dataclass
 class EvalPoint:
     env_steps: int

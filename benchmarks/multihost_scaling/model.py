@@ -1,7 +1,7 @@
 """The scaling model of docs/scaling.md: per preset, what one PPO iteration sends between hosts
 (bytes and messages, counted from the config and the network's size) and what it costs on a link
 of a given rate and delay, plus the fragments' compute.  Pure arithmetic, no Ray: its constants are
-fitted on benchmarks/multihost.py's measured runs (``fit``) and it predicts any number of hosts
+fitted on ``benchmarks.multihost_scaling``'s measured runs (``fit``) and it predicts any number of hosts
 (``predict``).
 
 Counts, for ``R`` replicas, each on a host of its own, ``E`` environments, ``S`` steps per

@@ -1,4 +1,4 @@
-"""What deferring PPO's diagnostics is worth, measured inside one run.
+"""What is deferring PPO's diagnostics worth?  Measured inside one run.
 
 This VM's speed drifts by 10-50% between runs, more than the effect, so the
 two variants alternate *within* one run: the learner computes its diagnostics
@@ -7,22 +7,18 @@ inline for 8 updates, then deferred (after the new weights have been sent) for
 kinds of block (the first iteration of each block is left out: it still waits
 on the previous block's weights).
 
-    python benchmarks/deferred_ab.py --policy single_learner_coarse local
+    python -m benchmarks.deferred_diagnostics --policy single_learner_coarse local
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-
-from algorithms.ppo import PPO, PPOLearner  # noqa: E402
-from msrl import Deferred  # noqa: E402
+from algorithms.ppo import PPO, PPOLearner
+from benchmarks.harness import REPO, table_head, table_row
+from msrl import Deferred
 
 BLOCK = 8
 
@@ -47,7 +43,7 @@ def measure(policy: str, budget: int) -> tuple[float, float, int]:
 
     with tempfile.TemporaryDirectory() as runs_dir:
         records = msrl.train(
-            str(REPO_ROOT / "configs" / "ppo_cartpole.yaml"),
+            str(REPO / "configs" / "ppo_cartpole.yaml"),
             [
                 f"runs_dir={runs_dir}",
                 "progress=false",
@@ -55,7 +51,7 @@ def measure(policy: str, budget: int) -> tuple[float, float, int]:
                 "checkpoint_every=0",
                 f"total_env_steps={budget}",
                 f"policy={policy}",
-                "algorithm=benchmarks.deferred_ab:AlternatingPPO",
+                "algorithm=benchmarks.deferred_diagnostics:AlternatingPPO",
             ],
         ).metrics
     inline, deferred = [], []
@@ -72,10 +68,9 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=400_000, help="env steps per run")
     args = parser.parse_args()
     rows = [(policy, *measure(policy, args.budget)) for policy in args.policy]
-    print("| policy | iterations | inline diagnostics (ms) | deferred (ms) | deferred / inline |")
-    print("|---|---:|---:|---:|---:|")
+    print(table_head(["policy", "iterations", "inline diagnostics (ms)", "deferred (ms)", "deferred / inline"]))
     for policy, inline, deferred, count in rows:
-        print(f"| {policy} | {count} | {inline * 1e3:.1f} | {deferred * 1e3:.1f} | {deferred / inline:.3f} |")
+        print(table_row([policy, count, f"{inline * 1e3:.1f}", f"{deferred * 1e3:.1f}", f"{deferred / inline:.3f}"]))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Every Ray preset across hosts on shaped links (issue 29, item 5).
+"""How do the presets scale across hosts?  Every Ray preset across hosts on shaped links, and the
+scaling model of docs/scaling.md fitted on the measured runs (``--report``).
 
 A testbed of ``--hosts`` hosts (network namespaces on a bridge, each its own Ray node with
 ``--cpus`` CPUs: ``cluster.testbed``) trains PPO CartPole (configs/ppo_cartpole.yaml) for
@@ -15,16 +16,16 @@ inference, learn and buffer phases on the critical path: summed over fragments f
 presets, whose fragments take turns; the slower fragment's for async_single_learner, whose
 fragments overlap) and communication (the rest: transfers, serialisation, waiting on Ray); and the
 bytes and packets each host's ``eth0`` moved per iteration, read from the kernel's counters inside
-each host at the end of every iteration, idle traffic subtracted (benchmarks/_multihost_bed.py).
+each host at the end of every iteration, idle traffic subtracted (``_bed.py`` here).
 
 Every host shares this machine's cores, so compute is contended and inflated; the split and the
 bytes are what carry over to real hosts.  Presets run one after another, each with its profiles
 back to back in an order rotated per preset (reversed in a second round), so drift of the shared
 machine falls on every profile alike.
 
-    python benchmarks/multihost.py --replicas 2 4              # as root: 3 hosts, every preset and profile
-    python benchmarks/multihost.py --hosts 2 --profiles none 100mbit-2ms --burst 3028
-    python benchmarks/multihost.py --report                    # the scaling model (docs/scaling.md)
+    python -m benchmarks.multihost_scaling --replicas 2 4      # as root: 3 hosts, every preset and profile
+    python -m benchmarks.multihost_scaling --hosts 2 --profiles none 100mbit-2ms --burst 3028
+    python -m benchmarks.multihost_scaling --report            # the scaling model (docs/scaling.md)
 """
 
 from __future__ import annotations
@@ -42,13 +43,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _multihost_bed import PROFILES, REPO, Run, apply_profile, timed_run  # noqa: E402
-from _multihost_report import report  # noqa: E402
-
-from cluster.testbed import Testbed, TestbedError, netem_missing, unavailable  # noqa: E402
+from benchmarks.harness import REPO, command_line
+from benchmarks.multihost_scaling._bed import PROFILES, Run, apply_profile, timed_run
+from benchmarks.multihost_scaling._report import report
+from cluster.testbed import Testbed, TestbedError, netem_missing, unavailable
 
 PRESETS = {  # the Ray presets, spread over the hosts
     "single_learner_coarse": ["policy=single_learner_coarse", "policy.placement=SPREAD"],
@@ -182,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="no runs: fit the scaling model on --out's results")
     args = parser.parse_args(argv)
     if args.report:
+        if not (args.out / "hosts3.json").exists():
+            print(f"multihost_scaling: error: no three-host runs to fit in {args.out} (hosts3.json)", file=sys.stderr)
+            return 2
         print(report(args.out))
         return 0
     why_not = unavailable()
@@ -261,9 +262,5 @@ def _meta(args: argparse.Namespace, argv: list[str] | None) -> dict[str, Any]:
         "tbf_burst": args.burst,
         "started_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} {os.cpu_count()} cores (shared by every host and other work)",
-        "command": "python benchmarks/multihost.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command_line("benchmarks.multihost_scaling", argv),
     }
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,6 @@
-"""PPO on CartPole-v1: msrl (``local`` policy) against Stable-Baselines3 and RLlib, on one machine.
+"""How fast does msrl train, and how soon does it solve CartPole?  PPO on CartPole-v1: msrl
+(``local`` policy) against Stable-Baselines3 and RLlib on one machine's CPU, or msrl alone on a
+device (a GPU: WarpDrive's trainer on the same GPU is ``benchmarks.warpdrive --sections ppo``).
 
 Every framework gets the same env-step budget and the same evaluation schedule
 (greedy policy, 20 fresh environments, one episode each, every ``--eval-every``
@@ -9,12 +11,12 @@ look like it learns more slowly.  Seeds are interleaved: msrl, then each peer, p
 
 msrl uses ``configs/ppo_cartpole.yaml`` as shipped (``--set KEY=VALUE`` overrides it, msrl
 only).  SB3 uses the tuned rl-zoo hyper-parameters for CartPole-v1.  RLlib (``--peers sb3,rllib``)
-runs its new API stack PPO at the shipped config's settings (``_ppo_cartpole_rllib.py`` says
+runs its new API stack PPO at the shipped config's settings (``_rllib.py`` here says
 what is matched and what cannot be), sampling in this process; Ray is started once, on
 loopback, before the first run, so every framework runs beside the same idle Ray.  A peer
 that is not installed is skipped with one line.
 
-    python benchmarks/ppo_cartpole.py --budget 150000 --seeds 1 2 3 --peers sb3,rllib
+    python -m benchmarks.training_speed --budget 150000 --seeds 1 2 3 --peers sb3,rllib
 
 Two times to the threshold are reported: to the first greedy evaluation at or above it
 (only as fine as ``--eval-every``), and to the first point where the mean return of the last
@@ -23,7 +25,7 @@ episodes).  The markdown table at the end can be pasted into BENCHMARKS.md as is
 
 Device mode (msrl alone, large batches, the shipped PPO settings: 4 epochs x 8 minibatches):
 
-    python benchmarks/ppo_cartpole.py --device cuda --num-envs 4096 16384 65536 --budget 20000000
+    python -m benchmarks.training_speed --device cuda --num-envs 4096 16384 65536 --budget 20000000
 
 runs the ``local`` policy with the ``torch`` executor (``--executor cuda`` for the kernel envs)
 on the device at each number of environments, and prints end-to-end env steps/s, the seconds per
@@ -36,19 +38,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import platform
-import shlex
-import sys
 import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
-from _ppo_cartpole_measure import EvalSchedule, RunRecord, Stopwatch, device_table, markdown_table, ratio_summary
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-MSRL_CONFIG = REPO_ROOT / "configs" / "ppo_cartpole.yaml"
+from benchmarks.harness import REPO, Stopwatch, command_line, machine_info
+from benchmarks.training_speed._records import EvalSchedule, RunRecord, device_table, markdown_table, ratio_summary
+
+MSRL_CONFIG = REPO / "configs" / "ppo_cartpole.yaml"
 TORCH_THREADS = 1
 EVAL_SEED_OFFSET = 7919
 """Evaluation environments are seeded apart from training ones, identically at every evaluation."""
@@ -178,7 +177,7 @@ def run_sb3(seed: int, budget: int, eval_every: int, eval_episodes: int) -> RunR
 # -- RLlib --------------------------------------------------------------------------------------------
 def run_rllib(seed: int, budget: int, eval_every: int, eval_episodes: int) -> RunRecord:
     """RLlib's PPO at the settings of the shipped msrl config (without ``--set``'s overrides)."""
-    from _ppo_cartpole_rllib import shipped_settings, train_rllib
+    from benchmarks.training_speed._rllib import shipped_settings, train_rllib
 
     return train_rllib(shipped_settings(MSRL_CONFIG), seed, budget, eval_every, eval_episodes, seed + EVAL_SEED_OFFSET)
 
@@ -186,7 +185,7 @@ def run_rllib(seed: int, budget: int, eval_every: int, eval_episodes: int) -> Ru
 def missing_peer(peer: str) -> str | None:
     """One line saying why ``peer`` cannot run here, or None when it can."""
     if peer == "rllib":
-        from _ppo_cartpole_rllib import rllib_missing
+        from benchmarks.training_speed._rllib import rllib_missing
 
         return rllib_missing()
     try:
@@ -225,34 +224,13 @@ def run_device_mode(args: argparse.Namespace, command: str) -> int:
         f"{args.eval_every:,} steps (eval time excluded).\n"
     )
     print(device_table(records, args.threshold))
-    print(f"\n`{command}` -- {machine_info()}")
+    print(f"\n`{command}` -- {machine()}")
     return 0
 
 
-def machine_info(peers: Sequence[str] = ("sb3",)) -> str:
-    import gymnasium
-
-    versions = [
-        f"python {platform.python_version()}",
-        f"torch {torch.__version__}",
-        f"gymnasium {gymnasium.__version__}",
-    ]
-    try:
-        import stable_baselines3
-
-        versions.append(f"stable-baselines3 {stable_baselines3.__version__}")
-    except ImportError:
-        pass
-    if "rllib" in peers and missing_peer("rllib") is None:
-        from _ppo_cartpole_rllib import ray_version
-
-        versions.append(f"ray[rllib] {ray_version()}")
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (
-        f"{platform.platform()}, {platform.processor() or platform.machine()}, "
-        f"cpu_count {os.cpu_count()} ({usable} usable); {', '.join(versions)}; "
-        f"torch.set_num_threads({TORCH_THREADS}) for every framework"
-    )
+def machine(peers: Sequence[str] = ()) -> str:
+    packages = ["torch", "gymnasium", "stable-baselines3", *(["ray"] if "rllib" in peers else [])]
+    return machine_info(packages, note=f"torch.set_num_threads({TORCH_THREADS}) for every framework")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -316,8 +294,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(TORCH_THREADS)
-    command = shlex.join(["python", *sys.argv])
-    print(f"command: {command}\nmachine: {machine_info(args.peers)}\n", flush=True)
+    command = command_line("benchmarks.training_speed", argv)
+    print(f"command: {command}\nmachine: {machine(args.peers)}\n", flush=True)
     if args.device:
         return run_device_mode(args, command)
     peers = []
@@ -328,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             peers.append(peer)
     if "rllib" in peers:  # before the first run, so that every framework runs beside the same idle Ray
-        from _ppo_cartpole_rllib import start_ray
+        from benchmarks.training_speed._rllib import start_ray
 
         start_ray()
     records: list[RunRecord] = []
@@ -342,9 +320,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(markdown_table(records, args.threshold))
     print("", *ratio_summary(records, args.threshold), sep="\n")
-    print(f"\n`{command}` -- {machine_info(peers)}")
+    print(f"\n`{command}` -- {machine(peers)}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

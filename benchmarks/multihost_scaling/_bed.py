@@ -1,4 +1,4 @@
-"""What benchmarks/multihost.py does on a testbed: shape every host's link to a profile, read each
+"""What ``benchmarks.multihost_scaling`` does on a testbed: shape every host's link to a profile, read each
 host's ``eth0`` kernel counters, and time one ``msrl train`` run while sampling those counters at
 the end of every iteration (when the driver appends a line to ``metrics.jsonl``).
 
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import REPO
 from cluster.testbed import Testbed
 
-REPO = Path(__file__).resolve().parents[1]
 CONFIG = str(REPO / "configs" / "ppo_cartpole.yaml")
 STATS = "/sys/class/net/eth0/statistics"
 COUNTERS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets")

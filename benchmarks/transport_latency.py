@@ -1,4 +1,5 @@
-"""Per-step transport: Ray Compiled Graphs against the paths msrl uses (issue 29, item 8).
+"""What does one per-step round trip cost on each transport?  Ray Compiled Graphs against the paths
+msrl uses.
 
 ``single_learner_fine`` moves an observation batch up and an action batch down every env step.
 Between replicas on one node msrl sends them over its own Unix sockets (``cluster._direct``);
@@ -6,9 +7,9 @@ between nodes over Ray actor calls.  This script times one such round trip (obse
 float32 one way, 32 int64 actions back) on each path, and over Ray Compiled Graphs
 (``experimental_compile``: shared-memory channels on a node, Ray's transfer between nodes):
 
-* one node, on an embedded Ray: msrl's socket ping-pong between two actors (as
-  ``benchmarks/dp_overhead.py`` times it), the same over actor calls, and driver -> actor -> driver
-  as a compiled graph and as an actor call;
+* one node, on an embedded Ray: msrl's socket ping-pong between two actors (its ``DirectSender``
+  and ``Mailbox``), the same over actor calls, and driver -> actor -> driver as a compiled graph
+  and as an actor call;
 * across two testbed hosts (``--hosts``, needs root; see ``cluster/testbed.py``): driver on host 0,
   the env actor on host 1, driver -> env -> driver and driver -> env -> policy (host 0) -> driver,
   each as a compiled graph and as actor calls;
@@ -19,9 +20,9 @@ float32 one way, 32 int64 actions back) on each path, and over Ray Compiled Grap
 
 Rounds alternate between the paths, so a slow spell of the machine hits each alike.
 
-    python benchmarks/compiled_graphs.py            # one node
-    python benchmarks/compiled_graphs.py --hosts    # and across two testbed hosts
-    python benchmarks/compiled_graphs.py --hosts --fine-only   # only the fine preset's two paths
+    python -m benchmarks.transport_latency            # one node
+    python -m benchmarks.transport_latency --hosts    # and across two testbed hosts
+    python -m benchmarks.transport_latency --hosts --fine-only   # only the fine preset's two paths
 """
 
 from __future__ import annotations
@@ -30,27 +31,82 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
+import torch
 
-HERE = Path(__file__).resolve().parent
-
-
-def timed(fn: Callable[[], object], rounds: int) -> list[float]:
-    for _ in range(rounds // 10):  # warm-up
-        fn()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
+from benchmarks.harness import REPO, median_p90, table_head, timed
 
 
 def summary(times: list[float]) -> str:
-    ordered = sorted(times)
-    return f"{ordered[len(ordered) // 2] * 1e6:,.0f} µs | {ordered[int(len(ordered) * 0.9)] * 1e6:,.0f} µs"
+    median, p90 = median_p90(times)
+    return f"{median * 1e6:,.0f} µs | {p90 * 1e6:,.0f} µs"
+
+
+# -- msrl's socket path against actor calls, between two actors ----------------------------------------
+class _Peer:
+    """One side of a ping-pong over msrl's transport classes."""
+
+    def __init__(self, name: str) -> None:
+        from cluster import DirectListener, Mailbox
+
+        self.mailbox = Mailbox()
+        self.listener = DirectListener(self.mailbox, name)
+        self.sender = None
+        self.other = None
+
+    def path(self) -> str:
+        return self.listener.path
+
+    def pair(self, path: str, other) -> None:
+        from cluster import DirectSender
+
+        self.sender, self.other = DirectSender(path), other
+
+    def deliver(self, node: str, src: int, seq: int, payload) -> None:
+        self.mailbox.put(node, src, seq, payload)
+
+    def echo(self, rounds: int, direct: bool) -> None:
+        action = torch.zeros(32, dtype=torch.int64)
+        for i in range(rounds):
+            self.mailbox.take("obs", 0, i)
+            self._send("act", i, action, direct)
+
+    def ping(self, rounds: int, direct: bool) -> list[float]:
+        obs = np.zeros((32, 4), dtype=np.float32)
+        times = []
+        for i in range(rounds):
+            start = time.perf_counter()
+            self._send("obs", i, obs, direct)
+            self.mailbox.take("act", 0, i)
+            times.append(time.perf_counter() - start)
+        return times
+
+    def _send(self, node: str, seq: int, payload, direct: bool) -> None:
+        if direct:
+            self.sender.deliver(node, 0, seq, payload)
+        else:
+            self.other.deliver.remote(node, 0, seq, payload)
+
+
+def round_trip(rounds: int) -> dict[str, list[float]]:
+    import ray
+
+    peer_cls = ray.remote(num_cpus=0, max_concurrency=4)(_Peer)
+    a, b = peer_cls.remote("a"), peer_cls.remote("b")
+    ray.get([a.pair.remote(ray.get(b.path.remote()), b), b.pair.remote(ray.get(a.path.remote()), a)])
+    out = {}
+    for label, direct in (
+        ("same-node socket (msrl per-step path)", True),
+        ("Ray actor calls (cross-node path)", False),
+    ):
+        done = b.echo.remote(rounds, direct)
+        times = ray.get(a.ping.remote(rounds, direct))
+        ray.get(done)
+        out[label] = times[rounds // 10 :]  # drop warm-up
+    for handle in (a, b):
+        ray.kill(handle)
+    return out
 
 
 def _actors():  # type: ignore[no-untyped-def]
@@ -85,14 +141,13 @@ def compiled(dag_of: Callable[[object], object]) -> tuple[Callable[[], object], 
 
 def one_node(rounds: int, repeats: int) -> dict[str, list[float]]:
     import ray
-    from dp_overhead import round_trip
 
     ray.init(
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
         logging_level="ERROR",
-        runtime_env={"env_vars": {"PYTHONPATH": str(HERE)}},
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
     )
     env_cls, _ = _actors()
     env = env_cls.remote()
@@ -154,7 +209,7 @@ def fine_steps(address: str, iterations: int, repeats: int) -> dict[str, list[fl
     from msrl.app import load_config, plan
 
     ray.init(address=address, log_to_driver=False, logging_level="ERROR")
-    raw = yaml.safe_load((HERE.parent / "configs" / "ppo_cartpole.yaml").read_text())
+    raw = yaml.safe_load((REPO / "configs" / "ppo_cartpole.yaml").read_text())
     overrides = [
         f"algo.num_envs={FINE_ENVS}",
         f"algo.num_steps={FINE_STEPS}",
@@ -187,8 +242,14 @@ def fine_steps(address: str, iterations: int, repeats: int) -> dict[str, list[fl
 def print_fine(rows: dict[str, list[float]], repeats: int) -> None:
     """The fine rows, and the ratio of the two paths' learner communication within each repeat."""
     print(
-        f"\n| single_learner_fine across hosts, per env step ({FINE_ENVS} envs x {FINE_STEPS} steps an iteration) "
-        "| median | p90 |\n|---|---:|---:|"
+        "\n"
+        + table_head(
+            [
+                f"single_learner_fine across hosts, per env step ({FINE_ENVS} envs x {FINE_STEPS} steps an iteration)",
+                "median",
+                "p90",
+            ]
+        )
     )
     for label, times in rows.items():
         print(f"| {label.removeprefix('fine: ')} | {summary(times)} |")
@@ -202,7 +263,7 @@ def print_fine(rows: dict[str, list[float]], repeats: int) -> None:
 
 
 def print_table(title: str, rows: dict[str, list[float]]) -> None:
-    print(f"\n| {title} | median | p90 |\n|---|---:|---:|")
+    print("\n" + table_head([title, "median", "p90"]))
     for label, times in rows.items():
         print(f"| {label} | {summary(times)} |")
 
@@ -225,15 +286,15 @@ def main() -> None:
     if not args.fine_only:
         print_table("one node (round trip)", one_node(args.rounds, args.repeats))
     if args.hosts:
-        sys.path.insert(0, str(HERE.parent))
         from cluster.testbed import Testbed
 
         with Testbed(hosts=2, cpus=2) as bed:
-            argv = [sys.executable, __file__, "--address", bed.head_address, "--rounds", str(args.rounds)]
+            argv = [sys.executable, "-m", "benchmarks.transport_latency", "--address", bed.head_address]
+            argv += ["--rounds", str(args.rounds)]
             argv += ["--repeats", str(args.repeats), "--fine-iterations", str(args.fine_iterations)]
-            done = bed.run(0, [*argv, *(["--fine-only"] if args.fine_only else [])], timeout=1800)
+            done = bed.run(0, [*argv, *(["--fine-only"] if args.fine_only else [])], timeout=1800, cwd=str(REPO))
         if done.returncode:
-            raise SystemExit(f"compiled_graphs.py: error: the run across hosts failed: {done.stderr[-2000:]}")
+            raise SystemExit(f"transport_latency: error: the run across hosts failed: {done.stderr[-2000:]}")
         rows = {}
         for line in done.stdout.splitlines():
             if "\t" in line:

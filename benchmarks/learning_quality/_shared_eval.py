@@ -1,4 +1,4 @@
-"""Greedy evaluation on start states every framework and seed share (``learning.py --shared-eval``).
+"""Greedy evaluation on start states every framework and seed share (``benchmarks.learning_quality --shared-eval``).
 
 Each framework's own evaluation draws its start states from its run's seed: msrl's from the
 run's ``eval`` stream, SB3's from ``make_vec_env(seed=seed + EVAL_SEED_OFFSET)``, whose env ``i``
