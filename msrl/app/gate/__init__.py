@@ -2,7 +2,7 @@
 budgets on fixed seeds under the synchronous ``local`` policy (``GATE_ROWS``), and what they reach
 (the final greedy return, the seeds that reach the solved threshold, the env steps to it, the
 training return over the run) is held to stored bands (``bands.json`` beside this module) set from
-a calibration on more seeds.  CI runs it on every landing (the ``gate`` tier of the tests):
+a calibration on more seeds.  CI runs it on every landing (``make test-landing``):
 
     python -m msrl.app.gate                  # the rows against the bands: exit 1 outside them
     python -m msrl.app.gate --write-bands    # calibrate on seeds 0-7 and write the bands

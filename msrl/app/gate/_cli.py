@@ -81,6 +81,7 @@ def run_gate(
     trying things out, the bands then do not apply), write ``gate.json`` and ``gate.md`` under ``out``,
     then compare with the bands (or, with ``write``, calibrate: run seeds 0..7 too and write the bands
     from them).  Returns the exit status: 0 inside the bands, 1 outside."""
+    targets = {name: env_of(GATE_ROWS[name], configs) for name in names}  # every config there before any run
     meta = {"command": command, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     print(f"command: {command}\nmachine: {meta['machine']}\n", flush=True)
     result: dict[str, Any] = {"meta": meta, "eval_episodes": EVAL_EPISODES, "rows": {}}
@@ -95,7 +96,7 @@ def run_gate(
                 run_seeds = tuple(sorted(set(extra) | set(row.seeds)))
             row = row if run_seeds is None else dataclasses.replace(row, seeds=tuple(run_seeds))
             row = row if budget is None else dataclasses.replace(row, budget=budget)
-            path, env_id, threshold = env_of(row, configs)
+            path, env_id, threshold = targets[name]
             print(f"== {name}: budget {row.budget:,} env steps, seeds {list(row.seeds)}", flush=True)
             per_seed = []
             for seed in row.seeds:
