@@ -1,7 +1,7 @@
 """The learning gate: ``python -m msrl.app.gate`` trains the CartPole rows at reduced budgets with
 fixed seeds and compares what they reach with the stored bands (msrl/app/gate/bands.json).  The
 default suite checks the comparison through the gate's own entry (``--check`` on a result made from
-the bands' measured values, and on ones made worse); the gate run itself (about 3.5 minutes on the
+the bands' measured values, and on ones made worse); the gate run itself (3 to 5 minutes on the
 2-core VM) is in CI's landing tier (``-m landing``), after the default suite."""
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def test_an_unreadable_result_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.landing  # about 3.5 minutes on the 2-core VM with other work beside it
+@pytest.mark.landing  # 169-294 s on the 2-core VM with other work beside it
 @pytest.mark.timeout(1200)
 def test_the_gate_passes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     code = gate.main(["--out", str(tmp_path)])
