@@ -1,26 +1,25 @@
-"""Table of the algorithm x preset matrix: greedy return mean +- std over seeds per cell.
+"""Does every algorithm learn under every preset?  The table of the algorithm x preset matrix that
+the slow test records: greedy return mean +- std over seeds per cell.
 
-MSRL_MATRIX_OUT=/tmp/matrix.jsonl python -m pytest -m slow tests/e2e/test_algorithm_matrix.py
-python benchmarks/algorithm_matrix.py /tmp/matrix.jsonl
+    MSRL_MATRIX_OUT=/tmp/matrix.jsonl python -m pytest -m slow tests/e2e/test_algorithm_matrix.py
+    python -m benchmarks.algorithm_matrix /tmp/matrix.jsonl [more.jsonl ...]
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from collections import defaultdict
 
+from benchmarks.harness import read_jsonl, table_head, table_row
 
-def main(path: str) -> None:
+
+def main(paths: list[str]) -> None:
     cells: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    with open(path, encoding="utf-8") as results:
-        for line in results:
-            row = json.loads(line)
-            cells[(row["config"], row["preset"])].append(row)
+    for row in read_jsonl(paths):
+        cells[(row["config"], row["preset"])].append(row)
     presets = sorted({preset for _, preset in cells})
-    print("| config | " + " | ".join(presets) + " |")
-    print("|---|" + "---|" * len(presets))
+    print(table_head(["config", *presets], "l" * (len(presets) + 1)))
     for config in sorted({config for config, _ in cells}):
         row = []
         for preset in presets:
@@ -36,10 +35,10 @@ def main(path: str) -> None:
                 + (f", lag {lag:.2f}" if lag else "")
                 + ")"
             )
-        print(f"| {config} | " + " | ".join(row) + " |")
+        print(table_row([config, *row]))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python benchmarks/algorithm_matrix.py RESULTS.jsonl")
-    main(sys.argv[1])
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m benchmarks.algorithm_matrix RESULTS.jsonl [MORE.jsonl ...]")
+    main(sys.argv[1:])

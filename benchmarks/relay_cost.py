@@ -1,5 +1,5 @@
-"""What the testbed's delay relay (testbed/_delay.py) costs by itself, on a 2-host testbed without Ray
-(as root, on a kernel without sch_netem, where ``Testbed.shape`` uses it).
+"""What does the testbed's delay relay (testbed/_delay.py) cost by itself?  Measured on a 2-host
+testbed without Ray (as root, on a kernel without sch_netem, where ``Testbed.shape`` uses it).
 
 * latency: the median round trip of 1-byte TCP ping-pongs between the two hosts with no shaping
   against a relay holding frames for 0 ms on host 1's link (each round trip crosses the relay twice),
@@ -9,7 +9,7 @@
   to 64 KiB, passed whole), and the bulk transfer's rate with and without the relay;
 * accuracy: the round trip's rise at each ``--delays`` value against twice the delay.
 
-    python benchmarks/relay_cost.py --rounds 3
+    python -m benchmarks.relay_cost --rounds 3
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from testbed import PROBE_CLIENT, PROBE_SERVER, Relay, Testbed, netem_missing  # noqa: E402
+from testbed import PROBE_CLIENT, PROBE_SERVER, Relay, Testbed, netem_missing
 
 PORT = 5302
 

@@ -1,4 +1,5 @@
-"""Tag-v0 steps per second as environments and agents grow, next to a per-agent Python loop.
+"""How does Tag scale?  Tag-v0 steps per second as environments and agents grow, next to a per-agent
+Python loop (WarpDrive's TagContinuous on the same GPU: ``benchmarks.warpdrive --sections tag``).
 
 Rows: each backend asked for (NumPy and torch on the CPU by default; ``cpu-kernel``: the CUDA
 kernels compiled natively, float64, on ``--kernel-threads`` threads; ``--backends cuda`` and
@@ -11,31 +12,26 @@ agent, environments stepped one after another).  A fifth of the agents are tagge
 uniformly random and drawn before timing; finished episodes restart inside the timed steps, as in
 training.  Last, end-to-end IPPO training (``configs/ippo_tag.yaml``, local policy) at three sizes.
 
-    python benchmarks/tag_scaling.py --threads 1          # CPU rows, two seconds each
-    python benchmarks/tag_scaling.py --quick --training-steps 0
-    python benchmarks/tag_scaling.py --backends cuda,torch --device cuda   # on a GPU
-    python benchmarks/tag_scaling.py --backends numpy,cpu-kernel --sizes 1000x10 100x100 --training-steps 0
+    python -m benchmarks.tag_scaling --threads 1          # CPU rows, two seconds each
+    python -m benchmarks.tag_scaling --quick --training-steps 0
+    python -m benchmarks.tag_scaling --backends cuda,torch --device cuda   # on a GPU
+    python -m benchmarks.tag_scaling --backends numpy,cpu-kernel --sizes 1000x10 100x100 --training-steps 0
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
 import random
 import time
-from pathlib import Path
 from typing import Any
 
-import _timing
 import numpy as np
 import torch
 
 import msrl.envs
+from benchmarks.harness import REPO, machine_info, rate, table_head
 from msrl.envs.tag import Tag
-
-REPO = Path(__file__).resolve().parents[1]
 
 ENVS = (1, 10, 100, 1000, 2000)
 AGENTS = (10, 100, 1000)
@@ -176,7 +172,7 @@ def measure_msrl(
     def step(action: Any) -> None:
         env.step(action)
 
-    result = _timing.rate(step, actions, envs, seconds, sync)
+    result = rate(step, actions, envs, seconds, sync)
     env.close()
     return result
 
@@ -223,7 +219,7 @@ def measure_loop(envs: int, agents: int, observed: int, seconds: float) -> float
         for env, action in zip(batch, per_env):
             env.step(action)
 
-    return _timing.rate(step, actions, envs, seconds)
+    return rate(step, actions, envs, seconds)
 
 
 def measure_cells(
@@ -238,14 +234,16 @@ def measure_cells(
             if None in samples[backend, envs, agents, observed]:
                 continue  # too slow once: not run again
             if backend == "loop":
-                rate: float | None = measure_loop(envs, agents, observed, seconds)
+                measured: float | None = measure_loop(envs, agents, observed, seconds)
             else:
                 options: dict[str, Any] = {}
                 if backend == "cpu-kernel":
                     options = {"dtype": np.float64, "threads": args.kernel_threads}
                 device = args.device if backend == "torch" else None
-                rate = measure_msrl(backend, envs, agents, observed, seconds, args.max_step_seconds, device, **options)
-            samples[backend, envs, agents, observed].append(rate)
+                measured = measure_msrl(
+                    backend, envs, agents, observed, seconds, args.max_step_seconds, device, **options
+                )
+            samples[backend, envs, agents, observed].append(measured)
     return {
         cell: None if None in values else float(np.median([v for v in values if v is not None]))
         for cell, values in samples.items()
@@ -300,12 +298,10 @@ def main(argv: list[str] | None = None) -> None:
     loop_sizes = [(e, a) for e, a in chosen if e * a <= largest] if chosen else list(LOOP_SIZES)
     sizes = chosen or [(envs, agents) for agents in AGENTS for envs in ENVS]
 
+    print(f"# Tag-v0 env steps/s ({machine_info(('torch', 'numpy'), f'torch on {torch.get_num_threads()} threads')})\n")
     print(
-        f"# Tag-v0 env steps/s ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"torch {torch.__version__} on {torch.get_num_threads()} threads, numpy {np.__version__})\n"
+        table_head(["backend", "envs", "agents", "num_observed", "env steps/s", "agent steps/s", "vs per-agent loop"])
     )
-    print("| backend | envs | agents | num_observed | env steps/s | agent steps/s | vs per-agent loop |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
     labels = {
         "numpy": "NumPy",
         "torch": f"torch {args.device or 'cpu'} f32",
@@ -315,19 +311,30 @@ def main(argv: list[str] | None = None) -> None:
     cells: list[tuple[str, int, int, int]] = [("loop", e, a, o) for e, a in loop_sizes for o in OBSERVED]
     cells += [(b, e, a, o) for b in backends for e, a in sizes for o in OBSERVED if o or a <= ALL_OTHERS_UP_TO]
     rates = measure_cells(cells, args, seconds)
-    for (backend, envs, agents, observed), rate in rates.items():
+    for (backend, envs, agents, observed), per_s in rates.items():
         label = "per-agent Python loop" if backend == "loop" else labels[backend]
-        if rate is None:
+        if per_s is None:
             print(f"| {label} | {envs} | {agents} | {observed} | one step > {args.max_step_seconds:g} s: not run | | |")
             continue
         base, vs_numpy = rates.get(("loop", envs, agents, observed)), rates.get(("numpy", envs, agents, observed))
-        ratio = f"{rate / base:.1f}x" if base else ""
+        ratio = f"{per_s / base:.1f}x" if base else ""
         if vs_numpy and backend not in ("numpy", "loop"):
-            ratio += f" ({rate / vs_numpy:.1f}x NumPy)"
-        print(f"| {label} | {envs} | {agents} | {observed} | {rate:,.0f} | {rate * agents:,.0f} | {ratio} |")
+            ratio += f" ({per_s / vs_numpy:.1f}x NumPy)"
+        print(f"| {label} | {envs} | {agents} | {observed} | {per_s:,.0f} | {per_s * agents:,.0f} | {ratio} |")
     if args.training_steps:
-        print("\n| end to end: IPPO, local policy | envs | agents | env steps/s | agent steps/s | env share of time |")
-        print("|---|---:|---:|---:|---:|---:|")
+        print(
+            "\n"
+            + table_head(
+                [
+                    "end to end: IPPO, local policy",
+                    "envs",
+                    "agents",
+                    "env steps/s",
+                    "agent steps/s",
+                    "env share of time",
+                ]
+            )
+        )
         for envs, agents in TRAINING:
             # the same number of agent steps per row (at least two iterations: the first is warm-up)
             rates, env_share = measure_training(envs, agents, max(args.training_steps * 10 // agents, 2 * envs * 25))

@@ -1,14 +1,16 @@
-"""WarpDrive (salesforce/warp-drive 2.7.1, numba backend) measured on the GPU that msrl's GPU rows run on (issue 31).
+"""WarpDrive (salesforce/warp-drive 2.7.1, numba backend) measured on the GPU that msrl's GPU rows run on: the
+peer of three questions (GPU training, environment stepping and Tag scaling against WarpDrive).
 
-WarpDrive's side only; msrl's rows come from ``tag_scaling.py --backends cuda,torch --device cuda`` and
-``ppo_cartpole.py --device cuda`` on the same machine.  Env steps, not agent steps, as tag_scaling.py counts them.
+WarpDrive's side only; msrl's rows come from ``benchmarks.tag_scaling --backends cuda,torch --device cuda``,
+``benchmarks.env_stepping --rows cuda`` and ``benchmarks.training_speed --device cuda`` on the same machine.  Env
+steps, not agent steps, as ``benchmarks.tag_scaling`` counts them.
 
 1. Tag: WarpDrive's ``TagContinuous`` stepped by its ``EnvWrapper`` (numba kernels, one block per environment and
    one thread per agent: at most 1,024 agents), uniformly random actions drawn on the device before timing and
    copied into WarpDrive's action array each step; env steps/s = batch steps x envs (agent steps/s: x agents).
    A fifth of the agents are taggers (``TAG_CONFIG`` for the rest).  ``num_observed`` 8: the 8 nearest; 0: all
-   others (up to 100 agents, as tag_scaling.py).  Finished episodes restart inside the timed steps as WarpDrive's
-   trainer restarts them: the done flags are read, and when any is set, ``reset_only_done_envs()``.
+   others (up to 100 agents, as benchmarks.tag_scaling).  Finished episodes restart inside the timed steps as
+   WarpDrive's trainer restarts them: the done flags are read, and when any is set, ``reset_only_done_envs()``.
 2. CartPole: WarpDrive's CUDA CartPole (its run config's 500-step episodes, 1,000-state reset pool), random actions.
 3. PPO: WarpDrive's trainer (``TrainerA2C`` with ``algorithm: PPO``: one gradient step on the whole batch per
    iteration, 1 epoch x 1 minibatch) on its ``single_cartpole.yaml`` (fc [32, 32], lr 1e-3, ...) with
@@ -21,14 +23,13 @@ keeps them; ``--budget`` starts no cell late.  On the GPU machine (no pycuda: Wa
 numba-cuda), WarpDrive's and gym 0.26's wheels in .whl/wd, as tools/gpu/check.sh's ``warpdrive`` phase does:
 
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site-wd .whl/wd/*.whl
-    PYTHONPATH=/tmp/site-wd python3 benchmarks/warpdrive.py --budget 150 --out $OUT/warpdrive.json   # or --quick
+    PYTHONPATH=/tmp/site-wd python3 -m benchmarks.warpdrive --budget 150 --out $OUT/warpdrive.json   # or --quick
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import importlib.metadata as metadata
 import json
 import logging
 import os
@@ -42,18 +43,19 @@ import time
 import traceback
 from typing import Any
 
-import _timing
+from benchmarks.harness import REPO, rate, versions
 
 SIZES = ("1x10", "100x10", "2000x10", "100x100", "2000x100", "100x1000", "2000x1000")
-"""Envs x agents of the Tag rows: some of tag_scaling.py's grid (1 ... 2,000 x 10 ... 1,000), its far corner too."""
+"""Envs x agents of the Tag rows: some of benchmarks.tag_scaling's grid (1 ... 2,000 x 10 ... 1,000), its far
+corner too."""
 ALL_OTHERS_UP_TO = 100
-"""Agents up to which the all-others observation (num_observed 0) is measured too, as in tag_scaling.py."""
+"""Agents up to which the all-others observation (num_observed 0) is measured too, as in benchmarks.tag_scaling."""
 TAG_CONFIG = {"grid_length": 10.0, "episode_length": 100, "tagging_distance": 0.1, "seed": 0}
 """WarpDrive's Tag set as msrl's is (world 10, 100 steps, tagging distance 1 = 0.1 x grid); its defaults otherwise."""
 CARTPOLE_ENVS = (4096, 65536, 1048576)
 PPO_ENVS = (8192, 65536)
 ACTION_SETS = 50
-"""Random action sets drawn before timing and cycled, as tag_scaling.py does."""
+"""Random action sets drawn before timing and cycled, as benchmarks.tag_scaling does."""
 MARK = "@@warpdrive "
 
 
@@ -74,15 +76,11 @@ def apply_shims() -> None:
         np.bool8 = np.bool_
 
 
-def versions() -> dict[str, Any]:
+def machine() -> dict[str, Any]:
     import torch
 
     found: dict[str, Any] = {"python": platform.python_version(), "cuda": torch.version.cuda}
-    for name in ("rl-warp-drive", "torch", "numpy", "numba", "numba-cuda", "gym"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
+    found.update(versions(("rl-warp-drive", "torch", "numpy", "numba", "numba-cuda", "gym")))
     found["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA device"
     return found
 
@@ -143,7 +141,7 @@ def measure_env(wrapper: Any, seconds: float) -> float:
 
     wrapper.reset_only_done_envs()  # compiles the reset kernels before the clock starts
     step(drawn[0])
-    return _timing.rate(step, drawn, wrapper.n_envs, seconds, torch.cuda.synchronize)
+    return rate(step, drawn, wrapper.n_envs, seconds, torch.cuda.synchronize)
 
 
 def measure_tag(envs: int, agents: int, observed: int, seconds: float) -> dict[str, Any]:
@@ -239,7 +237,7 @@ def run_cell(cell: str, args: argparse.Namespace) -> dict[str, Any]:
 # -- workers and report -----------------------------------------------------------------------------
 def worker(cells: list[str], args: argparse.Namespace) -> int:
     """Run ``cells``, marked lines on stdout; stop after a failure, whose CUDA context may be unusable."""
-    print(MARK + json.dumps({"meta": versions()}), flush=True)
+    print(MARK + json.dumps({"meta": machine()}), flush=True)
     for cell in cells:
         print(MARK + json.dumps({"start": cell}), flush=True)
         late = args.until and time.time() > args.until
@@ -261,8 +259,8 @@ def run_workers(cells: list[str], report: Report) -> None:
     args, pending = report.args, list(cells)
     options = [f"--seconds={args.seconds}", f"--ppo-steps={args.ppo_steps}", f"--train-iters={args.train_iters}"]
     while pending:
-        command = [sys.executable, os.path.abspath(__file__), "--worker", *options, f"--until={args.until}"]
-        proc = subprocess.Popen([*command, "--cells", *pending], stdout=subprocess.PIPE, text=True)
+        command = [sys.executable, "-m", "benchmarks.warpdrive", "--worker", *options, f"--until={args.until}"]
+        proc = subprocess.Popen([*command, "--cells", *pending], stdout=subprocess.PIPE, text=True, cwd=REPO)
         lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=pump, args=(proc.stdout, lines), daemon=True).start()
         current, answered = None, False

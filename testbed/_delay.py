@@ -7,7 +7,7 @@ this module, run as a script in that namespace) forwards every Ethernet frame be
 it came; so each direction pays the delay once, as netem on both ends of the veth pair would (a
 ping's round trip rises by twice it).  It learns how late its timed wake-ups come and wakes that
 much early, so a frame leaves within microseconds of its time (what the relay costs:
-``benchmarks/relay_cost.py``).  The sockets carry a virtio-net header (``PACKET_VNET_HDR``): a TCP segment the
+``benchmarks.relay_cost``).  The sockets carry a virtio-net header (``PACKET_VNET_HDR``): a TCP segment the
 sender left unsegmented (GSO, up to 64 KiB) and its checksum left to the hardware pass as they came,
 so nothing has to turn the veths' offloads off.  A rate stays tc tbf's, on the same ends as without
 the relay (the relay's sends to ``vI`` go through ``vI``'s queue).
@@ -157,7 +157,7 @@ def _open(device: str) -> socket.socket:
     return sock
 
 
-# TCP probes of a testbed link, run on two of its hosts (its tests and benchmarks/relay_cost.py):
+# TCP probes of a testbed link, run on two of its hosts (its tests and benchmarks.relay_cost):
 # python -c PROBE_SERVER ADDRESS PORT MODE on one, python -c PROBE_CLIENT ADDRESS PORT MODE N on the other.
 # Host B: accept one connection, then either read to its end and answer one byte (bulk), or echo
 # every byte back (ping).

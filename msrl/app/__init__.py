@@ -5,7 +5,8 @@ evaluation and the command line, on everything below (``msrl.core``,
 Its public names are also ``msrl``'s: ``msrl.train``, ``msrl.evaluate``,
 ``msrl.load``.  ``Trainer`` drives a run one iteration at a time, ``RunDirectory`` keeps its files; ``compare`` runs a
 config under several policies (``msrl compare``), ``plot_curves`` draws learning curves;
-``load_checkpoint`` / ``save_checkpoint`` read and write verified checkpoint files.
+``load_checkpoint`` / ``save_checkpoint`` read and write verified checkpoint files.  ``msrl.app.gate``
+(imported on its own) is the learning gate: does msrl still learn, against stored bands.
 """
 
 from msrl.app._checkpoint import load_checkpoint, save_checkpoint

@@ -2,8 +2,9 @@
 the config's own budget unless ``OVERRIDES`` gives a smaller one (the shipped file keeps the
 reference's settings; a test's reduced budget is an override, never the file).  30-50 s each on
 2 cores, so under ``-m slow`` (run ``pytest -m slow tests/e2e/test_algorithm_learning.py``): the
-default suite keeps PPO CartPole (tests/e2e/test_learning.py), DQN CartPole
-(test_off_policy_learning.py) and the multi-agent runs (test_multi_agent.py) as its learning checks."""
+default suite keeps PPO CartPole (tests/e2e/test_learning.py) and MAPPO on simple_spread
+(test_multi_agent.py) as its learning checks, and CI's landing tier runs the learning gate
+(test_learning_gate.py: PPO, A2C and DQN on CartPole held to stored bands)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ LEARNING = {
 
 OVERRIDES: dict[str, list[str]] = {
     # rl-zoo's 500k steps of RMSprop at 7e-4 take about 4 CPU minutes: 200k steps of 16 envs and Adam
-    # at 1e-3 annealed (the file's setting before issue 30; learning.py --quick gates it) take about 25 s
+    # at 1e-3 annealed (the file's setting before issue 30; the learning gate's A2C row) take about 25 s
     "a2c_cartpole": [
         "total_env_steps=200000",
         "algo.num_envs=16",

@@ -6,7 +6,7 @@ under that preset.  Three budgets end some seeds short of solving, so their bars
 30k steps (50, where a constant action gives 9), and IMPALA's and A2C's 200k (100).
 
 With ``MSRL_MATRIX_OUT=path.jsonl`` every run's result is appended there;
-``python benchmarks/algorithm_matrix.py path.jsonl`` prints the table BENCHMARKS.md holds.
+``python -m benchmarks.algorithm_matrix path.jsonl`` prints the table BENCHMARKS.md holds.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Compiled steps from the command line.  Where a step cannot be built (no C++ compiler), the run
 says so in one line and trains eagerly to the same result.  Where it can (``-m slow``: a cold
-build is 20-40 s), a run that waits for its steps (``algo.compile: true``) builds them, the next
-default run (``auto``) loads them and is compiled from its first iteration, and both learn alike,
-for discrete and ``Box`` actions."""
+build is 20-40 s; the discrete case also in CI's landing tier), a run that waits for its steps
+(``algo.compile: true``) builds them, the next default run (``auto``) loads them and is compiled
+from its first iteration, and both learn alike, for discrete and ``Box`` actions."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_without_a_compiler_the_run_says_so_and_trains_eagerly(tmp_path: Path, m
 @pytest.mark.parametrize(
     "sets",
     [
-        pytest.param(SHORT, id="discrete"),
+        pytest.param(SHORT, id="discrete", marks=pytest.mark.landing),
         pytest.param(("configs/ppo_pendulum.yaml", "total_env_steps=4096"), id="box"),
     ],
 )

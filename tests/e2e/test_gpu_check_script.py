@@ -55,5 +55,5 @@ def test_presets_beside_tests_each_say_one_line_and_the_summary_ends_the_output(
 def test_a_phase_past_the_deadline_is_not_started(tmp_path: Path) -> None:
     proc, summary = _run(tmp_path, "ppo", DEADLINE="3")
     assert proc.returncode == 0, proc.stderr
-    assert any("ppo_cartpole device mode: not run (the 3s deadline is near)" in line for line in summary), summary
+    assert any("training_speed device mode: not run (the 3s deadline is near)" in line for line in summary), summary
     assert not (tmp_path / "out" / "bench.log").exists()  # nothing was started

@@ -1,4 +1,4 @@
-"""``python benchmarks/marl.py report RECORDS...``: simple_spread runs are grouped by the rules they
+"""``python -m benchmarks.marl_learning report RECORDS...``: simple_spread runs are grouped by the rules they
 ran under, whether a record's config set them (``env_kwargs``, since the shipped config carries the
 fork's integrator) or its overrides did (older records, whose config had mpe2's rules), and each
 group's returns read in the MAPPO paper's units: 6 R - 75 under mpe2's reward, as they are under
@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import ModuleType  # the marl fixture (tests/e2e/conftest.py)
 
 import pytest
+
+from benchmarks.marl_learning import report
 
 
 def _record(seed: int, ret: float, overrides: list[str], env_kwargs: dict | None, algorithm: str = "ippo") -> dict:
@@ -36,9 +37,7 @@ def _rows(out: str) -> dict[str, list[str]]:
     return {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows[1:]}
 
 
-def test_runs_group_by_their_rules_wherever_the_rules_were_set(
-    marl: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
+def test_runs_group_by_their_rules_wherever_the_rules_were_set(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     records = [
         _record(1, -10.0, [], None),  # older: the config had mpe2's rules
         _record(2, -12.0, [], None),
@@ -49,7 +48,7 @@ def test_runs_group_by_their_rules_wherever_the_rules_were_set(
     ]
     path = tmp_path / "records.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    marl.report([str(path)], str(tmp_path / "figure"))
+    report([str(path)], str(tmp_path / "figure"))
     rows = _rows(capsys.readouterr().out)
     assert sorted(rows) == [
         "IPPO, mpe2's rules",

@@ -43,10 +43,12 @@ def _check_records(preset: str, run: msrl.Run) -> None:
         assert all(torch.equal(first[key], second[key]) for key in first)
 
 
-# single_learner_coarse and multi_learner also run end to end in tests/e2e/test_compare.py (every
-# metric, per-fragment times) and test_preset_exactness.py (replicas agree), and every synchronous
-# preset builds and runs an iteration in tests/cluster/test_shares.py: in the default suite only the
-# asynchronous one runs here end to end, the others under -m slow.
+# In the default suite only the asynchronous preset runs here end to end, the others under -m slow.
+# What the default suite keeps of them: single_learner_coarse trains end to end with one actor, step
+# for step as local, and resumes exactly (test_preset_exactness.py); every synchronous preset, coarse
+# and multi_learner among them, builds its workers and runs an iteration (tests/cluster/test_shares.py).
+# multi_learner end to end (here and in test_preset_exactness.py) and compare's table of coarse and
+# multi_learner (test_compare.py) are under -m slow.
 @pytest.mark.parametrize(
     "preset",
     [p if p == "async_single_learner" else pytest.param(p, marks=pytest.mark.slow) for p in sorted(PRESETS)],

@@ -181,7 +181,10 @@ def test_a_torch_environment_resumes_from_a_generator_state_saved_on_a_gpu() -> 
 
     saved = msrl.envs.make("CartPole-v1", 4, seed=1, backend="torch").state_dict()
     saved["rng"] = cuda_generator_state(seed=5)
-    first, second = (msrl.envs.make("CartPole-v1", 4, seed=2, backend="torch") for _ in range(2))
+    # two environments built on different seeds draw different starts until the checkpoint's
+    # generator replaces theirs: equal resets afterwards come from the restored generator alone
+    first, second = (msrl.envs.make("CartPole-v1", 4, seed=seed, backend="torch") for seed in (2, 3))
+    assert not torch.equal(first.reset(), second.reset())
     first.load_state_dict(saved)
     second.load_state_dict(saved)
     assert torch.equal(first.reset(), second.reset())  # the same stream from the same checkpoint

@@ -1,39 +1,24 @@
-"""docs/scaling.md's cost model (benchmarks/_multihost_model.py): its counts follow the shipped config
-and network, its fit recovers the constants it was given, and its predictions behave as the document
-says (a single learner saturates, a ring all-reduce's latency grows with the hosts)."""
+"""docs/scaling.md's cost model (benchmarks/multihost_scaling/model.py): its counts follow the shipped
+config and network, its fit recovers the constants it was given, and its predictions behave as the
+document says (a single learner saturates, a ring all-reduce's latency grows with the hosts)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from benchmarks.multihost_scaling import model
 from msrl.core import Discrete
 from msrl.rl import ActorCritic
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
-
-@pytest.fixture(scope="module")
-def model() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("multihost_model", BENCHMARKS / "_multihost_model.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_workload_counts_the_shipped_networks_parameters(model: ModuleType) -> None:
+def test_the_workload_counts_the_shipped_networks_parameters() -> None:
     net = ActorCritic(4, Discrete(2), 64)  # CartPole: 4 observations, 2 actions
     assert model.Workload().params == sum(p.numel() for p in net.parameters())
 
 
-def test_coarse_sends_weights_out_and_rollouts_in_through_the_learner(model: ModuleType) -> None:
+def test_coarse_sends_weights_out_and_rollouts_in_through_the_learner() -> None:
     w = model.Workload()
     t = model.traffic("single_learner_coarse", 2, w)
     assert t.bytes == 2 * 4 * w.params + 64 * 32 * w.step_bytes
@@ -42,13 +27,13 @@ def test_coarse_sends_weights_out_and_rollouts_in_through_the_learner(model: Mod
     assert model.traffic("single_learner_coarse", 2, w, remote=1).bytes == pytest.approx(t.bytes / 2)
 
 
-def test_fine_pays_two_messages_per_step_and_replica(model: ModuleType) -> None:
+def test_fine_pays_two_messages_per_step_and_replica() -> None:
     for replicas in (2, 4):
         t = model.traffic("single_learner_fine", replicas)
         assert t.calls == 2 * replicas * 32 + 2 and t.trips == 2 * 32 + 2
 
 
-def test_the_ring_all_reduce_moves_twice_the_gradient_less_a_share(model: ModuleType) -> None:
+def test_the_ring_all_reduce_moves_twice_the_gradient_less_a_share() -> None:
     w = model.Workload()
     for replicas in (2, 4, 64):
         t = model.traffic("multi_learner", replicas, w)
@@ -56,7 +41,7 @@ def test_the_ring_all_reduce_moves_twice_the_gradient_less_a_share(model: Module
         assert t.bytes == pytest.approx(4 * 8 * 2 * 2 * (replicas - 1) / replicas * 4 * w.params)
 
 
-def test_the_fit_recovers_the_constants_the_rows_were_made_with(model: ModuleType) -> None:
+def test_the_fit_recovers_the_constants_the_rows_were_made_with() -> None:
     truth = model.Constants(alpha=2e-3, alpha_ring=3e-4)
     rows = []
     for preset in ("single_learner_coarse", "single_learner_fine", "multi_learner", "gpu_only"):
@@ -91,7 +76,7 @@ def test_the_fit_recovers_the_constants_the_rows_were_made_with(model: ModuleTyp
     assert model.fit([{**row, "delay_applied": False} for row in delayed]).alpha > 1.2 * truth.alpha  # blind to it
 
 
-def test_predictions_a_single_learner_saturates_and_a_ring_stops_scaling(model: ModuleType) -> None:
+def test_predictions_a_single_learner_saturates_and_a_ring_stops_scaling() -> None:
     k = model.Constants(alpha=1e-3, alpha_ring=1e-4)
     c = model.Compute(per_env_step=20e-6, per_infer_step=30e-6, per_sample=100e-6)
     link = model.Link(10e9, 0.2e-3)

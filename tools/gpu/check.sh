@@ -10,7 +10,7 @@
 # Phases: setup (install, start the pycuda build), sync (wait for the phases started with +),
 # presets (PPO CartPole under every preset on the GPU, trained to the shipped budget; PRESETS picks),
 # tests (the GPU-relevant test files, on the GPU; TESTS picks, TEST_WORKERS the pytest workers, 12),
-# ppo (benchmarks/ppo_cartpole.py in device mode), learning (every algorithm trains on the GPU:
+# ppo (benchmarks.training_speed in device mode), learning (every algorithm trains on the GPU:
 # tests/e2e/test_learning_on_gpu.py; LEARN_WORKERS the pytest workers, 7), envstep (env steps/s of
 # the torch and cuda backends through the public step API), tag (Tag's GPU rows), warpdrive
 # (WarpDrive beside us).
@@ -136,20 +136,20 @@ phase_sync() { wait; }
 
 phase_ppo() {
     case " ${PPO_ARGS:-} " in *" --executor cuda "*) wait_pycuda ;; esac  # the kernel envs need pycuda
-    bounded "${PPO_LIMIT:-240}" "$OUT/bench.log" "ppo_cartpole device mode" $PY benchmarks/ppo_cartpole.py \
+    bounded "${PPO_LIMIT:-240}" "$OUT/bench.log" "training_speed device mode" $PY -m benchmarks.training_speed \
         --device cuda --num-envs ${PPO_ENVS:-4096 16384 65536} --budget ${PPO_BUDGET:-20000000} ${PPO_ARGS:-}
 }
 
 phase_envstep() {
     wait_pycuda
     # the cuda rows twice: episode bookkeeping fused into the step kernel, and apart (fuse_episodes=False)
-    bounded "${ENVSTEP_LIMIT:-150}" "$OUT/bench.log" "env_throughput" $PY benchmarks/env_throughput.py \
+    bounded "${ENVSTEP_LIMIT:-150}" "$OUT/bench.log" "env_stepping" $PY -m benchmarks.env_stepping \
         --rows ${ENVSTEP_ROWS:-torch,cuda} --sizes ${ENVSTEP_SIZES:-4096 65536 1048576 16777216} --seconds 1 --rounds 2 ${ENVSTEP_ARGS:-}
 }
 
 phase_tag() {
     wait_pycuda
-    bounded "${TAG_LIMIT:-200}" "$OUT/bench.log" "tag_scaling GPU rows" $PY benchmarks/tag_scaling.py \
+    bounded "${TAG_LIMIT:-200}" "$OUT/bench.log" "tag_scaling GPU rows" $PY -m benchmarks.tag_scaling \
         --backends ${TAG_BACKENDS:-cuda,torch} --device cuda --training-steps 0 ${TAG_ARGS:-}
 }
 
@@ -159,7 +159,7 @@ phase_warpdrive() {
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-wd \
         .whl/wd/*.whl >>"$OUT/setup.log" 2>&1
     PYTHONPATH="/tmp/site-wd:$PYTHONPATH" bounded "${WD_LIMIT:-200}" "$OUT/bench.log" "warpdrive" \
-        $PY benchmarks/warpdrive.py ${WD_ARGS:-}
+        $PY -m benchmarks.warpdrive ${WD_ARGS:-}
 }
 
 # A phase named with a trailing + runs beside the ones after it (e.g. presets+ tests).

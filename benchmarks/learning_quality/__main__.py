@@ -1,0 +1,7 @@
+"""``python -m benchmarks.learning_quality``."""
+
+import sys
+
+from benchmarks.learning_quality import main
+
+sys.exit(main())
