@@ -3,6 +3,9 @@
 
 Bad input of any kind ends with one line ``msrl: error: ...`` on stderr and
 exit status 2, before anything is written.
+
+Each command imports what it runs when it runs (torch, Ray, matplotlib, the algorithms: seconds),
+so a mistake in a config is answered before any of them is imported.
 """
 
 from __future__ import annotations
@@ -12,17 +15,12 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-import fragments
-from msrl.app._compare import compare
-from msrl.app._config import load_config
-from msrl.app._load import evaluate
-from msrl.app._plan import plan
-from msrl.app._plots import plot_curves
-from msrl.app._run import train
-from msrl.app._run_directory import METRICS_NAME, read_metrics
 from msrl.core import ConfigError, HeadLostError, MsrlError
+
+if TYPE_CHECKING:
+    from msrl.app._config import LoadedConfig
 
 EXIT_BAD_INPUT = 2
 
@@ -141,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    if args.resume is None and args.config is not None:
+        _check_config(args.config, args.overrides)
+    from msrl.app._run import train
+
     run = train(args.config, args.overrides, resume=args.resume, address=args.address)
     print(
         f"trained {run.iterations} iterations, {run.env_steps:,} env steps in {run.wall_time:.1f} s; "
@@ -154,6 +156,8 @@ def _train(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    from msrl.app._load import evaluate
+
     print(evaluate(args.checkpoint, args.episodes, seed=args.seed))
     return 0
 
@@ -161,7 +165,11 @@ def _eval(args: argparse.Namespace) -> int:
 def _graph(args: argparse.Namespace) -> int:
     if args.out:
         _check_out_prefix(args.out)
-    fdg = plan(load_config(args.config, args.overrides)).fdg
+    config = _check_config(args.config, args.overrides)
+    import fragments
+    from msrl.app._plan import plan
+
+    fdg = plan(config).fdg
     prefix = args.out or "fdg_" + re.sub(r"[^A-Za-z0-9_.-]", "_", fdg.policy.name)
     print(fdg.graph)
     print(fdg)
@@ -175,6 +183,8 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from msrl.app._compare import compare
+
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     placements = [p.strip() for p in args.placements.split(",") if p.strip()]
     result = compare(
@@ -193,6 +203,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
+    from msrl.app._plots import plot_curves
+    from msrl.app._run_directory import METRICS_NAME, read_metrics
+
     groups = {}
     for run_dir in args.run_dirs:
         if not os.path.isfile(os.path.join(run_dir, METRICS_NAME)):
@@ -210,6 +223,14 @@ def _plot(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {args.out!r} must be a .png file in an existing directory")
     print(f"wrote {plot_curves(groups, args.out, x=args.x, metric=args.metric)}")
     return 0
+
+
+def _check_config(path: str, overrides: Sequence[str]) -> LoadedConfig:
+    """The checked config: a mistake in it is answered here, before torch, Ray or the algorithm's
+    code is imported by what runs it (the run reads the same file again, in milliseconds)."""
+    from msrl.app._config import load_config
+
+    return load_config(path, overrides)
 
 
 def _check_out_prefix(prefix: str) -> None:

@@ -4,7 +4,9 @@ anything is started or written.
 
 The ``algo`` section is checked against the chosen algorithm's ``Config``
 dataclass and ``policy`` against ``policies``.  Every mistake is a
-``ConfigError`` naming the key and the valid choices.
+``ConfigError`` naming the key and the valid choices.  What can be checked
+without importing the algorithm (torch: seconds) is checked first: the run's
+own keys and values, the policy, the names of the ``algo`` keys.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from msrl.app._registry import get_algorithm
-from msrl.core import ConfigError, apply_overrides, build_dataclass, read_yaml
+from msrl.app._registry import config_fields, get_algorithm
+from msrl.core import ConfigError, apply_overrides, build_dataclass, check_keys, read_yaml
 from policies import load_policy
 
 MAX_NAME = 100
@@ -83,6 +85,18 @@ def load_config(path: str | None, overrides: Sequence[str] = (), base: dict[str,
 
 
 def validate(raw: dict[str, Any]) -> LoadedConfig:
+    run = validate_run(raw)
+    algorithm = get_algorithm(run.algorithm)
+    algo = build_dataclass(algorithm.Config, run.algo, "algo.")
+    check = getattr(algo, "validate", None)
+    if callable(check):
+        check()
+    return LoadedConfig(run=run, algo=algo, raw=raw)
+
+
+def validate_run(raw: dict[str, Any]) -> RunConfig:
+    """The run's settings, checked, with its policy and the names of its ``algo`` keys: everything
+    ``validate`` checks before it imports the algorithm (and with it torch: seconds)."""
     run = build_dataclass(RunConfig, raw, "")
     if (
         not run.name
@@ -110,10 +124,8 @@ def validate(raw: dict[str, Any]) -> LoadedConfig:
         raise ConfigError(f"max_restarts must be in [0, 1000], got {run.max_restarts}")
     if not 1.0 <= run.liveness_timeout_s <= 86_400.0:
         raise ConfigError(f"liveness_timeout_s must be in [1, 86400] seconds, got {run.liveness_timeout_s:g}")
-    algorithm = get_algorithm(run.algorithm)
-    algo = build_dataclass(algorithm.Config, run.algo, "algo.")
-    check = getattr(algo, "validate", None)
-    if callable(check):
-        check()
     load_policy(run.policy)
-    return LoadedConfig(run=run, algo=algo, raw=raw)
+    fields = config_fields(run.algorithm)
+    if fields is not None and isinstance(run.algo, dict):
+        check_keys(run.algo, fields, "algo.")
+    return run

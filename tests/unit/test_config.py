@@ -11,7 +11,7 @@ import pytest
 
 from algorithms.ppo import PPOConfig
 from msrl import ConfigError
-from msrl.app import RunConfig, load_config
+from msrl.app import RunConfig, algorithm_names, config_fields, get_algorithm, load_config
 from msrl.core import apply_overrides, read_yaml
 from policies import load_policy
 
@@ -123,6 +123,16 @@ def test_unknown_algo_key_lists_valid_keys():
     message = error_of(["algo.bogus=1"])
     assert "unknown config key" in message and "bogus" in message
     assert "valid choices: " + ", ".join("algo." + k for k in ALGO_KEYS) in message
+
+
+@pytest.mark.parametrize("name", algorithm_names())
+def test_algo_keys_read_from_the_source_are_the_config_fields(name: str) -> None:
+    """The ``algo`` keys checked before an algorithm is imported are its Config's fields, in order."""
+    assert config_fields(name) == [f.name for f in dataclasses.fields(get_algorithm(name).Config)]
+
+
+def test_algo_keys_of_a_user_algorithm_are_left_to_its_config() -> None:
+    assert config_fields("tests.some_module:SomeAlgorithm") is None
 
 
 @pytest.mark.parametrize(
