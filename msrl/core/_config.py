@@ -9,6 +9,7 @@ the application, a preset's parameters in ``policies``).  Every mistake is a
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import re
@@ -141,11 +142,14 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 def check_keys(values: Mapping[str, Any], names: Sequence[str], prefix: str) -> None:
     """A ``ConfigError`` naming the first key of ``values`` that is not one of ``names`` (a
-    dataclass's fields, in their order), and the valid choices."""
+    dataclass's fields, in their order), the nearest valid key when one is close (a typo), and the
+    valid choices."""
     unknown = sorted(str(key) for key in set(values) - set(names))
     if unknown:
+        nearest = difflib.get_close_matches(unknown[0], names, n=1)
+        hint = f"; did you mean {prefix + nearest[0]!r}?" if nearest else ";"
         raise ConfigError(
-            f"unknown config key {prefix + unknown[0]!r}; valid choices: {', '.join(prefix + n for n in names)}"
+            f"unknown config key {prefix + unknown[0]!r}{hint} valid choices: {', '.join(prefix + n for n in names)}"
         )
 
 

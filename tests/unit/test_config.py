@@ -125,6 +125,19 @@ def test_unknown_algo_key_lists_valid_keys():
     assert "valid choices: " + ", ".join("algo." + k for k in ALGO_KEYS) in message
 
 
+@pytest.mark.parametrize(
+    "override, nearest",
+    [("algo.learing_rate=1e-3", "algo.learning_rate"), ("total_env_step=10", "total_env_steps"), ("sed=3", "seed")],
+)
+def test_a_misspelt_key_is_answered_with_the_nearest_one(override: str, nearest: str) -> None:
+    message = error_of([override])
+    assert f"unknown config key {override.split('=')[0]!r}; did you mean {nearest!r}? valid choices: " in message
+
+
+def test_a_key_near_no_valid_one_gets_the_choices_alone() -> None:
+    assert "unknown config key 'algo.zzz'; valid choices: algo.env_id, " in error_of(["algo.zzz=1"])
+
+
 @pytest.mark.parametrize("name", algorithm_names())
 def test_algo_keys_read_from_the_source_are_the_config_fields(name: str) -> None:
     """The ``algo`` keys checked before an algorithm is imported are its Config's fields, in order."""
