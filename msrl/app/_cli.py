@@ -50,10 +50,19 @@ def _parser() -> argparse.ArgumentParser:
         "--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)"
     )
 
-    evaluate = commands.add_parser("eval", help="greedy evaluation of a checkpoint")
+    evaluate = commands.add_parser(
+        "eval",
+        help="greedy evaluation of a checkpoint",
+        description="Greedy episodes of a checkpoint's actor on fresh environments. By default the run's own "
+        "final evaluation again (its eval.json): as many episodes as its eval_episodes, from its evaluation seed.",
+    )
     evaluate.add_argument("checkpoint")
-    evaluate.add_argument("--episodes", type=int, default=20)
-    evaluate.add_argument("--seed", type=int, default=12345)
+    evaluate.add_argument(
+        "--episodes", type=int, help="greedy episodes (default: the run's eval_episodes, or 20 where that is 0)"
+    )
+    evaluate.add_argument(
+        "--seed", type=int, help="seed of the evaluation's environments (default: the run's evaluation seed)"
+    )
 
     graph = commands.add_parser("graph", help="print the traced graph and its fragments, and draw them as DOT and PNG")
     graph.add_argument("config")
@@ -154,7 +163,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    if args.episodes < 1:
+    if args.episodes is not None and args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
     from msrl.app._load import evaluate
 

@@ -20,8 +20,8 @@ from typing import Any, TextIO, TypeVar
 from fragments import Runtime
 from msrl.app._checkpoint import load_checkpoint
 from msrl.app._config import LoadedConfig, RunConfig, load_config
-from msrl.app._evaluate import Evaluation, evaluate_algorithm
-from msrl.app._load import load_components
+from msrl.app._evaluate import Evaluation
+from msrl.app._load import eval_seed, evaluate_states
 from msrl.app._plan import Plan, make_runtime, plan
 from msrl.app._records import check_losses, iteration_record
 from msrl.app._run_directory import CHECKPOINT_NAME, Position, RunDirectory
@@ -32,8 +32,9 @@ from msrl.core import (
     EnvError,
     HeadLostError,
     HostLostError,
-    RunInfo,
+    Role,
     WorkerLostError,
+    role_of,
 )
 
 COUNTERS = ("iteration", "env_steps", "restarts", "lost_env_steps")
@@ -235,12 +236,16 @@ class Trainer:
         self.directory.rewind(back)
 
     def evaluate(self, episodes: int, seed: int | None = None) -> Evaluation:
-        """Greedy evaluation of the current weights on ``episodes`` fresh environments."""
-        seed = RunInfo(seed=self.config.run.seed).seed_for("eval") if seed is None else seed
+        """Greedy evaluation of the current weights on ``episodes`` fresh environments, from the
+        run's evaluation seed by default: what ``msrl eval`` of the checkpoint saved now gives."""
+        seed = eval_seed(self.config) if seed is None else seed
         algorithm = getattr(self.runtime, "algorithm", None)  # the live one, when it runs in this process
         if algorithm is None:  # the trained weights live in the workers
-            algorithm = load_components(self.plan.recipe, self._recovering(self.runtime.state_dict))
-        return evaluate_algorithm(algorithm, episodes, seed)
+            states = self._recovering(self.runtime.state_dict)
+        else:  # the actors' alone: a replay buffer's state is a copy of all it holds
+            actors = {name: c for name, c in algorithm.components().items() if role_of(c) is Role.ACTOR}
+            states = {name: component.state_dict() for name, component in actors.items()}
+        return evaluate_states(self.plan.recipe, self.plan.fdg.policy, states, episodes, seed)
 
     def close(self) -> None:
         """Stop the workers and close the run directory (its logs, then its lock)."""
