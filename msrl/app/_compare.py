@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from msrl.app._config import load_config, validate_run
+from msrl.app._config import apply_run_overrides, load_config, validate_run
 from msrl.app._grid import Combination, combinations, policy_entry, split_sweeps
 from msrl.app._run_directory import CHECKPOINT_NAME
 from msrl.core import ConfigError, MsrlError, apply_overrides, read_yaml
@@ -110,7 +110,7 @@ def compare(
             raise ConfigError(f"unknown placement {placement!r}; valid choices: {', '.join(PLACEMENTS)}")
     policies, placements = list(dict.fromkeys(policies)), list(dict.fromkeys(placements))  # each once
     fixed, grid = split_sweeps(overrides)
-    base = apply_overrides(read_yaml(os.fspath(config)), fixed)
+    base = apply_run_overrides(read_yaml(os.fspath(config)), fixed)
     if budget is not None:
         base["total_env_steps"] = int(budget)
     settings = validate_run(base)

@@ -12,6 +12,7 @@ own keys and values, the policy, the names of the ``algo`` keys.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +38,9 @@ class RunConfig:
     """Everything about a run that is not the algorithm's own hyper-parameters."""
 
     name: str = "run"
-    """Run name: results go to ``<runs_dir>/<name>`` (``_2``, ``_3``... if taken)."""
+    """Run name: results go to ``<runs_dir>/<name>`` (``_2``, ``_3``... if taken).  An override of
+    ``algo.env_id`` that leaves the name as it is adds the environment to it
+    (``ppo_cartpole_Acrobot-v1``): see ``apply_run_overrides``."""
     algorithm: str = "ppo"
     """A built-in algorithm name or ``package.module:Class``."""
     seed: int = 1
@@ -80,8 +83,22 @@ def load_config(path: str | None, overrides: Sequence[str] = (), base: dict[str,
     if base is None and path is None:
         raise ConfigError("a config needs a YAML file or a mapping")
     raw = base if base is not None else read_yaml(str(path))
-    raw = apply_overrides(raw, list(overrides))
-    return validate(raw)
+    return validate(apply_run_overrides(raw, overrides))
+
+
+def apply_run_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``raw`` with ``--set`` overrides applied (``raw`` itself is left as it is).  Where they change
+    ``algo.env_id`` but not ``name``, the run is named after the environment too, in a form a file
+    name can take (``ppo_cartpole_Acrobot-v1``, ``ppo_cartpole_ALE_Pong-v5``): a run on another
+    environment does not land in ``ppo_cartpole_3`` among the config's own runs."""
+    changed = apply_overrides(raw, list(overrides))
+    env_id = changed.get("algo", {}).get("env_id") if isinstance(changed.get("algo"), dict) else None
+    before = raw.get("algo", {}).get("env_id") if isinstance(raw.get("algo"), dict) else None
+    name = changed.get("name", RunConfig.name)
+    renamed = changed.get("name") != raw.get("name")
+    if isinstance(env_id, str) and env_id != before and not renamed and isinstance(name, str):
+        changed["name"] = f"{name}_{re.sub(r'[^A-Za-z0-9._-]', '_', env_id)}"[:MAX_NAME]
+    return changed
 
 
 def validate(raw: dict[str, Any]) -> LoadedConfig:

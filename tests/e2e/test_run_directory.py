@@ -51,3 +51,11 @@ def test_a_half_written_last_metrics_line_is_dropped_on_resume(finished: Path, t
     assert [r["iteration"] for r in read_metrics(copy)] == [1, 2]  # readers skip it too
     run = msrl.train(None, ["total_env_steps=8192"], resume=copy / "checkpoint.pt")
     assert [r["iteration"] for r in run.metrics] == [1, 2, 3, 4]
+
+
+def test_a_run_on_another_environment_gets_a_directory_named_after_it(tmp_path: Path) -> None:
+    with Trainer(CONFIG, [f"runs_dir={tmp_path}", "algo.env_id=Acrobot-v1", *COMMON]) as trainer:
+        assert Path(trainer.run_dir) == tmp_path / "ppo_cartpole_Acrobot-v1"
+    assert yaml.safe_load((tmp_path / "ppo_cartpole_Acrobot-v1" / "config.yaml").read_text())["algo"]["env_id"] == (
+        "Acrobot-v1"
+    )

@@ -138,6 +138,27 @@ def test_a_key_near_no_valid_one_gets_the_choices_alone() -> None:
     assert "unknown config key 'algo.zzz'; valid choices: algo.env_id, " in error_of(["algo.zzz=1"])
 
 
+@pytest.mark.parametrize(
+    "overrides, name",
+    [
+        (["algo.env_id=Acrobot-v1"], "ppo_cartpole_Acrobot-v1"),
+        (["algo.env_id=ALE/Pong-v5"], "ppo_cartpole_ALE_Pong-v5"),
+        (["algo.env_id=pettingzoo:mpe2.simple_spread_v3"], "ppo_cartpole_pettingzoo_mpe2.simple_spread_v3"),
+        (["algo.env_id=Acrobot-v1", "name=mine"], "mine"),
+        (["algo.env_id=CartPole-v1"], "ppo_cartpole"),
+        (["seed=3"], "ppo_cartpole"),
+    ],
+)
+def test_a_run_on_another_environment_is_named_after_it(overrides: list[str], name: str) -> None:
+    config = load_config(PPO_YAML, overrides)
+    assert config.run.name == name and config.raw["name"] == name  # config.yaml says it too
+
+
+def test_a_run_named_after_a_long_environment_id_keeps_within_the_name_limit() -> None:
+    config = load_config(PPO_YAML, ["algo.env_id=" + "E" * 200])
+    assert len(config.run.name) == 100 and config.run.name.startswith("ppo_cartpole_EEE")
+
+
 @pytest.mark.parametrize("name", algorithm_names())
 def test_algo_keys_read_from_the_source_are_the_config_fields(name: str) -> None:
     """The ``algo`` keys checked before an algorithm is imported are its Config's fields, in order."""
