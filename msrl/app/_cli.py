@@ -153,10 +153,7 @@ def _train(args: argparse.Namespace) -> int:
     from msrl.app._run import train
 
     run = train(args.config, args.overrides, resume=args.resume, address=args.address)
-    print(
-        f"trained {run.iterations} iterations, {run.env_steps:,} env steps in {run.wall_time:.1f} s; "
-        f"results in {run.run_dir}"
-    )
+    print(run.summary())
     if run.evaluation is not None:
         print(run.evaluation)
     return 0

@@ -49,7 +49,10 @@ class Run:
 
     ``metrics`` holds one record per iteration (what ``metrics.jsonl`` holds, earlier
     iterations of a resumed run included); ``evaluation`` the final greedy
-    evaluation, or None when ``eval_episodes`` is 0."""
+    evaluation, or None when ``eval_episodes`` is 0.  ``iterations``, ``env_steps`` and
+    ``wall_time`` (training seconds: every iteration with its record and checkpoints) count the
+    whole run alike, a resumed one's earlier sessions included; ``resumed_at`` is the iteration
+    this session resumed the run from (None for a run started here)."""
 
     run_dir: str
     metrics: list[dict[str, Any]]
@@ -57,6 +60,15 @@ class Run:
     iterations: int
     env_steps: int
     wall_time: float
+    resumed_at: int | None = None
+
+    def summary(self) -> str:
+        """The line ``msrl train`` ends with: what the run trained, and where its results are."""
+        whole = "" if self.resumed_at is None else f" (the whole run; resumed at iteration {self.resumed_at})"
+        return (
+            f"trained {self.iterations} iterations, {self.env_steps:,} env steps in {self.wall_time:.1f} s{whole}; "
+            f"results in {self.run_dir}"
+        )
 
     @property
     def checkpoint(self) -> str:
@@ -108,7 +120,9 @@ class Trainer:
         self.run_dir = self.directory.path
         saved = checkpoint or {}  # a resumed run's counters go on from its checkpoint's
         self.iteration, self.env_steps, self.restarts, self.lost_env_steps = (int(saved.get(k, 0)) for k in COUNTERS)
-        self.last_return, self.steps_per_iteration, self.wall_time = float("nan"), 0, 0.0
+        self.resumed_at = None if checkpoint is None else self.iteration
+        self.wall_time = self._seconds_at(checkpoint)  # training seconds of the whole run, like the counters
+        self.last_return, self.steps_per_iteration = float("nan"), 0
         self.compiling: tuple[str, ...] = ()  # compiled regions still being built, after the last iteration
         self.switched: dict[str, float] = {}  # those switched to after it, and how long they took to build
 
@@ -153,10 +167,12 @@ class Trainer:
         self.compiling, self.switched = result.compiling, result.compiled
         record = iteration_record(result, elapsed, self.plan.agents_per_env, **self._counters())
         self.directory.record(record)
+        self.wall_time += time.perf_counter() - start
         every = self.config.run.checkpoint_every
         if every and self.iteration % every == 0:
+            start = time.perf_counter()
             self.save()
-        self.wall_time += time.perf_counter() - start
+            self.wall_time += time.perf_counter() - start
         return record
 
     def run(self) -> None:
@@ -188,7 +204,17 @@ class Trainer:
     def save(self) -> None:
         """Write the checkpoint (atomically): config, counters and every component's state."""
         components = self.runtime.state_dict()
-        self.directory.save_checkpoint({"config": self.config.raw, **self._counters(), "components": components})
+        payload = {"config": self.config.raw, **self._counters(), "wall_time": self.wall_time, "components": components}
+        self.directory.save_checkpoint(payload)
+
+    def _seconds_at(self, checkpoint: Mapping[str, Any] | None) -> float:
+        """The run's training seconds up to ``checkpoint`` (none at the start): saved in it, or, in
+        a checkpoint saved without them, the sum of the ``wall_time`` of the iterations before it."""
+        if checkpoint is None:
+            return 0.0
+        if "wall_time" in checkpoint:
+            return float(checkpoint["wall_time"])
+        return sum(float(record.get("wall_time", 0.0)) for record in self.directory.metrics())
 
     def _counters(self) -> dict[str, int]:
         """The run's ``COUNTERS``, as checkpoints and metrics records hold them."""
@@ -234,6 +260,7 @@ class Trainer:
         )
         self.iteration, self.env_steps = back
         self.directory.rewind(back)
+        self.wall_time = self._seconds_at(checkpoint)  # the seconds of the steps it goes back on, like them
 
     def evaluate(self, episodes: int, seed: int | None = None) -> Evaluation:
         """Greedy evaluation of the current weights on ``episodes`` fresh environments, from the
@@ -293,6 +320,7 @@ def train(
             trainer.iteration,
             trainer.env_steps,
             trainer.wall_time,
+            trainer.resumed_at,
         )
 
 
