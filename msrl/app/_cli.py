@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     graph.add_argument(
         "--out",
         metavar="PREFIX",
-        help="write PREFIX.dot and PREFIX.png (default: fdg_<policy name> in the current directory)",
+        help="write PREFIX.dot and PREFIX.png (default: <runs_dir>/graph-<name>/fdg_<policy name>)",
     )
 
     compare = commands.add_parser(
@@ -127,7 +127,12 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--metric", default="episode_return", help="the metrics.jsonl key to draw (default: episode_return)"
     )
-    plot.add_argument("--out", default="learning_curves.png", metavar="PNG", help="output file (default: %(default)s)")
+    plot.add_argument(
+        "--out",
+        metavar="PNG",
+        help="output file (default: learning_curves.png in the first RUN_DIR, with the metric and x axis in "
+        "the name when they are not the defaults)",
+    )
     return parser
 
 
@@ -176,7 +181,11 @@ def _graph(args: argparse.Namespace) -> int:
     from msrl.app._plan import plan
 
     fdg = plan(config).fdg
-    prefix = args.out or "fdg_" + re.sub(r"[^A-Za-z0-9_.-]", "_", fdg.policy.name)
+    prefix = args.out
+    if prefix is None:  # beside the config's runs, not in the current directory (a clone's root)
+        directory = os.path.join(config.run.runs_dir, f"graph-{config.run.name}")
+        os.makedirs(directory, exist_ok=True)
+        prefix = os.path.join(directory, "fdg_" + re.sub(r"[^A-Za-z0-9_.-]", "_", fdg.policy.name))
     print(fdg.graph)
     print(fdg)
     for suffix, write in ((".dot", fragments.write_dot), (".png", fragments.write_png)):
@@ -224,11 +233,23 @@ def _plot(args: argparse.Namespace) -> int:
         while label in groups:
             label += "'"
         groups[label] = [records]
-    directory = os.path.dirname(args.out)
-    if not args.out.endswith(".png") or not os.path.isdir(directory or "."):
-        raise ConfigError(f"--out {args.out!r} must be a .png file in an existing directory")
-    print(f"wrote {plot_curves(groups, args.out, x=args.x, metric=args.metric)}")
+    out = args.out or _default_plot(args.run_dirs[0], args.metric, args.x)
+    directory = os.path.dirname(out)
+    if not out.endswith(".png") or not os.path.isdir(directory or "."):
+        raise ConfigError(f"--out {out!r} must be a .png file in an existing directory")
+    print(f"wrote {plot_curves(groups, out, x=args.x, metric=args.metric)}")
     return 0
+
+
+def _default_plot(run_dir: str, metric: str, x: str) -> str:
+    """Where ``msrl plot`` draws without ``--out``: beside the first run's files, named after what
+    it draws when that is not the learning curve over env steps."""
+    name = "learning_curves"
+    if metric != "episode_return":
+        name += f"_{re.sub(r'[^A-Za-z0-9_.-]', '_', metric)}"
+    if x != "steps":
+        name += f"_vs_{x}"
+    return os.path.join(run_dir, name + ".png")
 
 
 def _check_config(path: str, overrides: Sequence[str]) -> LoadedConfig:
