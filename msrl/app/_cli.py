@@ -11,10 +11,12 @@ so a mistake in a config is answered before any of them is imported.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from msrl.core import ConfigError, HeadLostError, MsrlError
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from msrl.app._config import LoadedConfig
 
 EXIT_BAD_INPUT = 2
+VERBOSE_HELP = "show Ray's informational log lines too (its warnings on start, such as token authentication's)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)"
     )
+    train.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
 
     evaluate = commands.add_parser(
         "eval",
@@ -115,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)"
     )
+    compare.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
 
     plot = commands.add_parser("plot", help="draw learning curves of finished runs into a PNG")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -157,7 +162,8 @@ def _train(args: argparse.Namespace) -> int:
         _check_config(args.config, args.overrides)
     from msrl.app._run import train
 
-    run = train(args.config, args.overrides, resume=args.resume, address=args.address)
+    with _ray_logging(args.verbose):
+        run = train(args.config, args.overrides, resume=args.resume, address=args.address)
     print(run.summary())
     if run.evaluation is not None:
         print(run.evaluation)
@@ -202,17 +208,18 @@ def _compare(args: argparse.Namespace) -> int:
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     placements = [p.strip() for p in args.placements.split(",") if p.strip()]
-    result = compare(
-        args.config,
-        policies,
-        placements=placements,
-        overrides=args.overrides,
-        budget=args.budget,
-        seeds=args.seeds,
-        address=args.address,
-        target=args.target,
-        name=args.name,
-    )
+    with _ray_logging(args.verbose):
+        result = compare(
+            args.config,
+            policies,
+            placements=placements,
+            overrides=args.overrides,
+            budget=args.budget,
+            seeds=args.seeds,
+            address=args.address,
+            target=args.target,
+            name=args.name,
+        )
     print(f"results in {result.out_dir}: " + ", ".join(os.path.basename(f) for f in result.files.values()))
     return 0
 
@@ -250,6 +257,22 @@ def _default_plot(run_dir: str, metric: str, x: str) -> str:
     if x != "steps":
         name += f"_vs_{x}"
     return os.path.join(run_dir, name + ".png")
+
+
+@contextlib.contextmanager
+def _ray_logging(verbose: bool) -> Iterator[None]:
+    """Meanwhile, with --verbose, Ray's own log lines from INFO on; otherwise from ERROR on (the
+    default ``cluster.set_ray_log_level``), its informational warnings left out."""
+    if not verbose:  # cluster (torch, Ray) stays unimported until the command needs it
+        yield
+        return
+    import cluster
+
+    before = cluster.set_ray_log_level(logging.INFO)
+    try:
+        yield
+    finally:
+        cluster.set_ray_log_level(before)
 
 
 def _check_config(path: str, overrides: Sequence[str]) -> LoadedConfig:
