@@ -29,9 +29,10 @@ def load_components(
 ) -> Algorithm:
     """The algorithm built in this process (on the CPU and each environment's default backend)
     with the saved actors and learners loaded: every component, or with ``only`` the components
-    of those roles alone (the others declared, not built).  A state saved on a GPU loads too: its
-    tensors are copied onto the CPU copies, and a CUDA generator's state seeds the CPU generator
-    in its place (``msrl.rl.load_generator_state``)."""
+    of those roles alone (the others declared, not built).  ``states`` must hold every actor's and
+    learner's, built or not: one without them is not a whole run's.  A state saved on a GPU loads
+    too: its tensors are copied onto the CPU copies, and a CUDA generator's state seeds the CPU
+    generator in its place (``msrl.rl.load_generator_state``)."""
     names = None
     if only is not None:
         declared = fragments.declare(recipe).components()
@@ -39,13 +40,16 @@ def load_components(
     with building(only=names):
         algorithm = recipe.algorithm(recipe.config, fragments.run_info(recipe, None, None))
     for name, component in algorithm.components().items():
-        if role_of(component) in LOADED_ROLES and (names is None or name in names):
-            if not isinstance(states.get(name), dict) or (not states[name] and component.state_dict()):
+        if role_of(component) in LOADED_ROLES:
+            built = names is None or name in names
+            if not isinstance(states.get(name), dict) or (built and not states[name] and component.state_dict()):
                 # evaluating the untrained network it would leave would report a result of nothing
                 raise CheckpointError(
                     f"checkpoint has no state for {role_of(component)} {name!r} of "
                     f"{recipe.algorithm.__name__}; it cannot be evaluated or loaded"
                 )
+            if not built:
+                continue
             try:
                 component.load_state_dict(states[name])
             except (KeyError, RuntimeError, ValueError, TypeError) as exc:
@@ -64,12 +68,12 @@ def eval_seed(config: LoadedConfig) -> int:
 def evaluate_states(
     recipe: fragments.BuildRecipe, policy: DistributionPolicy, states: dict[str, Any], episodes: int, seed: int
 ) -> Evaluation:
-    """Greedy evaluation of the saved actor states of a run: what ``msrl eval`` and a run's final
-    evaluation both do, so that they agree.  Only the actors are built (a learner's optimizer
-    alone took seconds to set up), in this process, with torch's threads those of the fragment
-    that runs the actor under ``policy``, as its executor sizes them (more threads only take turns
-    on matrices this small); then one greedy episode in each of ``episodes`` environments, stepped
-    as one batch from ``seed``."""
+    """Greedy evaluation of the saved states of a run (its actors' and learners' at least): what
+    ``msrl eval`` and a run's final evaluation both do, so that they agree.  Only the actors are
+    built (a learner's optimizer alone took seconds to set up), in this process, with torch's
+    threads those of the fragment that runs the actor under ``policy``, as its executor sizes them
+    (more threads only take turns on matrices this small); then one greedy episode in each of
+    ``episodes`` environments, stepped as one batch from ``seed``."""
     algorithm = load_components(recipe, states, only=(Role.ACTOR,))
     roles = {name: role_of(component) for name, component in algorithm.components().items()}
     actors = [name for name, role in roles.items() if role is Role.ACTOR]

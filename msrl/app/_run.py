@@ -21,7 +21,7 @@ from fragments import Runtime
 from msrl.app._checkpoint import load_checkpoint
 from msrl.app._config import LoadedConfig, RunConfig, load_config
 from msrl.app._evaluate import Evaluation
-from msrl.app._load import eval_seed, evaluate_states
+from msrl.app._load import LOADED_ROLES, eval_seed, evaluate_states
 from msrl.app._plan import Plan, make_runtime, plan
 from msrl.app._records import check_losses, iteration_record
 from msrl.app._run_directory import CHECKPOINT_NAME, Position, RunDirectory
@@ -32,7 +32,6 @@ from msrl.core import (
     EnvError,
     HeadLostError,
     HostLostError,
-    Role,
     WorkerLostError,
     role_of,
 )
@@ -269,9 +268,9 @@ class Trainer:
         algorithm = getattr(self.runtime, "algorithm", None)  # the live one, when it runs in this process
         if algorithm is None:  # the trained weights live in the workers
             states = self._recovering(self.runtime.state_dict)
-        else:  # the actors' alone: a replay buffer's state is a copy of all it holds
-            actors = {name: c for name, c in algorithm.components().items() if role_of(c) is Role.ACTOR}
-            states = {name: component.state_dict() for name, component in actors.items()}
+        else:  # the actors' and learners': a replay buffer's state is a copy of all it holds
+            kept = {name: c for name, c in algorithm.components().items() if role_of(c) in LOADED_ROLES}
+            states = {name: component.state_dict() for name, component in kept.items()}
         return evaluate_states(self.plan.recipe, self.plan.fdg.policy, states, episodes, seed)
 
     def close(self) -> None:
