@@ -5,7 +5,7 @@ package below this one imports Ray; the application reaches it only through
 
 from cluster._callreply import REPLY_SLOTS, CallRoutes, ReplySlots, call_routes
 from cluster._collective import backend_for
-from cluster._connect import CLUSTER_SWITCH, connect, loopback_only
+from cluster._connect import CLUSTER_SWITCH, connect, loopback_only, set_ray_log_level
 from cluster._direct import DirectListener, DirectSender
 from cluster._placement import (
     PLACEMENT_TIMEOUT_S,
@@ -53,6 +53,7 @@ __all__ = [
     "merge_replica_metrics",
     "merge_reports",
     "resources_in_use",
+    "set_ray_log_level",
     "starts_embedded",
     "wait_until_released",
 ]

@@ -21,6 +21,18 @@ PROBE_TIMEOUT_S = 10.0
 ``ray.init`` itself retries an address where nothing answers for minutes."""
 START_TIMEOUT = "timed out during startup"
 """Ray's words when an embedded instance's raylet does not register within its 30 s."""
+_RAY_LOG_LEVEL = {"level": logging.ERROR}
+"""The level from which Ray's own log lines in this process are shown (``set_ray_log_level``)."""
+
+
+def set_ray_log_level(level: int) -> int:
+    """Show Ray's own log lines in this process from ``level`` on, from the next start or join, and
+    return the level before: by default ``logging.ERROR``, so its informational warnings (on start,
+    the notice that token authentication is on) stay in Ray's log files under its session
+    directory; ``msrl ... --verbose`` sets ``logging.INFO``.  Token authentication itself is left
+    as Ray configures it."""
+    before, _RAY_LOG_LEVEL["level"] = _RAY_LOG_LEVEL["level"], level
+    return before
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -30,7 +42,8 @@ def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: A
     only: no dashboard, and its GCS, raylet and workers bound to loopback, so
     nothing on the network can reach it.  ``"auto"``, ``"host:port"`` or
     ``"ray://host:port"`` joins an existing cluster as Ray configures it.
-    Ray's token authentication is left as Ray configures it.
+    Ray's token authentication is left as Ray configures it; its log lines below
+    ``set_ray_log_level`` (ERROR by default) are not shown.
 
     A local start that times out (a loaded machine) is tried once more; an address where nothing
     accepts a connection within ``PROBE_TIMEOUT_S`` is refused at once.  Either failure is a
@@ -44,7 +57,7 @@ def connect(address: str | None = None, num_cpus: int | None = None, **kwargs: A
         else:
             probe(address)
             try:
-                ray.init(address=address, logging_level=logging.WARNING, **kwargs)
+                ray.init(address=address, logging_level=_RAY_LOG_LEVEL["level"], **kwargs)
             except ConnectionError as exc:  # something answers there, but not a Ray cluster's GCS
                 raise ClusterError(f"cannot join the Ray cluster at {address!r}: {exc}") from None
     return dict(ray.cluster_resources())
@@ -63,7 +76,7 @@ def _start_local(num_cpus: int | None, kwargs: dict[str, Any]) -> None:
                     include_dashboard=False,
                     dashboard_host="127.0.0.1",
                     configure_logging=True,
-                    logging_level=logging.WARNING,
+                    logging_level=_RAY_LOG_LEVEL["level"],
                     log_to_driver=True,
                     **kwargs,
                 )

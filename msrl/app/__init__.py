@@ -7,19 +7,51 @@ Its public names are also ``msrl``'s: ``msrl.train``, ``msrl.evaluate``,
 config under several policies (``msrl compare``), ``plot_curves`` draws learning curves;
 ``load_checkpoint`` / ``save_checkpoint`` read and write verified checkpoint files.  ``msrl.app.gate``
 (imported on its own) is the learning gate: does msrl still learn, against stored bands.
+
+Each name is imported on first use (``_WHERE``): the ``msrl`` command imports torch, Ray,
+matplotlib and the algorithms only for what it runs, so an error in a config answers at once.
 """
 
-from msrl.app._checkpoint import load_checkpoint, save_checkpoint
-from msrl.app._cli import main
-from msrl.app._compare import Comparison, compare
-from msrl.app._config import LoadedConfig, RunConfig, load_config
-from msrl.app._evaluate import Evaluation
-from msrl.app._load import evaluate, load
-from msrl.app._plan import Plan, make_runtime, plan
-from msrl.app._plots import plot_curves, plot_time_split
-from msrl.app._registry import algorithm_names, get_algorithm
-from msrl.app._run import Run, Trainer, train
-from msrl.app._run_directory import CHECKPOINT_NAME, EVAL_NAME, METRICS_NAME, Position, RunDirectory, read_metrics
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from msrl.app._checkpoint import load_checkpoint, save_checkpoint
+    from msrl.app._cli import main
+    from msrl.app._compare import Comparison, compare
+    from msrl.app._config import LoadedConfig, RunConfig, load_config
+    from msrl.app._evaluate import Evaluation
+    from msrl.app._load import evaluate, load
+    from msrl.app._plan import Plan, make_runtime, plan
+    from msrl.app._plots import plot_curves, plot_time_split
+    from msrl.app._registry import algorithm_names, config_fields, get_algorithm
+    from msrl.app._run import Run, Trainer, train
+    from msrl.app._run_directory import (
+        CHECKPOINT_NAME,
+        EVAL_NAME,
+        METRICS_NAME,
+        Position,
+        RunDirectory,
+        read_metrics,
+    )
+
+_WHERE = {
+    "_checkpoint": ("load_checkpoint", "save_checkpoint"),
+    "_cli": ("main",),
+    "_compare": ("Comparison", "compare"),
+    "_config": ("LoadedConfig", "RunConfig", "load_config"),
+    "_evaluate": ("Evaluation",),
+    "_load": ("evaluate", "load"),
+    "_plan": ("Plan", "make_runtime", "plan"),
+    "_plots": ("plot_curves", "plot_time_split"),
+    "_registry": ("algorithm_names", "config_fields", "get_algorithm"),
+    "_run": ("Run", "Trainer", "train"),
+    "_run_directory": ("CHECKPOINT_NAME", "EVAL_NAME", "METRICS_NAME", "Position", "RunDirectory", "read_metrics"),
+}
+"""The module of this package that defines each public name."""
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 __all__ = [
     "CHECKPOINT_NAME",
@@ -36,6 +68,7 @@ __all__ = [
     "Trainer",
     "algorithm_names",
     "compare",
+    "config_fields",
     "evaluate",
     "get_algorithm",
     "load",
@@ -50,3 +83,16 @@ __all__ = [
     "save_checkpoint",
     "train",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'msrl.app' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"msrl.app.{module}"), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

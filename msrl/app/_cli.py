@@ -3,28 +3,29 @@
 
 Bad input of any kind ends with one line ``msrl: error: ...`` on stderr and
 exit status 2, before anything is written.
+
+Each command imports what it runs when it runs (torch, Ray, matplotlib, the algorithms: seconds),
+so a mistake in a config is answered before any of them is imported.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
-import fragments
-from msrl.app._compare import compare
-from msrl.app._config import load_config
-from msrl.app._load import evaluate
-from msrl.app._plan import plan
-from msrl.app._plots import plot_curves
-from msrl.app._run import train
-from msrl.app._run_directory import METRICS_NAME, read_metrics
 from msrl.core import ConfigError, HeadLostError, MsrlError
 
+if TYPE_CHECKING:
+    from msrl.app._config import LoadedConfig
+
 EXIT_BAD_INPUT = 2
+VERBOSE_HELP = "show Ray's informational log lines too (its warnings on start, such as token authentication's)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,11 +52,21 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)"
     )
+    train.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
 
-    evaluate = commands.add_parser("eval", help="greedy evaluation of a checkpoint")
+    evaluate = commands.add_parser(
+        "eval",
+        help="greedy evaluation of a checkpoint",
+        description="Greedy episodes of a checkpoint's actor on fresh environments. By default the run's own "
+        "final evaluation again (its eval.json): as many episodes as its eval_episodes, from its evaluation seed.",
+    )
     evaluate.add_argument("checkpoint")
-    evaluate.add_argument("--episodes", type=int, default=20)
-    evaluate.add_argument("--seed", type=int, default=12345)
+    evaluate.add_argument(
+        "--episodes", type=int, help="greedy episodes (default: the run's eval_episodes, or 20 where that is 0)"
+    )
+    evaluate.add_argument(
+        "--seed", type=int, help="seed of the evaluation's environments (default: the run's evaluation seed)"
+    )
 
     graph = commands.add_parser("graph", help="print the traced graph and its fragments, and draw them as DOT and PNG")
     graph.add_argument("config")
@@ -63,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     graph.add_argument(
         "--out",
         metavar="PREFIX",
-        help="write PREFIX.dot and PREFIX.png (default: fdg_<policy name> in the current directory)",
+        help="write PREFIX.dot and PREFIX.png (default: <runs_dir>/graph-<name>/fdg_<policy name>)",
     )
 
     compare = commands.add_parser(
@@ -108,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)"
     )
+    compare.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
 
     plot = commands.add_parser("plot", help="draw learning curves of finished runs into a PNG")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -120,7 +132,12 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--metric", default="episode_return", help="the metrics.jsonl key to draw (default: episode_return)"
     )
-    plot.add_argument("--out", default="learning_curves.png", metavar="PNG", help="output file (default: %(default)s)")
+    plot.add_argument(
+        "--out",
+        metavar="PNG",
+        help="output file (default: learning_curves.png in the first RUN_DIR, with the metric and x axis in "
+        "the name when they are not the defaults)",
+    )
     return parser
 
 
@@ -141,19 +158,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    run = train(args.config, args.overrides, resume=args.resume, address=args.address)
-    print(
-        f"trained {run.iterations} iterations, {run.env_steps:,} env steps in {run.wall_time:.1f} s; "
-        f"results in {run.run_dir}"
-    )
+    if args.resume is None and args.config is not None:
+        _check_config(args.config, args.overrides)
+    from msrl.app._run import train
+
+    with _ray_logging(args.verbose):
+        run = train(args.config, args.overrides, resume=args.resume, address=args.address)
+    print(run.summary())
     if run.evaluation is not None:
         print(run.evaluation)
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
-    if args.episodes < 1:
+    if args.episodes is not None and args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    from msrl.app._load import evaluate
+
     print(evaluate(args.checkpoint, args.episodes, seed=args.seed))
     return 0
 
@@ -161,8 +182,16 @@ def _eval(args: argparse.Namespace) -> int:
 def _graph(args: argparse.Namespace) -> int:
     if args.out:
         _check_out_prefix(args.out)
-    fdg = plan(load_config(args.config, args.overrides)).fdg
-    prefix = args.out or "fdg_" + re.sub(r"[^A-Za-z0-9_.-]", "_", fdg.policy.name)
+    config = _check_config(args.config, args.overrides)
+    import fragments
+    from msrl.app._plan import plan
+
+    fdg = plan(config).fdg
+    prefix = args.out
+    if prefix is None:  # beside the config's runs, not in the current directory (a clone's root)
+        directory = os.path.join(config.run.runs_dir, f"graph-{config.run.name}")
+        os.makedirs(directory, exist_ok=True)
+        prefix = os.path.join(directory, "fdg_" + re.sub(r"[^A-Za-z0-9_.-]", "_", fdg.policy.name))
     print(fdg.graph)
     print(fdg)
     for suffix, write in ((".dot", fragments.write_dot), (".png", fragments.write_png)):
@@ -175,24 +204,30 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from msrl.app._compare import compare
+
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     placements = [p.strip() for p in args.placements.split(",") if p.strip()]
-    result = compare(
-        args.config,
-        policies,
-        placements=placements,
-        overrides=args.overrides,
-        budget=args.budget,
-        seeds=args.seeds,
-        address=args.address,
-        target=args.target,
-        name=args.name,
-    )
+    with _ray_logging(args.verbose):
+        result = compare(
+            args.config,
+            policies,
+            placements=placements,
+            overrides=args.overrides,
+            budget=args.budget,
+            seeds=args.seeds,
+            address=args.address,
+            target=args.target,
+            name=args.name,
+        )
     print(f"results in {result.out_dir}: " + ", ".join(os.path.basename(f) for f in result.files.values()))
     return 0
 
 
 def _plot(args: argparse.Namespace) -> int:
+    from msrl.app._plots import plot_curves
+    from msrl.app._run_directory import METRICS_NAME, read_metrics
+
     groups = {}
     for run_dir in args.run_dirs:
         if not os.path.isfile(os.path.join(run_dir, METRICS_NAME)):
@@ -205,11 +240,47 @@ def _plot(args: argparse.Namespace) -> int:
         while label in groups:
             label += "'"
         groups[label] = [records]
-    directory = os.path.dirname(args.out)
-    if not args.out.endswith(".png") or not os.path.isdir(directory or "."):
-        raise ConfigError(f"--out {args.out!r} must be a .png file in an existing directory")
-    print(f"wrote {plot_curves(groups, args.out, x=args.x, metric=args.metric)}")
+    out = args.out or _default_plot(args.run_dirs[0], args.metric, args.x)
+    directory = os.path.dirname(out)
+    if not out.endswith(".png") or not os.path.isdir(directory or "."):
+        raise ConfigError(f"--out {out!r} must be a .png file in an existing directory")
+    print(f"wrote {plot_curves(groups, out, x=args.x, metric=args.metric)}")
     return 0
+
+
+def _default_plot(run_dir: str, metric: str, x: str) -> str:
+    """Where ``msrl plot`` draws without ``--out``: beside the first run's files, named after what
+    it draws when that is not the learning curve over env steps."""
+    name = "learning_curves"
+    if metric != "episode_return":
+        name += f"_{re.sub(r'[^A-Za-z0-9_.-]', '_', metric)}"
+    if x != "steps":
+        name += f"_vs_{x}"
+    return os.path.join(run_dir, name + ".png")
+
+
+@contextlib.contextmanager
+def _ray_logging(verbose: bool) -> Iterator[None]:
+    """Meanwhile, with --verbose, Ray's own log lines from INFO on; otherwise from ERROR on (the
+    default ``cluster.set_ray_log_level``), its informational warnings left out."""
+    if not verbose:  # cluster (torch, Ray) stays unimported until the command needs it
+        yield
+        return
+    import cluster
+
+    before = cluster.set_ray_log_level(logging.INFO)
+    try:
+        yield
+    finally:
+        cluster.set_ray_log_level(before)
+
+
+def _check_config(path: str, overrides: Sequence[str]) -> LoadedConfig:
+    """The checked config: a mistake in it is answered here, before torch, Ray or the algorithm's
+    code is imported by what runs it (the run reads the same file again, in milliseconds)."""
+    from msrl.app._config import load_config
+
+    return load_config(path, overrides)
 
 
 def _check_out_prefix(prefix: str) -> None:

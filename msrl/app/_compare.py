@@ -28,22 +28,20 @@ import math
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-import cluster
-import msrl.envs
-from msrl.app._config import load_config
+from msrl.app._config import apply_run_overrides, load_config, validate_run
 from msrl.app._grid import Combination, combinations, policy_entry, split_sweeps
-from msrl.app._plan import plan
-from msrl.app._run import Run, train
 from msrl.app._run_directory import CHECKPOINT_NAME
-from msrl.app._summary import aggregate, markdown_table, run_row, write_summary
 from msrl.core import ConfigError, MsrlError, apply_overrides, read_yaml
-from policies import DistributionPolicy
 
+if TYPE_CHECKING:
+    from msrl.app._run import Run
+
+T = TypeVar("T")
 RESULTS_NAME = "results.jsonl"
 OWN_TARGETS = {"Pendulum-v1": -250.0}
 """Default ``--target`` for environments that state no ``reward_threshold`` (gymnasium has none for
@@ -53,6 +51,8 @@ Pendulum): the learning tests' threshold.  Every other env's default is its spec
 def default_target(env_id: str) -> float | None:
     """The return ``compare`` times runs to when no ``--target`` is given: the env's
     ``EnvSpec.reward_threshold`` (gymnasium's, for a gymnasium id), else ``OWN_TARGETS``, else None."""
+    import msrl.envs
+
     try:
         threshold = msrl.envs.spec(env_id).reward_threshold
     except MsrlError:  # an id the run itself refuses; the run's own error says why
@@ -109,24 +109,28 @@ def compare(
             raise ConfigError(f"unknown placement {placement!r}; valid choices: {', '.join(PLACEMENTS)}")
     policies, placements = list(dict.fromkeys(policies)), list(dict.fromkeys(placements))  # each once
     fixed, grid = split_sweeps(overrides)
-    base = apply_overrides(read_yaml(os.fspath(config)), fixed)
+    base = apply_run_overrides(read_yaml(os.fspath(config)), fixed)
     if budget is not None:
         base["total_env_steps"] = int(budget)
-    first = load_config(None, [], base=base)
-    name = name or first.run.name
+    settings, _ = validate_run(base)
+    name = name or settings.name
     if not name or "/" in name or name.startswith("."):
         raise ConfigError(f"--name must be a plain directory name, got {name!r}")
-    out = Path(first.run.runs_dir) / f"compare-{name}"
-    combos = combinations(policies, placements, grid, [first.run.seed + k for k in range(seeds)])
+    out = Path(settings.runs_dir) / f"compare-{name}"
+    combos = combinations(policies, placements, grid, [settings.seed + k for k in range(seeds)])
     raws = {combo: _raw_config(base, combo, out) for combo in combos}
-    policy_of: dict[Combination, DistributionPolicy] = {}
-    for combo, raw in raws.items():  # every combination is checked before anything runs or is written
-        try:
-            checked = load_config(None, [], base=raw)
-            plan(checked)
-        except ConfigError as exc:
-            raise ConfigError(f"{combo.label}: {exc}") from None
-        policy_of[combo] = checked.policy
+    # Every combination is checked before anything runs or is written: what can be without the
+    # algorithm's code (torch: seconds) first, then its whole config, then that it traces, cuts and builds.
+    for combo, raw in raws.items():
+        _checked(combo, validate_run, raw)
+    first = load_config(None, [], base=base)
+    configs = {combo: _checked(combo, load_config, None, [], base=raw) for combo, raw in raws.items()}
+    import cluster
+    from msrl.app._plan import plan
+    from msrl.app._summary import run_row, write_summary
+
+    for combo, loaded in configs.items():
+        _checked(combo, plan, loaded)
     env_id = getattr(first.algo, "env_id", None)
     if target is None:  # the env's own, when known
         target = default_target(env_id) if isinstance(env_id, str) else None
@@ -148,7 +152,7 @@ def compare(
             baseline = cluster.resources_in_use()
             run = _run(raws[combo], out / "runs" / combo.slug, address, stream)
             cluster.wait_until_released(baseline)  # the next run starts on the cluster this one found
-            row = run_row(combo, run, target, policy_of[combo])
+            row = run_row(combo, run, target, configs[combo].policy)
             row["run_dir"] = os.path.relpath(run.run_dir, out)  # the comparison can move as a whole
             _append_row(out / RESULTS_NAME, row)
             rows.append(row)
@@ -160,6 +164,14 @@ def compare(
     return Comparison(str(out), mine, table, files)
 
 
+def _checked(combo: Combination, check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``check(*args, **kwargs)``, its ``ConfigError`` prefixed with the combination it is about."""
+    try:
+        return check(*args, **kwargs)
+    except ConfigError as exc:
+        raise ConfigError(f"{combo.label}: {exc}") from None
+
+
 def _raw_config(base: dict[str, Any], combo: Combination, out: Path) -> dict[str, Any]:
     raw = apply_overrides(base, [f"{key}={value}" for key, value in combo.sweep])
     raw.update(policy=policy_entry(combo), seed=combo.seed, runs_dir=str(out / "runs"), name=combo.slug, progress=False)
@@ -168,6 +180,8 @@ def _raw_config(base: dict[str, Any], combo: Combination, out: Path) -> dict[str
 
 def _run(raw: dict[str, Any], run_dir: Path, address: str | None, stream: TextIO) -> Run:
     """Train one combination; an unfinished earlier attempt continues from its checkpoint."""
+    from msrl.app._run import train
+
     if run_dir.exists():
         checkpoint = run_dir / CHECKPOINT_NAME
         if checkpoint.exists():
@@ -199,14 +213,4 @@ def _append_row(path: Path, row: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
-__all__ = [
-    "Combination",
-    "Comparison",
-    "RESULTS_NAME",
-    "aggregate",
-    "combinations",
-    "compare",
-    "markdown_table",
-    "run_row",
-    "split_sweeps",
-]
+__all__ = ["Combination", "Comparison", "RESULTS_NAME", "combinations", "compare", "split_sweeps"]

@@ -4,18 +4,21 @@ anything is started or written.
 
 The ``algo`` section is checked against the chosen algorithm's ``Config``
 dataclass and ``policy`` against ``policies``.  Every mistake is a
-``ConfigError`` naming the key and the valid choices.
+``ConfigError`` naming the key and the valid choices.  What can be checked
+without importing the algorithm (torch: seconds) is checked first: the run's
+own keys and values, the policy, the names of the ``algo`` keys.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from msrl.app._registry import get_algorithm
-from msrl.core import ConfigError, apply_overrides, build_dataclass, read_yaml
+from msrl.app._registry import config_fields, get_algorithm
+from msrl.core import ConfigError, apply_overrides, build_dataclass, check_keys, read_yaml
 from policies import DistributionPolicy, load_policy
 
 MAX_NAME = 100
@@ -35,7 +38,9 @@ class RunConfig:
     """Everything about a run that is not the algorithm's own hyper-parameters."""
 
     name: str = "run"
-    """Run name: results go to ``<runs_dir>/<name>`` (``_2``, ``_3``... if taken)."""
+    """Run name: results go to ``<runs_dir>/<name>`` (``_2``, ``_3``... if taken).  An override of
+    ``algo.env_id`` that leaves the name as it is adds the environment to it
+    (``ppo_cartpole_Acrobot-v1``): see ``apply_run_overrides``."""
     algorithm: str = "ppo"
     """A built-in algorithm name or ``package.module:Class``."""
     seed: int = 1
@@ -80,11 +85,38 @@ def load_config(path: str | None, overrides: Sequence[str] = (), base: dict[str,
     if base is None and path is None:
         raise ConfigError("a config needs a YAML file or a mapping")
     raw = base if base is not None else read_yaml(str(path))
-    raw = apply_overrides(raw, list(overrides))
-    return validate(raw)
+    return validate(apply_run_overrides(raw, overrides))
+
+
+def apply_run_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``raw`` with ``--set`` overrides applied (``raw`` itself is left as it is).  Where they change
+    ``algo.env_id`` but not ``name``, the run is named after the environment too, in a form a file
+    name can take (``ppo_cartpole_Acrobot-v1``, ``ppo_cartpole_ALE_Pong-v5``): a run on another
+    environment does not land in ``ppo_cartpole_3`` among the config's own runs."""
+    changed = apply_overrides(raw, list(overrides))
+    env_id = changed.get("algo", {}).get("env_id") if isinstance(changed.get("algo"), dict) else None
+    before = raw.get("algo", {}).get("env_id") if isinstance(raw.get("algo"), dict) else None
+    name = changed.get("name", RunConfig.name)
+    renamed = changed.get("name") != raw.get("name")
+    if isinstance(env_id, str) and env_id != before and not renamed and isinstance(name, str):
+        changed["name"] = f"{name}_{re.sub(r'[^A-Za-z0-9._-]', '_', env_id)}"[:MAX_NAME]
+    return changed
 
 
 def validate(raw: dict[str, Any]) -> LoadedConfig:
+    run, policy = validate_run(raw)
+    algorithm = get_algorithm(run.algorithm)
+    algo = build_dataclass(algorithm.Config, run.algo, "algo.")
+    check = getattr(algo, "validate", None)
+    if callable(check):
+        check()
+    return LoadedConfig(run=run, algo=algo, raw=raw, policy=policy)
+
+
+def validate_run(raw: dict[str, Any]) -> tuple[RunConfig, DistributionPolicy]:
+    """The run's settings, checked, and its distribution policy, parsed; with the names of its
+    ``algo`` keys checked too: everything ``validate`` checks before it imports the algorithm (and
+    with it torch: seconds)."""
     run = build_dataclass(RunConfig, raw, "")
     if (
         not run.name
@@ -112,10 +144,8 @@ def validate(raw: dict[str, Any]) -> LoadedConfig:
         raise ConfigError(f"max_restarts must be in [0, 1000], got {run.max_restarts}")
     if not 1.0 <= run.liveness_timeout_s <= 86_400.0:
         raise ConfigError(f"liveness_timeout_s must be in [1, 86400] seconds, got {run.liveness_timeout_s:g}")
-    algorithm = get_algorithm(run.algorithm)
-    algo = build_dataclass(algorithm.Config, run.algo, "algo.")
-    check = getattr(algo, "validate", None)
-    if callable(check):
-        check()
     policy = load_policy(run.policy)
-    return LoadedConfig(run=run, algo=algo, raw=raw, policy=policy)
+    fields = config_fields(run.algorithm)
+    if fields is not None and isinstance(run.algo, dict):
+        check_keys(run.algo, fields, "algo.")
+    return run, policy

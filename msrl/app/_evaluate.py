@@ -3,7 +3,9 @@ environment, every group's; the return is the mean over agents, as in training's
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +69,19 @@ def evaluate_algorithm(algorithm: Any, episodes: int, seed: int, max_steps: int 
     finally:
         env.close()
     return Evaluation(returns.tolist())
+
+
+@contextlib.contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``count`` meanwhile, and back to what they were after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _mean_reward(reward: Any) -> np.ndarray:

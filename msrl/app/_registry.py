@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
+import importlib.util
 
 from msrl.core import Algorithm, ConfigError
 
@@ -40,3 +42,68 @@ def get_algorithm(name: str) -> type[Algorithm]:
     if not dataclasses.is_dataclass(getattr(cls, "Config", None)):
         raise ConfigError(f"algorithm {name!r} has no Config dataclass")
     return cls
+
+
+def config_fields(name: str) -> list[str] | None:
+    """The field names of a built-in algorithm's ``Config``, in order, read from its module's
+    source without importing it: an algorithm imports torch (seconds), and a misspelt ``algo.``
+    key is answered before that.  None where the source does not say them plainly (a user's
+    ``module:Class``, a ``Config`` or a base of it defined elsewhere): ``get_algorithm`` and the
+    dataclass itself then check the keys."""
+    spec = BUILTIN.get(name)
+    if spec is None:
+        return None
+    module_name, _, class_name = spec.partition(":")
+    try:
+        found = importlib.util.find_spec(module_name)
+        if found is None or found.origin is None:
+            return None
+        with open(found.origin, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (ImportError, OSError, SyntaxError, ValueError):
+        return None
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    config = _config_of(classes, class_name)
+    return None if config is None else _fields(classes, config)
+
+
+def _config_of(classes: dict[str, ast.ClassDef], name: str) -> str | None:
+    """The class named by ``Config = X`` in class ``name`` or the nearest of its bases in the module."""
+    node = classes.get(name)
+    if node is None:
+        return None
+    for statement in node.body:
+        if (
+            isinstance(statement, ast.Assign)
+            and [ast.unparse(target) for target in statement.targets] == ["Config"]
+            and isinstance(statement.value, ast.Name)
+        ):
+            return statement.value.id
+    for base in node.bases:
+        if isinstance(base, ast.Name):
+            found = _config_of(classes, base.id)
+            if found is not None:
+                return found
+    return None
+
+
+def _fields(classes: dict[str, ast.ClassDef], name: str) -> list[str] | None:
+    """The fields of the ``@dataclass`` class ``name``, as ``dataclasses.fields`` orders them: its
+    bases' first, then its own annotated names (a ``ClassVar`` is none)."""
+    node = classes.get(name)
+    if node is None or not any(ast.unparse(d).split("(")[0] == "dataclass" for d in node.decorator_list):
+        return None
+    names: dict[str, None] = {}
+    for base in node.bases:
+        inherited = _fields(classes, base.id) if isinstance(base, ast.Name) else None
+        if inherited is None:
+            return None
+        names.update(dict.fromkeys(inherited))
+    for statement in node.body:
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and "ClassVar" not in ast.unparse(statement.annotation)
+        ):
+            names[statement.target.id] = None
+    return list(names)

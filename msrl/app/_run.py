@@ -20,8 +20,8 @@ from typing import Any, TextIO, TypeVar
 from fragments import Runtime
 from msrl.app._checkpoint import load_checkpoint
 from msrl.app._config import LoadedConfig, RunConfig, load_config
-from msrl.app._evaluate import Evaluation, evaluate_algorithm
-from msrl.app._load import load_components
+from msrl.app._evaluate import Evaluation
+from msrl.app._load import LOADED_ROLES, eval_seed, evaluate_states
 from msrl.app._plan import Plan, make_runtime, plan
 from msrl.app._records import check_losses, iteration_record
 from msrl.app._run_directory import CHECKPOINT_NAME, Position, RunDirectory
@@ -32,8 +32,8 @@ from msrl.core import (
     EnvError,
     HeadLostError,
     HostLostError,
-    RunInfo,
     WorkerLostError,
+    role_of,
 )
 
 COUNTERS = ("iteration", "env_steps", "restarts", "lost_env_steps")
@@ -48,7 +48,10 @@ class Run:
 
     ``metrics`` holds one record per iteration (what ``metrics.jsonl`` holds, earlier
     iterations of a resumed run included); ``evaluation`` the final greedy
-    evaluation, or None when ``eval_episodes`` is 0."""
+    evaluation, or None when ``eval_episodes`` is 0.  ``iterations``, ``env_steps`` and
+    ``wall_time`` (training seconds: every iteration with its record and checkpoints) count the
+    whole run alike, a resumed one's earlier sessions included; ``resumed_at`` is the iteration
+    this session resumed the run from (None for a run started here)."""
 
     run_dir: str
     metrics: list[dict[str, Any]]
@@ -56,6 +59,15 @@ class Run:
     iterations: int
     env_steps: int
     wall_time: float
+    resumed_at: int | None = None
+
+    def summary(self) -> str:
+        """The line ``msrl train`` ends with: what the run trained, and where its results are."""
+        whole = "" if self.resumed_at is None else f" (the whole run; resumed at iteration {self.resumed_at})"
+        return (
+            f"trained {self.iterations} iterations, {self.env_steps:,} env steps in {self.wall_time:.1f} s{whole}; "
+            f"results in {self.run_dir}"
+        )
 
     @property
     def checkpoint(self) -> str:
@@ -107,7 +119,9 @@ class Trainer:
         self.run_dir = self.directory.path
         saved = checkpoint or {}  # a resumed run's counters go on from its checkpoint's
         self.iteration, self.env_steps, self.restarts, self.lost_env_steps = (int(saved.get(k, 0)) for k in COUNTERS)
-        self.last_return, self.steps_per_iteration, self.wall_time = float("nan"), 0, 0.0
+        self.resumed_at = None if checkpoint is None else self.iteration
+        self.wall_time = self._seconds_at(checkpoint)  # training seconds of the whole run, like the counters
+        self.last_return, self.steps_per_iteration = float("nan"), 0
         self.compiling: tuple[str, ...] = ()  # compiled regions still being built, after the last iteration
         self.switched: dict[str, float] = {}  # those switched to after it, and how long they took to build
 
@@ -152,10 +166,12 @@ class Trainer:
         self.compiling, self.switched = result.compiling, result.compiled
         record = iteration_record(result, elapsed, self.plan.agents_per_env, **self._counters())
         self.directory.record(record)
+        self.wall_time += time.perf_counter() - start
         every = self.config.run.checkpoint_every
         if every and self.iteration % every == 0:
+            start = time.perf_counter()
             self.save()
-        self.wall_time += time.perf_counter() - start
+            self.wall_time += time.perf_counter() - start
         return record
 
     def run(self) -> None:
@@ -187,7 +203,17 @@ class Trainer:
     def save(self) -> None:
         """Write the checkpoint (atomically): config, counters and every component's state."""
         components = self.runtime.state_dict()
-        self.directory.save_checkpoint({"config": self.config.raw, **self._counters(), "components": components})
+        payload = {"config": self.config.raw, **self._counters(), "wall_time": self.wall_time, "components": components}
+        self.directory.save_checkpoint(payload)
+
+    def _seconds_at(self, checkpoint: Mapping[str, Any] | None) -> float:
+        """The run's training seconds up to ``checkpoint`` (none at the start): saved in it, or, in
+        a checkpoint saved without them, the sum of the ``wall_time`` of the iterations before it."""
+        if checkpoint is None:
+            return 0.0
+        if "wall_time" in checkpoint:
+            return float(checkpoint["wall_time"])
+        return sum(float(record.get("wall_time", 0.0)) for record in self.directory.metrics())
 
     def _counters(self) -> dict[str, int]:
         """The run's ``COUNTERS``, as checkpoints and metrics records hold them."""
@@ -233,14 +259,19 @@ class Trainer:
         )
         self.iteration, self.env_steps = back
         self.directory.rewind(back)
+        self.wall_time = self._seconds_at(checkpoint)  # the seconds of the steps it goes back on, like them
 
     def evaluate(self, episodes: int, seed: int | None = None) -> Evaluation:
-        """Greedy evaluation of the current weights on ``episodes`` fresh environments."""
-        seed = RunInfo(seed=self.config.run.seed).seed_for("eval") if seed is None else seed
+        """Greedy evaluation of the current weights on ``episodes`` fresh environments, from the
+        run's evaluation seed by default: what ``msrl eval`` of the checkpoint saved now gives."""
+        seed = eval_seed(self.config) if seed is None else seed
         algorithm = getattr(self.runtime, "algorithm", None)  # the live one, when it runs in this process
         if algorithm is None:  # the trained weights live in the workers
-            algorithm = load_components(self.plan.recipe, self._recovering(self.runtime.state_dict))
-        return evaluate_algorithm(algorithm, episodes, seed)
+            states = self._recovering(self.runtime.state_dict)
+        else:  # the actors' and learners': a replay buffer's state is a copy of all it holds
+            kept = {name: c for name, c in algorithm.components().items() if role_of(c) in LOADED_ROLES}
+            states = {name: component.state_dict() for name, component in kept.items()}
+        return evaluate_states(self.plan.recipe, self.plan.fdg.policy, states, episodes, seed)
 
     def close(self) -> None:
         """Stop the workers and close the run directory (its logs, then its lock)."""
@@ -288,6 +319,7 @@ def train(
             trainer.iteration,
             trainer.env_steps,
             trainer.wall_time,
+            trainer.resumed_at,
         )
 
 

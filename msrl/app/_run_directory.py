@@ -22,14 +22,15 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
-from msrl.app._checkpoint import load_checkpoint, save_checkpoint
-from msrl.app._evaluate import Evaluation
-from msrl.app._tensorboard import ScalarLog
 from msrl.core import ConfigError
+
+if TYPE_CHECKING:  # torch and tensorboardX are imported by what writes a run, not by what reads its metrics
+    from msrl.app._evaluate import Evaluation
+    from msrl.app._tensorboard import ScalarLog
 
 CHECKPOINT_NAME = "checkpoint.pt"
 METRICS_NAME = "metrics.jsonl"
@@ -123,6 +124,8 @@ class RunDirectory:
         """Write ``checkpoint.pt`` atomically, with its manifest, once the records up to it are on
         disk: each record is flushed to the operating system as it comes, and made durable here,
         so a machine that goes down keeps every record the checkpoint resumes after."""
+        from msrl.app._checkpoint import save_checkpoint
+
         if self._metrics is not None and self._scalars is not None:
             self._metrics.flush()
             os.fsync(self._metrics.fileno())
@@ -131,6 +134,8 @@ class RunDirectory:
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         """The verified checkpoint, or None when the run has written none yet."""
+        from msrl.app._checkpoint import load_checkpoint
+
         return load_checkpoint(self.checkpoint_path) if os.path.exists(self.checkpoint_path) else None
 
     def write_evaluation(self, evaluation: Evaluation) -> None:
@@ -155,6 +160,8 @@ class RunDirectory:
             self._lock = None
 
     def _open_logs(self, rewound_to: Position | None) -> None:
+        from msrl.app._tensorboard import ScalarLog
+
         metrics = os.path.join(self.path, METRICS_NAME)
         if rewound_to is not None:
             _truncate_metrics(metrics, rewound_to.iteration)

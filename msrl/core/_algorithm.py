@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from msrl.core._build import Declared, EnvDefaults, wanted
 from msrl.core._components import Component
+
+if TYPE_CHECKING:  # imported where a generator is made: ``import msrl`` stays free of torch
+    import torch
 
 SEED_COPY_STRIDE = 1_000_003
 """Copy ``c`` of a fragment has the data seed ``seed + SEED_COPY_STRIDE * c``: a prime far above any
@@ -131,6 +132,8 @@ class RunInfo:
     def rng(self, stream: str, index: int = 0) -> torch.Generator:
         """A torch generator on this copy's device, seeded ``seed_for(stream, index)``: draws made
         with it stay where the data is."""
+        import torch
+
         return torch.Generator(device=self.device).manual_seed(self.seed_for(stream, index))
 
     def num_updates(self, env_steps_per_update: int) -> int:

@@ -9,11 +9,13 @@ the application, a preset's parameters in ``policies``).  Every mistake is a
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import re
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -138,17 +140,26 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
+def check_keys(values: Mapping[str, Any], names: Sequence[str], prefix: str) -> None:
+    """A ``ConfigError`` naming the first key of ``values`` that is not one of ``names`` (a
+    dataclass's fields, in their order), the nearest valid key when one is close (a typo), and the
+    valid choices."""
+    unknown = sorted(str(key) for key in set(values) - set(names))
+    if unknown:
+        nearest = difflib.get_close_matches(unknown[0], names, n=1)
+        hint = f"; did you mean {prefix + nearest[0]!r}?" if nearest else ";"
+        raise ConfigError(
+            f"unknown config key {prefix + unknown[0]!r}{hint} valid choices: {', '.join(prefix + n for n in names)}"
+        )
+
+
 def build_dataclass(cls: type, values: Any, prefix: str) -> Any:
     """Instantiate ``cls`` from a mapping, rejecting unknown keys and wrong types."""
     if not isinstance(values, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {values!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ConfigError(
-            f"unknown config key {prefix + str(unknown[0])!r}; valid choices: {', '.join(prefix + f for f in fields)}"
-        )
+    check_keys(values, list(fields), prefix)
     return cls(**{key: coerce(value, hints[key], prefix + key) for key, value in values.items()})
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # imported where a state is loaded: ``import msrl`` stays free of torch
+    import torch
 
 PHILOX_STATE_BYTES = 16
 """The size of a CUDA (Philox) generator's ``get_state()``: its seed and offset, 8 bytes each."""
@@ -17,6 +18,8 @@ PHILOX_STATE_BYTES = 16
 @functools.cache
 def _cpu_state_bytes() -> int:
     """The size of a CPU (Mersenne Twister) generator's ``get_state()`` in this torch (5056 in 2.x)."""
+    import torch
+
     return torch.Generator().get_state().numel()
 
 
@@ -32,6 +35,8 @@ def load_generator_state(generator: torch.Generator, state: Any) -> None:
     device would have made next, which no other device can reproduce anyway.  A state of the
     generator's own kind is restored exactly; one of no known kind is refused (``ValueError``).
     """
+    import torch
+
     state = torch.as_tensor(state).detach().cpu()
     if state.dtype != torch.uint8 or state.dim() != 1:
         raise ValueError(f"a generator state is a 1-D uint8 tensor, got {state.dtype} of shape {tuple(state.shape)}")

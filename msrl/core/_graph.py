@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from msrl.core._vocab import Op, Role, ValueKind
+
+if TYPE_CHECKING:  # imported when a graph is built: ``import msrl`` stays light
+    import networkx as nx
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,8 @@ class DataflowGraph:
         return [node for node in self.nodes if node.component == component]
 
     def _build_nx(self) -> nx.MultiDiGraph:
+        import networkx as nx
+
         graph = nx.MultiDiGraph()
         last_call: dict[str, str] = {}
         for node in self.nodes:

@@ -15,6 +15,7 @@ import fcntl
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,7 +51,14 @@ def build(path: Path, payload: bytes) -> None:
         fd, partial = tempfile.mkstemp(suffix=".pt2", dir=path.parent)
         os.close(fd)
         try:
-            aoti_compile_and_package(program, package_path=partial)
+            with warnings.catch_warnings():
+                # torch deep-copies the exported graph's pytree specs here and warns that its own
+                # LeafSpec is deprecated: nothing msrl can change, and the log is what a failed
+                # build's reason is read from, so only that warning is left out of it
+                warnings.filterwarnings(
+                    "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning
+                )
+                aoti_compile_and_package(program, package_path=partial)
             os.replace(partial, path)
         finally:
             if os.path.exists(partial):

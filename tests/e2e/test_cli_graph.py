@@ -1,8 +1,12 @@
 """``msrl graph`` end to end through ``msrl.app.main`` (it traces and partitions, and starts
 nothing): the traced nodes printed, the fragmented graph drawn as DOT and PNG, the default file
-prefix, and an output directory that does not exist as one error line with nothing written."""
+prefix (under the config's runs_dir), and an output directory that does not exist as one error
+line with nothing written."""
 
 from __future__ import annotations
+
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -20,7 +24,7 @@ def runs(tmp_path_factory):
     config = str(REPO / CONFIG)
     return {
         "root": root,
-        # not the default --out: that writes into the current directory (test_graph_default_prefix...)
+        # not the default --out: that writes under the config's runs_dir (test_graph_default_prefix...)
         "graph": in_process("graph", config, "--out", str(root / "drawn" / "fdg")),
         "graph to a missing directory": in_process("graph", config, "--out", str(root / "no_such_dir" / "fdg")),
     }
@@ -71,16 +75,33 @@ def test_graph_to_a_missing_directory_is_one_error_line(runs):
     assert not missing.exists()
 
 
-def test_graph_default_prefix_is_the_policy_name(tmp_path, monkeypatch, capsys):
-    # In process (plan() starts nothing): the files land in the current directory.
+def test_graph_default_prefix_is_the_policy_name_under_the_runs_dir(tmp_path, monkeypatch, capsys):
+    # In process (plan() starts nothing): the files land under the config's runs_dir, which the
+    # repository's .gitignore covers (runs/), and nothing in the current directory.
     monkeypatch.chdir(tmp_path)
     config = REPO / CONFIG
-    assert main(["graph", str(config), "--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "wrote fdg_local.dot and fdg_local.png"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fdg_local.dot", "fdg_local.png"]
+    small = ["--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]
+    drawn = tmp_path / "runs" / "graph-ppo_cartpole"
+    assert main(["graph", str(config), *small]) == 0
+    prefix = drawn.relative_to(tmp_path) / "fdg_local"
+    assert capsys.readouterr().out.splitlines()[-1] == f"wrote {prefix}.dot and {prefix}.png"
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"]
+    assert sorted(p.name for p in drawn.iterdir()) == ["fdg_local.dot", "fdg_local.png"]
     policy = (
         "policy={fragments: [{name: rollout, components: [env, actor, buffer], replicas: 2}, "
         "{name: learn, components: [learner]}]}"
     )
-    assert main(["graph", str(config), "--set", policy, "--set", "algo.num_envs=2", "--set", "algo.num_steps=4"]) == 0
-    assert "gather, per_iteration" in (tmp_path / "fdg_custom.dot").read_text()
+    assert main(["graph", str(config), "--set", policy, *small]) == 0
+    assert "gather, per_iteration" in (drawn / "fdg_custom.dot").read_text()
+    assert main(["graph", str(config), "--set", f"runs_dir={tmp_path / 'elsewhere'}", *small]) == 0
+    assert (tmp_path / "elsewhere" / "graph-ppo_cartpole" / "fdg_local.png").exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="not a git checkout")
+def test_default_outputs_of_graph_and_plot_are_ignored_by_git():
+    """With the shipped config's runs_dir, what graph and plot write by default stays out of git."""
+    for path in ("runs/graph-ppo_cartpole/fdg_local.dot", "runs/graph-ppo_cartpole/fdg_local.png"):
+        assert subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=REPO).returncode == 0, path
+    assert SHIPPED.get("runs_dir", "runs") == "runs"
+    plot = "runs/ppo_cartpole/learning_curves.png"
+    assert subprocess.run(["git", "check-ignore", "--no-index", "-q", plot], cwd=REPO).returncode == 0

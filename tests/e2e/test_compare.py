@@ -270,6 +270,10 @@ def test_plot_draws_finished_runs_and_rejects_what_is_not_a_run(tmp_path: Path) 
         code, out, err = run_cli(["plot", *runs, "--x", x, "--out", str(out_png)])
         assert code == 0 and out.strip() == f"wrote {out_png}", err
         assert matplotlib.image.imread(out_png).std() > 0.05
+    for args, name in (([], "learning_curves.png"), (["--x", "time"], "learning_curves_vs_time.png")):
+        code, out, err = run_cli(["plot", *runs, *args])  # beside the first run's files without --out
+        assert code == 0 and out.strip() == f"wrote {Path(runs[0]) / name}", err
+        assert matplotlib.image.imread(Path(runs[0]) / name).std() > 0.05
     code, _, err = run_cli(["plot", str(tmp_path / "nothing")])
     assert code == 2 and "is not a run directory" in err
     code, _, err = run_cli(["plot", runs[0], "--metric", "reward_of_doom", "--out", str(tmp_path / "x.png")])

@@ -7,12 +7,15 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
+from packaging.requirements import Requirement
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import msrl
 from msrl.app import Trainer, read_metrics
 
-CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml")
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = str(REPO / "configs" / "ppo_cartpole.yaml")
 COMMON = ["progress=false", "eval_episodes=0", "total_env_steps=8192", "algo.anneal_lr=false"]
 
 
@@ -30,6 +33,13 @@ def expected(run_dir: str) -> dict[str, list[tuple[int, float]]]:
             if key != "env_steps" and isinstance(value, (int, float)) and np.isfinite(value):
                 table.setdefault(key, []).append((record["env_steps"], float(np.float32(value))))
     return table
+
+
+def test_tensorboard_comes_with_the_base_install() -> None:
+    """``tensorboard --logdir runs/`` works after ``pip install msrl``, not only with the dev extra."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "tensorboard" in {Requirement(r).name for r in project["dependencies"]}
 
 
 def test_event_files_hold_the_metrics(tmp_path: Path) -> None:

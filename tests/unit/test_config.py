@@ -11,7 +11,7 @@ import pytest
 
 from algorithms.ppo import PPOConfig
 from msrl import ConfigError
-from msrl.app import RunConfig, load_config
+from msrl.app import RunConfig, algorithm_names, config_fields, get_algorithm, load_config
 from msrl.core import apply_overrides, read_yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -122,6 +122,50 @@ def test_unknown_algo_key_lists_valid_keys():
     message = error_of(["algo.bogus=1"])
     assert "unknown config key" in message and "bogus" in message
     assert "valid choices: " + ", ".join("algo." + k for k in ALGO_KEYS) in message
+
+
+@pytest.mark.parametrize(
+    "override, nearest",
+    [("algo.learing_rate=1e-3", "algo.learning_rate"), ("total_env_step=10", "total_env_steps"), ("sed=3", "seed")],
+)
+def test_a_misspelt_key_is_answered_with_the_nearest_one(override: str, nearest: str) -> None:
+    message = error_of([override])
+    assert f"unknown config key {override.split('=')[0]!r}; did you mean {nearest!r}? valid choices: " in message
+
+
+def test_a_key_near_no_valid_one_gets_the_choices_alone() -> None:
+    assert "unknown config key 'algo.zzz'; valid choices: algo.env_id, " in error_of(["algo.zzz=1"])
+
+
+@pytest.mark.parametrize(
+    "overrides, name",
+    [
+        (["algo.env_id=Acrobot-v1"], "ppo_cartpole_Acrobot-v1"),
+        (["algo.env_id=ALE/Pong-v5"], "ppo_cartpole_ALE_Pong-v5"),
+        (["algo.env_id=pettingzoo:mpe2.simple_spread_v3"], "ppo_cartpole_pettingzoo_mpe2.simple_spread_v3"),
+        (["algo.env_id=Acrobot-v1", "name=mine"], "mine"),
+        (["algo.env_id=CartPole-v1"], "ppo_cartpole"),
+        (["seed=3"], "ppo_cartpole"),
+    ],
+)
+def test_a_run_on_another_environment_is_named_after_it(overrides: list[str], name: str) -> None:
+    config = load_config(PPO_YAML, overrides)
+    assert config.run.name == name and config.raw["name"] == name  # config.yaml says it too
+
+
+def test_a_run_named_after_a_long_environment_id_keeps_within_the_name_limit() -> None:
+    config = load_config(PPO_YAML, ["algo.env_id=" + "E" * 200])
+    assert len(config.run.name) == 100 and config.run.name.startswith("ppo_cartpole_EEE")
+
+
+@pytest.mark.parametrize("name", algorithm_names())
+def test_algo_keys_read_from_the_source_are_the_config_fields(name: str) -> None:
+    """The ``algo`` keys checked before an algorithm is imported are its Config's fields, in order."""
+    assert config_fields(name) == [f.name for f in dataclasses.fields(get_algorithm(name).Config)]
+
+
+def test_algo_keys_of_a_user_algorithm_are_left_to_its_config() -> None:
+    assert config_fields("tests.some_module:SomeAlgorithm") is None
 
 
 @pytest.mark.parametrize(

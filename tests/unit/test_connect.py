@@ -3,6 +3,7 @@ listening beyond 127.0.0.1, token authentication untouched."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 
@@ -10,7 +11,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from cluster import connect  # noqa: E402
+from cluster import connect, set_ray_log_level  # noqa: E402
 from msrl.core import ClusterError  # noqa: E402
 
 
@@ -26,6 +27,24 @@ def test_embedded_instance_has_no_dashboard_and_stays_on_localhost(monkeypatch: 
     assert kwargs["dashboard_host"] == "127.0.0.1"
     assert kwargs["num_cpus"] == 3
     assert not any("auth" in key.lower() or "token" in key.lower() for key in kwargs)
+
+
+def test_rays_log_lines_are_shown_from_error_on_unless_asked_for_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {})
+    connect(None)
+    assert calls[-1]["logging_level"] == logging.ERROR  # its informational warnings stay in its log files
+    before = set_ray_log_level(logging.INFO)  # msrl ... --verbose
+    try:
+        connect(None)
+        with _listening() as server:
+            connect(f"ray://127.0.0.1:{server.getsockname()[1]}")
+    finally:
+        assert set_ray_log_level(before) == logging.INFO
+    assert [c["logging_level"] for c in calls[1:]] == [logging.INFO, logging.INFO]
+    assert not any("auth" in key.lower() or "token" in key.lower() for c in calls for key in c)
 
 
 def test_joining_a_cluster_passes_the_address_through(monkeypatch: pytest.MonkeyPatch) -> None:
