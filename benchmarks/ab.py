@@ -20,6 +20,11 @@ ways, or an eager A against a compiled B):
 
     python -m benchmarks.ab --a ../before --b . --train configs/a2c_cartpole.yaml \\
         --a-args 'algo.compile=false' --b-args 'algo.compile=true' -- total_env_steps=40000
+
+``--cold-cache`` gives every run an empty compiled-step cache (a first run on a fresh machine:
+with ``algo.compile: auto`` its steps build in the background while it trains eagerly), and a
+``--train`` run then waits for the builds it started before the next run begins, so that each
+run has the machine to itself and its own builds only.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 
 from benchmarks.harness import in_turn, table_head, table_row
 
@@ -44,16 +50,26 @@ with tempfile.TemporaryDirectory() as runs:
     run = msrl.train(config, overrides, stream=io.StringIO())
 greedy = f" greedy_return {run.evaluation.mean:.1f}" if run.evaluation is not None else ""
 per_step = run.wall_time / max(1, run.env_steps) * 1e6
-print(f"train_s {run.wall_time:.4f} env_steps {run.env_steps} us_per_env_step {per_step:.2f}{greedy}")
+print(f"train_s {run.wall_time:.4f} env_steps {run.env_steps} us_per_env_step {per_step:.2f}{greedy}", flush=True)
+try:  # the compiled steps this run left building: waited for, so the next run starts on a quiet machine
+    from msrl.rl import wait_for_builds
+except ImportError:  # a checkout whose compiled steps never build in the background
+    pass
+else:
+    wait_for_builds()
 """
 """What ``--train`` runs in each checkout: prints ``train_s S env_steps N us_per_env_step U`` (and the
 greedy return with ``eval_episodes=N`` among the overrides)."""
 
 
-def figure(root: str, command: list[str], pattern: re.Pattern[str]) -> float:
-    """Run ``command`` in checkout ``root``; the number its output's first ``pattern`` match captures."""
+def figure(root: str, command: list[str], pattern: re.Pattern[str], cold_cache: bool = False) -> float:
+    """Run ``command`` in checkout ``root``; the number its output's first ``pattern`` match captures.
+    ``cold_cache``: with a compiled-step cache of its own, empty, removed afterwards."""
     env = {**os.environ, "PYTHONPATH": os.path.abspath(root)}
-    done = subprocess.run([sys.executable, *command], cwd=root, env=env, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="msrl-ab-cache-") as cache:
+        if cold_cache:
+            env["TORCHINDUCTOR_CACHE_DIR"] = cache
+        done = subprocess.run([sys.executable, *command], cwd=root, env=env, capture_output=True, text=True)
     found = pattern.search(done.stdout)
     if done.returncode != 0 or found is None:
         sys.exit(
@@ -77,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", metavar="CONFIG", help="time msrl.train on this config; overrides after --")
     parser.add_argument("--a-args", default="", help="arguments appended to A's command only (shell-quoted)")
     parser.add_argument("--b-args", default="", help="arguments appended to B's command only (shell-quoted)")
+    parser.add_argument("--cold-cache", action="store_true", help="every run with an empty compiled-step cache")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the python arguments run in both checkouts")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -93,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table_head(["pair", "order", "A", "B", "B/A"], "rlrrr"))
     for pair in range(args.pairs):
         order = in_turn(["A", "B"], pair)
-        got = {side: figure(args.a if side == "A" else args.b, command + extra[side], pattern) for side in order}
+        got = {
+            side: figure(args.a if side == "A" else args.b, command + extra[side], pattern, args.cold_cache)
+            for side in order
+        }
         ratios.append(got["B"] / got["A"])
         print(table_row([pair, "".join(order), shown(got["A"]), shown(got["B"]), f"{ratios[-1]:.3f}"]), flush=True)
     print(

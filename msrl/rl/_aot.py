@@ -165,10 +165,13 @@ class TracedRunner:
 
 class Build:
     """The package of ``graph`` (traced on ``args``) being built at ``path`` by a separate Python
-    process.  ``nice`` lowers that process's priority (a build the run does not wait for), and
-    its output goes to a log beside the package, where a failure's reason is read."""
+    process.  ``background``: a build the run does not wait for, which runs only on cores nothing
+    else wants (``_build_process.yield_to_training``).  Its output goes to a log beside the package,
+    where a failure's reason is read."""
 
-    def __init__(self, graph: torch.fx.GraphModule, args: tuple[Any, ...], path: Path, nice: int = 0) -> None:
+    def __init__(
+        self, graph: torch.fx.GraphModule, args: tuple[Any, ...], path: Path, background: bool = False
+    ) -> None:
         self.path, self.log = path, path.with_name(f"{path.stem}.{os.getpid()}.log")
         self.started = time.monotonic()
         leaves = pytree.tree_leaves(args)
@@ -178,7 +181,11 @@ class Build:
             "threads": torch.get_num_threads(),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
-        environment = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": str(BUILD_THREADS), "MSRL_BUILD_NICE": str(nice)}
+        environment = {
+            **os.environ,
+            "TORCHINDUCTOR_COMPILE_THREADS": str(BUILD_THREADS),
+            "MSRL_BUILD_PRIORITY": "idle" if background else "normal",
+        }
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, str(Path(__file__).with_name("_build_process.py")), str(path), str(self.log)],

@@ -65,11 +65,21 @@ def build(path: Path, payload: bytes) -> None:
                 os.unlink(partial)
 
 
+def yield_to_training() -> None:
+    """Run only on cores nothing else wants (Linux's idle scheduling class, inherited by the C++
+    compiler this process starts; elsewhere the lowest priority).  A training run on every core
+    keeps torch's threads busy, and a thread of theirs that this build displaced would hold up every
+    parallel operation of the run while it waits for its core: the build waits instead."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        os.nice(19)
+
+
 def main() -> None:
     payload = sys.stdin.buffer.read()  # all of it first: the run's write must not wait on the lock
-    nice = int(os.environ.get("MSRL_BUILD_NICE", "0"))
-    if nice:
-        os.nice(nice)
+    if os.environ.get("MSRL_BUILD_PRIORITY") == "idle":
+        yield_to_training()
     build(Path(sys.argv[1]), payload)
     Path(sys.argv[2]).unlink(missing_ok=True)
 

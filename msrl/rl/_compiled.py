@@ -14,8 +14,8 @@ switches from its eager code to the region:
 
 * ``auto`` (the default): at the first call the region is traced (a fraction of a second) and
   looked up in the cache; if an earlier run built it, it runs compiled from that call on.
-  Otherwise its package is built by a separate process at low priority while the owner goes on
-  eagerly, and ``switch_compiled``, which the run calls between iterations, switches it once
+  Otherwise its package is built by a separate process, on the cores training leaves idle, while
+  the owner goes on eagerly, and ``switch_compiled``, which the run calls between iterations, switches it once
   built.  Nothing waits for the compiler.
 * ``true``: the first call waits for the build (benchmarks that want the compiled step throughout).
 * ``false``: eager always.
@@ -50,10 +50,6 @@ from msrl.rl._aot import Build, Runner, TracedRunner, package_path, trace
 
 COMPILE_CHOICES = ("auto", "true", "false")
 """What ``algo.compile`` takes (YAML's booleans too, as ``true`` and ``false``)."""
-
-BUILD_NICE = 10
-"""How much a build the run does not wait for yields to training (``nice``): it takes the cores
-training leaves idle, and finishes after the run where the run leaves none."""
 
 
 def compile_option(value: Any) -> str:
@@ -181,7 +177,7 @@ class CompiledRegion:
             if path.exists():
                 self.runner = Runner(path)
                 return
-            self.build = Build(graph, args, path, nice=BUILD_NICE if self.option == "auto" else 0)
+            self.build = Build(graph, args, path, background=self.option == "auto")
             _BUILDING.add(self)
             _BUILDS.append(self.build)
         except Exception as error:  # noqa: BLE001 - whatever stops the build, the owner runs eagerly
