@@ -145,7 +145,7 @@ class IMPALALearner(Learner):
         if cfg.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = linear_lr(cfg.learning_rate, self.updates, self.num_updates)
         self.updates += 1
-        # The minibatches' terms add up on the device, in float64 (as Python floats did), and reach the host once.
+        # The minibatches' terms add up on the device, in float64 (a Python float's precision), and reach the host once.
         sums = torch.zeros(len(METRICS), dtype=torch.float64, device=self.device)
         for part in ppo_epochs(batch, cfg.update_epochs, cfg.num_minibatches, self.generator):
             sums = sums + self.gradient_step(*part, sync=self.gradient_sync).double()

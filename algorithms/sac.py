@@ -275,7 +275,7 @@ class SACLearner(Learner):
         if batch.rewards.shape[0] == 0:
             return {}  # warm-up: the buffer holds too few transitions yet
         batch = ReplayBatch(*(field.to(self.device) for field in batch))
-        # Losses add up on the device, in float64 (as Python floats did), and reach the host once, at the end.
+        # Losses add up on the device, in float64 (a Python float's precision), and reach the host once, at the end.
         q_total = policy_total = torch.zeros((), dtype=torch.float64, device=self.device)
         policy_steps = 0
         sync = self.gradient_sync

@@ -26,9 +26,9 @@ trajectories.  (The paper's fork also draws landmarks from ``0.8 [-1, 1)^2``, mp
 much, which no conversion removes.)  ``spread --rules fork`` runs simple_spread under the fork's
 three rules instead (``landmark_range`` 0.8, ``shared_reward``, the ``semi-implicit`` integrator:
 ``msrl.envs.simple_spread``'s docstring); its per-agent return is then the paper's figure itself.
-The shipped config has the fork's integrator and mpe2's reward and landmarks (since 2026-11-29;
-records without ``env_kwargs`` are older, of mpe2's three rules); ``--rules mpe2`` runs mpe2's
-integrator.  Each record keeps the environment's keywords it ran with (``env_kwargs``).
+The shipped config has the fork's integrator and mpe2's reward and landmarks (a record without
+``env_kwargs`` ran a config of mpe2's three rules); ``--rules mpe2`` runs mpe2's integrator.  Each
+record keeps the environment's keywords it ran with (``env_kwargs``).
 """
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ ENV_KWARGS = "algo.env_kwargs."
 
 
 def record_kwargs(record: dict[str, Any]) -> dict[str, str]:
-    """The environment keywords a record ran with, as lower-case words.  Records without
-    ``env_kwargs`` are older than the shipped config's integrator: their config had mpe2's rules,
-    so their overrides alone say what differed."""
+    """The environment keywords a record ran with, as lower-case words.  A record without
+    ``env_kwargs`` ran a config with mpe2's rules and no keywords of its own, so its overrides alone
+    say what differed."""
     kwargs = record.get("env_kwargs")
     if kwargs is None:
         pairs = (o.removeprefix(ENV_KWARGS).split("=", 1) for o in record["overrides"] if o.startswith(ENV_KWARGS))

@@ -16,7 +16,7 @@ float32 one way, 32 int64 actions back) on each path, and over Ray Compiled Grap
 * and there, ``single_learner_fine`` itself (PPO on CartPole, 32 envs, one env replica, the learner
   and the env on different hosts): the learner's communication time per env step (sending its
   actions, receiving the observations) with msrl's call and reply between nodes
-  (``cluster._callreply``) and with the two one-way calls it replaced (``call_reply=False``).
+  (``cluster._callreply``) and with two one-way calls instead (``call_reply=False``).
 
 Rounds alternate between the paths, so a slow spell of the machine hits each alike.
 

@@ -19,7 +19,7 @@ answer before it sends again), and ``call_routes`` keeps only as many pairs per 
 group has threads.  The callee receives the call's value before it runs the answer, so every call
 is answered within the same iteration of both.  A closed callee answers ``None``; a lost one
 makes the ref raise: the caller then waits for its own mailbox to close, exactly as it waits on a
-message that never comes today, and the driver's liveness check finds the lost worker.
+one-way message that never comes, and the driver's liveness check finds the lost worker.
 """
 
 from __future__ import annotations

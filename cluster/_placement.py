@@ -116,7 +116,7 @@ def wait_until_released(baseline: dict[str, float], timeout_s: float = RELEASE_T
     """After a run closed: wait until the cluster holds no more than ``baseline`` (what was in use
     before the run started), so the next run is placed and timed on the same free cluster.  Ray
     frees a closed run's actors and placement group asynchronously; without this, the next run of
-    ``msrl compare`` saw the previous one's CPUs still taken (and SPREAD placed it on fewer nodes).
+    ``msrl compare`` would see the previous one's CPUs still taken (and SPREAD place it on fewer nodes).
     Returns whether it happened within ``timeout_s``; other jobs may hold resources meanwhile."""
     import time
 

@@ -44,7 +44,7 @@ SPECS: dict[str, Spec] = {
         "DQN",
         "cleanrl/dqn.py",
         "CartPole-v1 at CleanRL dqn.py's settings",
-        note="SB3's DQN at CleanRL dqn.py's settings, as the msrl config (issue 30), its TD loss the squared "
+        note="SB3's DQN at CleanRL dqn.py's settings, as the msrl config carries them, its TD loss the squared "
         "error (SB3 has Huber only: with it, SB3 collapsed to a greedy 9.4 on 5/5 seeds at 500k)",
     ),
     "ppo_cartpole": Spec("CartPole-v1", "ppo", "PPO", "ppo.yml", "CartPole-v1"),
@@ -121,10 +121,10 @@ ZOO_HYPERPARAMS: dict[tuple[str, str], dict[str, Any]] = {
         policy_kwargs=dict(net_arch=[256, 256]),
     ),
     # Not rl-zoo: CleanRL's cleanrl/dqn.py defaults (its CartPole-v1 benchmark, 500k steps) as SB3
-    # DQN arguments, for configs/dqn_cartpole.yaml, which carries them (issue 30) with the same
-    # change: 10 envs stepped 10 times, then 10 gradient steps (CleanRL: 1 env, 1 gradient step
-    # every 10 steps).  Both count target_update_interval in env steps; max_grad_norm inf: CleanRL
-    # clips nothing.
+    # DQN arguments, for configs/dqn_cartpole.yaml, which carries them with the same change: 10
+    # envs stepped 10 times, then 10 gradient steps (CleanRL: 1 env, 1 gradient step every 10
+    # steps).  Both count target_update_interval in env steps; max_grad_norm inf: CleanRL clips
+    # nothing.
     ("cleanrl/dqn.py", "CartPole-v1 at CleanRL dqn.py's settings"): dict(
         n_timesteps=5e5,
         policy="MlpPolicy",

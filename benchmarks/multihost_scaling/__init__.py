@@ -8,7 +8,7 @@ the replicas (SPREAD; STRICT_SPREAD for multi_learner; gpu_only has one fragment
 link shaped to each profile in turn (both ends of the host's veth pair, both ways: the testbed's
 ``shape``: tc netem where the kernel has netem; else the testbed's relay for the delay,
 testbed/_delay.py, and a token bucket, tc tbf, for the rate, its bucket set by ``--burst``;
-``--no-delay`` gives the rate alone, as the runs before the relay had).
+``--no-delay`` gives the rate alone, as in the runs docs/scaling.md fits its model on).
 
 Per preset x profile it reports, over the steady iterations (the first one, with worker start-up,
 left out): env steps/s; the iteration's wall time split into compute (the fragments' env,

@@ -39,7 +39,7 @@ def parse_device(spec: FragmentSpec) -> torch.device:
 
 def threads_for(spec: FragmentSpec) -> int:
     """The fragment's CPUs as a thread count, but never more than the machine has cores: more only
-    take turns, and a million (``cpus: 1000000``) crashed the process creating them."""
+    take turns, and a million (``cpus: 1000000``) crash the process creating them."""
     return max(1, min(spec.cpus, os.cpu_count() or 1))
 
 

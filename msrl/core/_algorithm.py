@@ -46,11 +46,10 @@ SEED_STREAMS: Mapping[str, SeedStream] = MappingProxyType(
     }
 )
 """Every random stream of a run, by name: the one table of seed offsets (``RunInfo.seed_for``).
-The offsets are those the algorithms used before the streams had names, so runs reproduce their
-earlier numbers; streams of one kind (shared or per copy) differ in their offsets, and a stream
-that must be new gets a new name here rather than an offset at its call site.  ("eval" keeps the
-evaluation's old offset, 7919, which sub-stream 1 of "weights" also reaches: one seeds environment
-resets, the other a network's initial weights.)"""
+The offsets are fixed, so a run's recorded numbers reproduce; streams of one kind (shared or per
+copy) differ in their offsets, and a stream that must be new gets a new name here rather than an
+offset at its call site.  ("eval"'s offset, 7919, is also what sub-stream 1 of "weights" reaches:
+one seeds environment resets, the other a network's initial weights.)"""
 
 
 @dataclass(frozen=True)

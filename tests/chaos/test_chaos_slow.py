@@ -1,4 +1,4 @@
-"""The long chaos cases (issue 15), left out of CI (``-m slow``): a killed learner and a stopped
+"""The long chaos cases, left out of CI (``-m slow``): a killed learner and a stopped
 (SIGSTOP) worker, each recovered from as if nothing happened; a rollout worker killed twice at
 random iterations of a full PPO CartPole run,
 which still reaches the threshold; twenty learner kills at random moments, mid-iteration included,
@@ -82,7 +82,7 @@ def test_a_rollout_worker_killed_twice_at_random_iterations_still_reaches_the_th
 
 def test_twenty_learner_kills_at_random_moments_never_hang(tmp_path: Path) -> None:
     """Kills land while the step runs (a timer thread), so the rollouts are blocked waiting on the
-    learner's weights when it dies: the case that once hung the run forever."""
+    learner's weights when it dies: a driver that waited only on them would wait forever."""
     rng = random.Random(20)
     kills = 20
     overrides = [

@@ -1,4 +1,4 @@
-"""Lost fragment workers on the embedded Ray (issue 15), the cases CI runs: a rollout worker killed
+"""Lost fragment workers on the embedded Ray, the cases CI runs: a rollout worker killed
 twice sends the run back to its last checkpoint on fresh workers, twice, and the run goes on to the
 same results as one without faults (about 65 s with its undisturbed twin: CI's landing tier, after
 the default suite); past ``max_restarts`` the run stops with one line, its checkpoint kept, and a

@@ -1,4 +1,4 @@
-"""A verified checkpoint must also be complete (issue 15): one whose manifest matches but that lacks
+"""A verified checkpoint must also be complete: one whose manifest matches but that lacks
 a component's state (a tool that dropped it, a hand-edited file re-saved) is refused by ``msrl
 eval`` and ``--resume`` with one line, instead of evaluating an untrained network or resuming with
 a fresh component."""

@@ -1,6 +1,6 @@
 """Checkpoints are verified against their manifest before anything in them is used: a byte flipped
 in tensor data, or a config edited after saving, is one ``msrl: error`` line, exit 2, and the file
-is left as it was (issue 15)."""
+is left as it was."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ so each command below ends in its one ``msrl: error:`` line with none of them im
 
 Each command runs in a fresh interpreter (a subprocess: this one has torch imported already), which
 prints the heavy modules it holds once the command has ended.  The time allowed leaves room for a
-loaded machine; the list of modules is what fails at once if a heavy import comes back.
+loaded machine; the list of modules is what fails at once if a heavy import runs before the check.
 """
 
 from __future__ import annotations

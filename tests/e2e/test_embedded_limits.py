@@ -1,6 +1,6 @@
-"""What a policy may ask of the embedded Ray and of this machine (issue 15): up to 4 logical CPUs
-per core (its fragments take turns), beyond that one line and exit 2 before Ray starts; and a
-``local`` policy asking for a million CPUs trains on as many threads as there are cores."""
+"""What a policy may ask of the embedded Ray and of this machine: up to 4 logical CPUs per core
+(its fragments take turns), beyond that one line and exit 2 before Ray starts; and a ``local``
+policy asking for a million CPUs trains on as many threads as there are cores."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Asking for a GPU learner on a machine without one (issue 16): ``msrl train`` stops in the driver,
+"""Asking for a GPU learner on a machine without one: ``msrl train`` stops in the driver,
 before Ray starts or anything is written, with one ``msrl: error:`` line and exit status 2."""
 
 from __future__ import annotations

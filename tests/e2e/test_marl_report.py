@@ -1,6 +1,7 @@
 """``python -m benchmarks.marl_learning report RECORDS...``: simple_spread runs are grouped by the rules they
-ran under, whether a record's config set them (``env_kwargs``, since the shipped config carries the
-fork's integrator) or its overrides did (older records, whose config had mpe2's rules), and each
+ran under, whether a record's config set them (``env_kwargs``: the shipped config carries the
+fork's integrator) or its overrides did (a record without ``env_kwargs``, whose config had mpe2's
+rules), and each
 group's returns read in the MAPPO paper's units: 6 R - 75 under mpe2's reward, as they are under
 the fork's shared reward."""
 
@@ -39,7 +40,7 @@ def _rows(out: str) -> dict[str, list[str]]:
 
 def test_runs_group_by_their_rules_wherever_the_rules_were_set(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     records = [
-        _record(1, -10.0, [], None),  # older: the config had mpe2's rules
+        _record(1, -10.0, [], None),  # no env_kwargs: the config had mpe2's rules
         _record(2, -12.0, [], None),
         _record(1, -7.0, [], {"integrator": "semi-implicit"}),  # the shipped config's integrator
         _record(2, -8.0, ["algo.env_kwargs.integrator=semi-implicit"], None),  # the same rules, by override

@@ -1,4 +1,4 @@
-"""Sizes no machine can hold (issue 15): a run whose components would allocate more memory than
+"""Sizes no machine can hold: a run whose components would allocate more memory than
 there is stops with one line while they are built, before the run directory is written, instead of
 a MemoryError traceback; run-level counts are capped in the config."""
 

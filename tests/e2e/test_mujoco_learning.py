@@ -10,16 +10,14 @@ The untrained policy is the same config and seed that does not learn: PPO with a
   about 13k updates to fall to where HalfCheetah's reward shows (25k steps at rl-zoo's settings,
   BENCHMARKS.md).  Untrained -1.8 at seed 1 (the cheetah stands still).  After 30,000 steps seeds
   1-3 reach 543.7, 355.7 and 781.1, where the margin asks for +200; their training returns cross 0
-  near 15k steps and reach 500-770 by 25k.  The test ran 6,000 steps before (+40 over 69.0 at
-  seed 1), which no longer reproduced: seeds 1-3 ended at -266.8, -199.0 and -100.8 there, on
-  today's code and on the commit that wrote the test alike, short of the climb.
+  near 15k steps and reach 500-770 by 25k.  At 6,000 steps seeds 1-3 end at -266.8, -199.0 and
+  -100.8, short of the climb, so no margin there would hold.
 * PPO: the mean training return of the last 10 episodes, the return the learner maximises, with
   its Gaussian exploration noise (at rl-zoo's settings: standard deviation e^-2, actions clipped to
   the bounds).  Untrained -51.6 at seed 1; trained 282.6 after 20,480 steps (40 iterations of
   512), where the margin asks for +150: a learner that does not learn gains nothing, and a margin
   close to the measured gain would not survive the rounding differences of another CPU.  (At
-  CleanRL's settings, which the config carried before, untrained -325.9 and trained -211.1 after
-  40,960 steps.)
+  CleanRL's settings, untrained -325.9 and trained -211.1 after 40,960 steps.)
 
 Both under ``-m slow`` (SAC about 9 minutes alone on one core, PPO 200 s on 2 shared cores);
 skipped when the ``mujoco`` extra is not installed."""

@@ -21,8 +21,8 @@ SPREAD_KWARGS = load_config(SPREAD).algo.env_kwargs
 """simple_spread's rules in the shipped config (the MAPPO paper's fork's integrator)."""
 EVAL_SPREAD = 256
 """Greedy episodes of a simple_spread learning check and of the random policy it is compared with:
-a 256-episode mean's standard error is about 0.45 per agent (32 episodes' was 1.3, and the random
-policy's 32-episode figure at seed 7, -28.4, sat 2 below its 256-episode one, -26.3)."""
+a 256-episode mean's standard error is about 0.45 per agent (a 32-episode mean's is 1.3: the random
+policy's 32-episode figure at seed 7, -28.4, sits 2 below its 256-episode one, -26.3)."""
 MARGIN_SPREAD = 2.5
 """Per-agent return above the random policy's (``random_spread_return``) that MAPPO must reach in
 CI's budget: about four standard errors of the difference of two 256-episode means."""

@@ -1,4 +1,4 @@
-"""Non-finite values stop a run where they enter (issue 15): an environment whose observations go
+"""Non-finite values stop a run where they enter: an environment whose observations go
 NaN (from ``observe``, not only ``step``), and a learner whose reported loss goes NaN while its
 weights stay finite.  Each is one line naming the origin (component, method, fragment, replica and
 the run's iteration); the last good checkpoint stays as it was."""

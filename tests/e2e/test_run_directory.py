@@ -1,4 +1,4 @@
-"""Run directories under concurrent and interrupted use (issue 15): one process at a time holds a
+"""Run directories under concurrent and interrupted use: one process at a time holds a
 run directory, a resume rewrites config.yaml with the config it goes on with, and a metrics line an
 interrupted write left half-written does not stop a resume."""
 

@@ -1,6 +1,6 @@
 """A fragment asking for more CPUs than the machine has trains on the cores there are, on every
-executor that runs here (issue 27): the torch executor once passed ``cpus`` to
-``torch.set_num_threads`` uncapped, and ``cpus: 1000000`` killed the process (exit 139).
+executor that runs here: ``cpus: 1000000`` reaches ``torch.set_num_threads`` capped at the
+machine's cores, since a million threads crash the process (exit 139) rather than raise.
 
 A subprocess, so that a crash is a failing exit status and not a dead test worker."""
 

@@ -29,7 +29,7 @@ def test_a_config_picks_the_native_kernels_with_executor_cpu_kernel(tmp_path: Pa
 def test_without_a_compiler_the_run_trains_on_numpy_after_one_line(tmp_path: Path, monkeypatch, capfd) -> None:
     pendulum = ("algorithm=ppo", "algo.env_id=Pendulum-v1")
     # Pendulum's kernels built in this process with the real compiler first: a module built with
-    # another $CXX is not reused (it was, and this test failed after another test had built them)
+    # another $CXX is not reused, so the fallback below holds even after another test built them
     assert _train(tmp_path / "built", *pendulum)[0] == "kernels"
     capfd.readouterr()
     monkeypatch.setenv("CXX", "/nonexistent/g++")

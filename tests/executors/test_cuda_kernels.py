@@ -228,7 +228,7 @@ def test_categorical_logp_and_determinism(defines):
 
 
 def test_categorical_staged_and_direct_paths_agree():
-    """40 actions x 128 threads no longer fit the shared tile, so the kernel reads
+    """40 actions x 128 threads do not fit the shared tile, so the kernel reads
     global memory directly; with 32 threads it stages the tile.  Same draws."""
     module = emulated_module("sampling", DOUBLE)
     logits = np.random.default_rng(2).normal(size=(300, 40))

@@ -264,7 +264,7 @@ def test_an_executor_builds_environments_on_the_backend_it_prefers(executor: str
 
 @pytest.mark.parametrize("cpus", [1, 1_000_000])
 def test_setup_sizes_torch_threads_to_the_cpus_capped_at_the_cores(executor: str, cpus: int) -> None:
-    """Every executor's setup: a million CPUs is the machine's cores (it crashed the torch executor)."""
+    """Every executor's setup: a million CPUs is the machine's cores (a million threads crash the process)."""
     recipe, fdg = _local(executor, "ppo", cpus=cpus)
     runtime = fragments.LocalRuntime(recipe, fdg)
     try:

@@ -1,6 +1,6 @@
 """The episode bookkeeping done inside the step kernel (``name_step_tracked``, the kernel
 backends' default): over runs with many finished episodes it gives the NumPy backend's
-metrics and checkpoints bit for bit, the same as the host bookkeeping it replaces
+metrics and checkpoints bit for bit, the same as the host bookkeeping does
 (``fuse_episodes=False``) in float and double builds and on the accelerator's mask path,
 and a checkpoint resumes across the two.  The GPU test at the end is skipped without
 pycuda or a GPU.

@@ -1,5 +1,5 @@
 """Every Ray preset across three hosts (slow tier): PPO CartPole to its threshold with the
-replicas spread over the hosts, the same result as on one host where a preset is exact today, the
+replicas spread over the hosts, the same result as on one host where a preset is exact, the
 guide's own algorithm under a spread preset, and ``ray job submit`` from another host.  Run with
 ``pytest -m slow tests/multihost``."""
 
@@ -33,7 +33,7 @@ SPREAD = {  # across the hosts: each replica on a host of its own where the pres
     "async_single_learner": ["policy.placement=SPREAD"],
 }
 EXACT = {"single_learner_coarse", "single_learner_fine", "gpu_only"}
-"""The presets that repeat a run exactly today: on one host or three, the same seed gives the same
+"""The presets that repeat a run exactly: on one host or three, the same seed gives the same
 losses and returns.  Not multi_learner: two of its runs on one host already differ from the second
 iteration on (its first iteration across hosts equals the one-host run's)."""
 KEYS = ["env_steps", "policy_loss", "value_loss", "episode_return"]

@@ -277,7 +277,7 @@ def test_an_oversized_config_file_is_refused_unread(tmp_path):
     ],
 )
 def test_non_finite_and_out_of_range_numbers_are_refused(override: str, message: str) -> None:
-    """Values that trained to the end with every loss nan (lr=inf, gamma=nan) or crashed in numpy
+    """Values that would train to the end with every loss nan (lr=inf, gamma=nan) or crash in numpy
     (a negative seed) are one ConfigError naming the key and the valid range."""
     base = read_yaml(os.path.join(os.path.dirname(__file__), "..", "..", "configs", "ppo_cartpole.yaml"))
     with pytest.raises(ConfigError, match=re.escape(message)):

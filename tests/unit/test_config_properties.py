@@ -1,4 +1,4 @@
-"""Property-based tests of bad input (issue 15, with hypothesis): whatever config mapping, ``--set``
+"""Property-based tests of bad input (with hypothesis): whatever config mapping, ``--set``
 override, YAML text, distribution policy or checkpoint bytes a user hands msrl, it is either accepted
 or refused with an ``msrl.MsrlError`` whose message is one line -- never another exception (a
 traceback for the CLI), a hang or a blow-up.  The CLI prints such an error as ``msrl: error: ...``

@@ -1,9 +1,10 @@
-"""A state saved on a GPU loads on the CPU (issue 16): ``policy=gpu_only`` crashed after training,
-when the final evaluation loaded the worker's state into a CPU copy of the algorithm:
-``Expected a CPUGeneratorImplState of size 5056 but found the input RNG state size to be 16``.
+"""A state saved on a GPU loads on the CPU: a ``policy=gpu_only`` run's final evaluation, ``msrl
+eval``, ``msrl.load`` and a resume load the worker's state into a CPU copy of the algorithm, whose
+generators refuse a CUDA generator's state as it is (``Expected a CPUGeneratorImplState of size 5056
+but found the input RNG state size to be 16``).
 
 A CUDA generator's ``get_state()`` is 16 bytes (its Philox seed and offset, 8 bytes each, on the
-host); a CPU generator's is the Mersenne Twister's 5056.  No GPU is needed to reproduce it: the
+host); a CPU generator's is the Mersenne Twister's 5056.  No GPU is needed to exercise this: the
 states below are the CPU-made ones with every generator state replaced by a CUDA-format one, as a
 ``gpu_only`` worker on a GPU hands them back.
 """
@@ -63,9 +64,9 @@ def test_a_state_of_the_generators_own_kind_is_restored_exactly() -> None:
 
 
 def test_a_cuda_state_seeds_a_cpu_generator_deterministically() -> None:
-    before_fix = torch.Generator()
+    plain = torch.Generator()
     with pytest.raises(RuntimeError, match="CPUGeneratorImplState of size"):
-        before_fix.set_state(cuda_generator_state(1))  # what algorithms did: torch refuses it
+        plain.set_state(cuda_generator_state(1))  # set_state alone: torch refuses a CUDA state
     draws = []
     for state in (
         cuda_generator_state(1),
@@ -158,7 +159,7 @@ def test_evaluation_resume_and_load_of_a_state_saved_on_a_gpu(tmp_path: Path) ->
     with Trainer(str(CONFIGS / "ppo_cartpole.yaml"), [f"runs_dir={tmp_path}", *OVERRIDES]) as trainer:
         trainer.runtime = GpuWorkerRuntime(trainer.runtime)
         trainer.step()
-        evaluation = trainer.evaluate(episodes=2)  # raised CheckpointError before the fix
+        evaluation = trainer.evaluate(episodes=2)  # loads the GPU-format states into a CPU copy
         assert evaluation.episodes == 2
         trainer.save()
         checkpoint = Path(trainer.run_dir) / CHECKPOINT_NAME

@@ -59,8 +59,8 @@ def test_every_epoch_visits_every_row_once_in_equal_minibatches() -> None:
 
 
 def test_the_minibatches_are_those_of_the_loop_the_algorithms_wrote_out() -> None:
-    """PPO, IMPALA and MAPPO drew one randperm per epoch from the learner's generator and cut it
-    into slices; the shared loop draws the same numbers, so their runs are unchanged."""
+    """The shared loop draws what a loop written out in each algorithm would: one randperm per epoch
+    from the learner's generator, cut into slices, so PPO, IMPALA and MAPPO draw the same minibatches."""
     batch = _batch(32)
     shared = [m.obs for m in ppo_epochs(batch, 2, 4, torch.Generator().manual_seed(7))]
     generator, written_out = torch.Generator().manual_seed(7), []
@@ -104,4 +104,4 @@ def test_batches_that_cannot_be_cut_are_refused(data: tuple, minibatches: int, m
 
 def test_linear_lr_decays_to_zero_and_stays_there() -> None:
     assert [linear_lr(1.0, update, 4) for update in range(6)] == [1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
-    assert linear_lr(2.5e-3, 3, 10) == 2.5e-3 * (1.0 - 3 / 10)  # the arithmetic the learners had
+    assert linear_lr(2.5e-3, 3, 10) == 2.5e-3 * (1.0 - 3 / 10)  # lr * (1 - update / num_updates), exactly

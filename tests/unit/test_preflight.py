@@ -1,8 +1,9 @@
-"""Every fragment's executor and device are checked in the driver, before anything starts
-(issue 16): ``single_learner_coarse`` with ``learner_gpus: 1`` used to give its learner the cpu
-executor on a cuda device, which only the Ray worker refused (a traceback and SIGABRT).
+"""Every fragment's executor and device are checked in the driver, before anything starts, so that
+a mismatch (the cpu executor on a cuda device, say) is one line there rather than a traceback and
+SIGABRT in a Ray worker.
 
-Asking for a GPU now picks the torch executor unless one is named.  What can be checked without
+Asking for a GPU picks the torch executor unless one is named (``single_learner_coarse`` with
+``learner_gpus: 1`` gives its learner the torch executor).  What can be checked without
 the fragment's machine (an unknown executor, a device torch does not name, an executor that does
 not run on the device) fails in ``plan()`` for every fragment, in one line.  Whether a machine has
 the GPU is checked where the fragment runs: the driver of a cluster may have none.
@@ -46,7 +47,7 @@ def test_a_fragment_on_a_gpu_defaults_to_the_torch_executor(spec: dict, fragment
 @pytest.mark.parametrize(
     "spec, fragment, executor",
     [
-        ("single_learner_coarse", "learner", "cpu"),  # the CPU defaults are unchanged
+        ("single_learner_coarse", "learner", "cpu"),  # on the CPU the default is the cpu executor
         ("multi_learner", "worker", "cpu"),
         ("local", "local", "cpu"),
         ({"preset": "local", "executor": "cuda"}, "local", "cuda"),

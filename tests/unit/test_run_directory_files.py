@@ -1,4 +1,4 @@
-"""``RunDirectory`` on its own (issue 27): naming, the lock, config.yaml, metrics.jsonl and the event
+"""``RunDirectory`` on its own: naming, the lock, config.yaml, metrics.jsonl and the event
 file kept together, the rewind a resume and a recovery share, and the checkpoint with its manifest.
 No training: records are written by hand, as ``Trainer`` writes them."""
 

@@ -1,6 +1,6 @@
-"""``RunInfo``: the named seed streams that replace hand-picked offsets, and the number of updates a
-schedule counts towards.  The streams keep the offsets the algorithms used before they had names,
-so the runs that tests pin (exact resume, preset exactness, learning thresholds) are unchanged."""
+"""``RunInfo``: the named seed streams an algorithm draws from, one table of offsets rather than
+offsets at call sites, and the number of updates a schedule counts towards.  Each stream's offset is
+fixed, so the runs that tests pin (exact resume, preset exactness, learning thresholds) reproduce."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A fragment worker's compute thread returns each numbered job (an iteration) to the call that
-asked for it, even when the calls reach it out of order: the race behind a resume that was not
-exact.  The order is forced, not hoped for: the compute thread is held busy while the two calls
+asked for it, even when the calls reach it out of order: a race that would make a resume
+inexact.  The order is forced, not hoped for: the compute thread is held busy while the two calls
 queue, and the test waits until each has queued before the next one starts."""
 
 from __future__ import annotations

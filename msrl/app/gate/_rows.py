@@ -52,7 +52,7 @@ GATE_ROWS: dict[str, GateRow] = {
             "algo.gamma=0.99",
             "algo.gae_lambda=1.0",
             "algo.ent_coef=0.0",
-            "algo.vf_coef=0.5",  # the bands' calibration (the shipped file now has SB3's scale, 1.0)
+            "algo.vf_coef=0.5",  # the bands' calibration (the shipped file has SB3's scale, 1.0)
         ),
     ),
     # DQN at CleanRL's dqn.py settings as configs/dqn_cartpole.yaml lays them out (10 envs x 10 steps,
