@@ -20,6 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
+_PARTIAL = "partial-"
+"""The prefix of a package being written, moved to its name once whole."""
+
+
 @contextlib.contextmanager
 def _turn(directory: Path) -> Iterator[None]:
     """This machine's builds one at a time: an exclusive lock on a file beside the packages."""
@@ -34,6 +38,8 @@ def _turn(directory: Path) -> Iterator[None]:
 def build(path: Path, payload: bytes) -> None:
     """Export the traced graph of ``payload`` and build its package, written atomically to ``path``."""
     with _turn(path.parent):
+        for stale in path.parent.glob(f"{_PARTIAL}*.pt2"):  # only the lock's holder writes these: a killed build's
+            stale.unlink(missing_ok=True)
         if path.exists():
             return
         import pickle
@@ -48,7 +54,7 @@ def build(path: Path, payload: bytes) -> None:
             for shape, stride, dtype, device in request["leaves"]
         ]
         program = torch.export.export(request["graph"], tuple(leaves), strict=False)
-        fd, partial = tempfile.mkstemp(suffix=".pt2", dir=path.parent)
+        fd, partial = tempfile.mkstemp(prefix=_PARTIAL, suffix=".pt2", dir=path.parent)
         os.close(fd)
         try:
             with warnings.catch_warnings():
