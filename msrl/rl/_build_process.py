@@ -19,7 +19,6 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-
 _PARTIAL = "partial-"
 """The prefix of a package being written, moved to its name once whole."""
 
