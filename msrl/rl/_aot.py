@@ -113,7 +113,7 @@ def package_path(directory: Path, graph: torch.fx.GraphModule, args: tuple[Any, 
     return directory / f"{hashlib.sha256(''.join(parts).encode()).hexdigest()[:32]}.pt2"
 
 
-def _tensors(tree: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
+def flat_tensors(tree: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
     """The tensors of ``tree`` in pytree order (``pytree.tree_leaves``, which costs more than a
     small step's arithmetic): tuples, named tuples and lists in order, dicts by their values."""
     if isinstance(tree, torch.Tensor):
@@ -123,10 +123,10 @@ def _tensors(tree: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
             if isinstance(item, torch.Tensor):  # most items: no call for them
                 out.append(item)
             else:
-                _tensors(item, out)
+                flat_tensors(item, out)
     elif isinstance(tree, dict):
         for item in tree.values():
-            _tensors(item, out)
+            flat_tensors(item, out)
     else:  # anything else pytree knows is not a tensor here: flatten it the slow way
         out.extend(leaf for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor))
     return out
@@ -146,7 +146,12 @@ class Runner:
         self.flat_tuple = self.out_spec.type is tuple and all(child.is_leaf() for child in children)
 
     def __call__(self, *args: Any) -> Any:
-        outputs = self.loader.boxed_run(_tensors(args, []))
+        return self.leaves(flat_tensors(args, []))
+
+    def leaves(self, tensors: list[torch.Tensor]) -> Any:
+        """The call on the arguments' tensors already flattened in pytree order (a new list each
+        call: the package takes it over)."""
+        outputs = self.loader.boxed_run(tensors)
         out = tuple(outputs) if self.flat_tuple else pytree.tree_unflatten(outputs, self.out_spec)
         return None if isinstance(out, (tuple, list)) and not out else out
 
@@ -159,7 +164,11 @@ class TracedRunner:
         self.graph = graph
 
     def __call__(self, *args: Any) -> Any:
-        out = self.graph(*_tensors(args, []))
+        return self.leaves(flat_tensors(args, []))
+
+    def leaves(self, tensors: list[torch.Tensor]) -> Any:
+        """The call on the arguments' tensors already flattened in pytree order."""
+        out = self.graph(*tensors)
         return None if isinstance(out, (tuple, list)) and not out else out
 
 

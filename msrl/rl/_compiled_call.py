@@ -77,5 +77,6 @@ class CompiledCall:
         if not region.started:
             region.start(self.state(), *args)
         if region.runner is not None:
-            return region(self.state(), *args)
+            leaves = getattr(region.runner, "leaves", None)  # the tensors handed over flat: no walk per call
+            return leaves([*self.state(), *args]) if leaves is not None else region(self.state(), *args)
         return self.fn(self.net, *args)

@@ -23,6 +23,7 @@ from torch import nn
 from torch.optim.adam import adam
 from torch.optim.rmsprop import rmsprop
 
+from msrl.rl._aot import flat_tensors
 from msrl.rl._compiled import CompiledRegion, keep_in_place, report_failure
 
 Loss = Callable[..., tuple[torch.Tensor, torch.Tensor]]
@@ -188,6 +189,9 @@ class GradientStep:
         self.regions["apply"] = CompiledRegion(self._apply, compile, name)
         self._functional: _Functional | None = None
         self._detached: tuple[torch.Tensor, ...] = ()
+        self._fixed: list[torch.Tensor] = []  # parameters, read tensors, optimizer state: flattened, kept
+        self._fixed_marks: tuple[Any, ...] = ()
+        self._lr_tensor = (float("nan"), torch.zeros(()))
 
     # -- eager ---------------------------------------------------------------------------------------
     def _eager(self, batch: tuple[Any, ...], sync: Sync | None) -> torch.Tensor:
@@ -253,7 +257,28 @@ class GradientStep:
         return tuple(states)
 
     def _lr(self, like: torch.Tensor) -> torch.Tensor:
-        return torch.as_tensor(self.optimizer.param_groups[0]["lr"], dtype=like.dtype, device=like.device)
+        """The learning rate as a 0-d tensor (an input of the region, so an annealed rate rebuilds
+        nothing), made again only when it changed."""
+        value = self.optimizer.param_groups[0]["lr"]
+        if value != self._lr_tensor[0] or self._lr_tensor[1].device != like.device:
+            self._lr_tensor = (value, torch.as_tensor(value, dtype=like.dtype, device=like.device))
+        return self._lr_tensor[1]
+
+    def _fixed_leaves(self) -> list[torch.Tensor]:
+        """The parameters, read tensors and optimizer state, flattened in the order the region
+        takes them, kept from call to call: flattening some fifty tensors costs a fifth of a small
+        step.  Made again when one of them moved to new storage (``_views``) or the optimizer's
+        state was replaced (``load_state_dict`` makes new tensors)."""
+        params, read = self._views()
+        state = self.optimizer.state.get(self.params[0])
+        first = next(iter(state.values()), None) if state else None
+        marks = (params[0], read[0] if read else None, state, first)
+        if not self._fixed or any(a is not b for a, b in zip(marks, self._fixed_marks)):
+            states = self._states()
+            self._fixed = [*params, *read, *(t for s in states for t in s)]
+            state = self.optimizer.state[self.params[0]]
+            self._fixed_marks = (params[0], read[0] if read else None, state, next(iter(state.values())))
+        return self._fixed
 
     def arguments(self, *batch: Any) -> tuple[Any, ...]:
         """What the compiled region of a step on ``batch`` takes: ``(params, read, states, lr,
@@ -292,6 +317,10 @@ class GradientStep:
             self._start(kinds, batch)
         if not all(region.ready for region in regions):
             return self._eager(batch, sync)
+        leaves = getattr(self.regions["step"].runner, "leaves", None)
+        if sync is None and leaves is not None:  # the tensors handed over flat: no walk per call
+            fixed = self._fixed_leaves()
+            return leaves([*fixed, self._lr(fixed[0]), *flat_tensors(batch, [])])
         with torch.no_grad():  # torch.func.grad differentiates inside; nothing outside records a graph
             (params, read), states = self._views(), self._states()
             if params[0].is_cuda:
