@@ -108,7 +108,9 @@ class A2CLearner(Learner):
             self.optimizer = torch.optim.RMSprop(params, lr=config.learning_rate, alpha=0.99, eps=1e-5)
         else:
             self.optimizer = torch.optim.Adam(params, lr=config.learning_rate, eps=1e-5, fused=True)
-        self.gradient_step = GradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, config.compile)
+        self.gradient_step = GradientStep(
+            self.net, self.optimizer, self.loss, config.max_grad_norm, config.compile, key=repr(config)
+        )
         self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
 
@@ -167,6 +169,7 @@ class A2C(Algorithm):
             run.seed_for("actor"),
             run.device,
             compile=config.compile,
+            key=repr(config),
         )
         self.buffer = RolloutBuffer(
             config.num_steps,

@@ -132,7 +132,9 @@ class IMPALALearner(Learner):
         self.updates = 0
         self.value_norm = ValueNorm().to(self.device) if config.value_norm else None
         option = "false" if config.value_norm else config.compile  # the loss updates the statistics
-        self.gradient_step = GradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, option)
+        self.gradient_step = GradientStep(
+            self.net, self.optimizer, self.loss, config.max_grad_norm, option, key=repr(config)
+        )
 
     def learn(self, batch: TrajectoryBatch) -> Global:
         cfg = self.config
@@ -237,6 +239,7 @@ class IMPALA(Algorithm):
             run.seed_for("actor"),
             run.device,
             compile=config.compile,
+            key=repr(config),
         )
         self.buffer = RolloutBuffer(
             config.num_steps, config.num_envs, obs_shape, *action_layout(action_space), device=run.device

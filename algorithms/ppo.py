@@ -45,6 +45,7 @@ from msrl.rl import (
     OBS_STATS,
     ActorCritic,
     ActorCriticActor,
+    CompiledCall,
     GradientStep,
     RolloutBatch,
     RolloutBuffer,
@@ -162,7 +163,12 @@ class PPOLearner(Learner):
         self.device = torch.device(run.device)
         self.net = network(obs_dim, action_space, config, run.seed_for("weights")).to(self.device)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
-        self.gradient_step = GradientStep(self.net, self.optimizer, self.loss, config.max_grad_norm, config.compile)
+        # the config fixes every constant the loss reads: the compiled regions are named by it (no trace to find them)
+        self.gradient_step = GradientStep(
+            self.net, self.optimizer, self.loss, config.max_grad_norm, config.compile, key=repr(config)
+        )
+        terms = lambda net, *data: self.diagnostic_terms(*data)  # noqa: E731 - reads self.net, which the call swaps
+        self.diagnose = CompiledCall(self.net, terms, config.compile, name="learner", key=repr(config))
         self.generator = run.rng("learner")  # minibatch order, drawn where the data is
         self.num_updates = run.num_updates(config.batch_size)
         self.updates = 0
@@ -225,14 +231,18 @@ class PPOLearner(Learner):
     def diagnostics(self, *data: torch.Tensor) -> dict[str, float]:
         """Losses, entropy, KL and clip fraction of the updated policy on the whole batch, once per
         update: computing them per minibatch would cost a fifth of the update's time."""
+        values = self.diagnose(*data).tolist()
+        metrics = dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"), values))
+        metrics["learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
+        return metrics
+
+    def diagnostic_terms(self, *data: torch.Tensor) -> torch.Tensor:
+        """``diagnostics``' numbers as one tensor (a compiled call of its own, like the step)."""
         pg_loss, v_loss, entropy, logprobs = self.losses(*data)
         log_ratio = logprobs - data[2]
         ratio = log_ratio.exp()
         clipfrac = ((ratio - 1.0).abs() > self.config.clip_coef).float().mean()
-        values = torch.stack([pg_loss, v_loss, entropy.mean(), ((ratio - 1) - log_ratio).mean(), clipfrac]).tolist()
-        metrics = dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"), values))
-        metrics["learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
-        return metrics
+        return torch.stack([pg_loss, v_loss, entropy.mean(), ((ratio - 1) - log_ratio).mean(), clipfrac])
 
     def get_weights(self) -> Global:
         weights: dict[str, Any] = copy_weights(self.net)
@@ -284,7 +294,7 @@ class PPO(Algorithm):
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
         net = network(obs_dim, action_space, config, run.seed_for("weights"))
         self.actor = ActorCriticActor(
-            net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, config.compile
+            net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, config.compile, repr(config)
         )
         self.buffer = RolloutBuffer(
             config.num_steps,

@@ -146,7 +146,7 @@ class ActorCriticActor(Actor):
 
     ``compile``: ``algo.compile``.  ``act`` is ``sample`` through a ``msrl.rl.CompiledCall``, its
     noise drawn from the actor's generator outside, so the eager and compiled draws consume the
-    same stream.
+    same stream; ``key`` names that call's region (the algorithm's config).
     """
 
     def __init__(
@@ -157,12 +157,13 @@ class ActorCriticActor(Actor):
         normalize_obs: bool = False,
         obs_shape: tuple[int, ...] = (),
         compile: Any = "false",
+        key: str | None = None,
     ) -> None:
         self.device = torch.device(device)
         self.net = net.to(self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.obs_stats = RunningMeanStd(obs_shape, device=self.device) if normalize_obs else None
-        self.draw = CompiledCall(self.net, sample, compile)
+        self.draw = CompiledCall(self.net, sample, compile, key=key)
         self.outputs = int(net.head.linear.out_features)  # the width of the head's distribution parameters
         self._rows: int | None = None  # the rows of the last act: the shape the draw's region was built for
 

@@ -27,7 +27,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,37 @@ def package_path(directory: Path, graph: torch.fx.GraphModule, args: tuple[Any, 
     """Where the package of ``graph`` traced on ``args`` lives in ``directory``."""
     parts = (_graph_digest(graph), _arguments_digest(args), _platform_digest())
     return directory / f"{hashlib.sha256(''.join(parts).encode()).hexdigest()[:32]}.pt2"
+
+
+@cache
+def _directory_digest(directory: str) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(Path(directory).glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def sources_digest(modules: Iterable[str]) -> str:
+    """The sources of ``modules``: every Python file beside each one (its package's own files, so a
+    helper it imports from the same package counts), torch's left to its version."""
+    torch_dir = Path(torch.__file__).parent
+    directories = set()
+    for name in modules:
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None)
+        if file is None:
+            raise ValueError(f"a named region's module {name!r} has no source file to key it by")
+        if torch_dir not in Path(file).resolve().parents:
+            directories.add(str(Path(file).resolve().parent))
+    return hashlib.sha256("".join(_directory_digest(d) for d in sorted(directories)).encode()).hexdigest()
+
+
+def named_package_path(directory: Path, name: str, modules: Iterable[str], args: tuple[Any, ...]) -> Path:
+    """Where the package of a region named ``name`` by its owner lives: the name (what fixes the
+    region's constants, e.g. an algorithm's config and its network's structure), the sources of the
+    modules whose code it runs, the arguments' layout and the platform.  Found without a trace."""
+    parts = ("named", name, sources_digest(modules), _arguments_digest(args), _platform_digest())
+    return directory / f"{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:32]}.pt2"
 
 
 def flat_tensors(tree: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -46,7 +46,7 @@ import torch
 from torch.utils._pytree import tree_map_only
 
 from msrl.core import ConfigError
-from msrl.rl._aot import Build, Runner, TracedRunner, package_path, trace
+from msrl.rl._aot import Build, Runner, TracedRunner, named_package_path, package_path, trace
 
 COMPILE_CHOICES = ("auto", "true", "false")
 """What ``algo.compile`` takes (YAML's booleans too, as ``true`` and ``false``)."""
@@ -130,6 +130,13 @@ class CompiledRegion:
     ``actor``).  ``cuda_graphs=False`` keeps a region eager on CUDA (an actor's outputs outlive the
     next replay, which overwrites a CUDA graph's).  ``backend="traced"`` runs the traced graph as
     Python instead of building it: the same arithmetic in seconds, for tests.
+
+    A package is found by the region's traced graph, which costs a trace (a fraction of a second)
+    at every run's first call.  An owner that can say what fixes the region's code and constants
+    names it instead: ``key`` (e.g. an algorithm's config and its network's structure) and
+    ``modules``, the modules whose code the region runs (their packages' sources enter the name);
+    a named region is found without a trace.  The name must change whenever what the region
+    computes does, so only owners that know everything their function reads name it.
     """
 
     def __init__(
@@ -139,8 +146,11 @@ class CompiledRegion:
         name: str = "step",
         cuda_graphs: bool = True,
         backend: str = "inductor",
+        key: str | None = None,
+        modules: Iterable[str] = (),
     ) -> None:
         self.fn, self.name, self.cuda_graphs, self.backend = fn, name, cuda_graphs, backend
+        self.key, self.modules = key, (*modules, "msrl.rl", "msrl.core")
         self.option = resolve_compile_option(compile)
         self.started = self.option == "false"  # nothing to start when it stays eager
         self.runner: Callable[..., Any] | None = None
@@ -169,11 +179,18 @@ class CompiledRegion:
                 if self.cuda_graphs:
                     self._compile_cuda_graphs()
                 return
+            directory = use_inductor_cache_dir() / "aoti"
+            named = None
+            if self.key is not None and self.backend != "traced":
+                named = named_package_path(directory, self.key, self.modules, args)
+                if named.exists():
+                    self.runner = Runner(named)
+                    return
             graph = trace(self.fn, args)
             if self.backend == "traced":
                 self.runner = TracedRunner(graph)
                 return
-            path = package_path(use_inductor_cache_dir() / "aoti", graph, args)
+            path = named or package_path(directory, graph, args)
             if path.exists():
                 self.runner = Runner(path)
                 return

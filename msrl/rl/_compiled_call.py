@@ -41,13 +41,23 @@ class CompiledCall:
     syncs and random draws: what it would draw, the caller draws and passes in.  On CUDA it stays
     eager: a CUDA graph's outputs are overwritten by its next replay, and a rollout keeps them.
 
+    ``key`` names the region (see ``CompiledRegion``): what fixes the constants ``fn`` reads beyond
+    ``net``'s structure, which the call adds itself (msrl's algorithms pass their config).
+
     Example::
 
         greedy = CompiledCall(q_net, lambda q, obs: q(obs).argmax(-1), compile="auto")
         actions = greedy(obs)
     """
 
-    def __init__(self, net: nn.Module, fn: Callable[..., Any], compile: Any = "auto", name: str = "actor") -> None:
+    def __init__(
+        self,
+        net: nn.Module,
+        fn: Callable[..., Any],
+        compile: Any = "auto",
+        name: str = "actor",
+        key: str | None = None,
+    ) -> None:
         self.net, self.fn = net, fn
         module = _Call(net, fn)
         names = [f"net.{n}" for n, _ in net.named_parameters()] + [f"net.{n}" for n, _ in net.named_buffers()]
@@ -55,7 +65,9 @@ class CompiledCall:
         def region(state: tuple[torch.Tensor, ...], *args: torch.Tensor) -> Any:
             return torch.func.functional_call(module, dict(zip(names, state)), args)
 
-        self.region = CompiledRegion(region, compile, name, cuda_graphs=False)
+        modules = {type(m).__module__ for m in net.modules()} | {getattr(fn, "__module__", "")} - {""}
+        full_key = None if key is None else repr((key, repr(net), getattr(fn, "__qualname__", "")))
+        self.region = CompiledRegion(region, compile, name, cuda_graphs=False, key=full_key, modules=modules)
         self._sources: tuple[torch.Tensor, ...] = ()
         self._state: tuple[torch.Tensor, ...] = ()
 

@@ -32,7 +32,7 @@ def ppo_epochs(data: Rows, epochs: int, num_minibatches: int, generator: torch.G
     The order is drawn with ``generator`` on its device (where the learner's data is: on a GPU a
     CPU permutation and its copy would run every epoch), one ``randperm`` per epoch even when
     there is one minibatch, so a learner's stream does not depend on its minibatch count.  Rows
-    are gathered once per epoch; minibatches are then slices of the shuffled copy.
+    are gathered once per epoch and cut once per epoch: minibatches are views of the shuffled copy.
     """
     tensors = list(data.values()) if isinstance(data, Mapping) else list(data)
     if not tensors:
@@ -45,15 +45,16 @@ def ppo_epochs(data: Rows, epochs: int, num_minibatches: int, generator: torch.G
     size = rows // num_minibatches
     for _ in range(epochs):
         order = torch.randperm(rows, generator=generator, device=generator.device)
-        shuffled = _index(data, order)
-        for start in range(0, rows, size):
-            yield _index(shuffled, slice(start, start + size))
+        columns = [t[order].split(size) for t in tensors]
+        for parts in zip(*columns):
+            yield _rebuild(data, parts)
 
 
-def _index(data: Rows, rows: torch.Tensor | slice) -> Rows:
-    """The ``rows`` of every tensor of ``data``, in ``data``'s structure (mapping, named tuple, tuple)."""
+def _rebuild(data: Rows, parts: tuple[torch.Tensor, ...]) -> Rows:
+    """``parts`` (one tensor per tensor of ``data``, in order) in ``data``'s structure (mapping,
+    named tuple, tuple)."""
     if isinstance(data, Mapping):
-        return cast(Rows, {key: t[rows] for key, t in data.items()})
+        return cast(Rows, dict(zip(data.keys(), parts)))
     if hasattr(data, "_fields"):  # a NamedTuple: rebuilt by field
-        return cast(Rows, type(data)(*(t[rows] for t in data)))
-    return cast(Rows, tuple(t[rows] for t in data))
+        return cast(Rows, type(data)(*parts))
+    return cast(Rows, tuple(parts))

@@ -154,7 +154,10 @@ class GradientStep:
     rather than as constants.  ``max_grad_norm`` of 0 clips nothing; ``clip_groups`` (lists of
     ``net``'s parameters) clips each group to it on its own, where one global clip is not the
     algorithm's.  ``compile`` is ``algo.compile`` (``msrl.rl.CompiledRegion``); ``sync`` averages
-    the gradients in place (``Learner.sync_mean``), None with one learner.
+    the gradients in place (``Learner.sync_mean``), None with one learner.  ``key`` names the
+    compiled region (see ``CompiledRegion``): what fixes the constants ``loss`` reads beyond the
+    modules' structure, the optimizer's settings and the clip, which the step adds itself (msrl's
+    algorithms pass their config); without it the region is found by a trace at each run's start.
 
     Example::
 
@@ -172,6 +175,7 @@ class GradientStep:
         reads: Sequence[nn.Module] = (),
         clip_groups: Sequence[Sequence[torch.Tensor]] | None = None,
         name: str = "learner",
+        key: str | None = None,
     ) -> None:
         self.net, self.optimizer, self.loss, self.max_grad_norm = net, optimizer, loss, max_grad_norm
         self.module = _LossModule(net, loss, reads)
@@ -183,10 +187,18 @@ class GradientStep:
         index = {id(p): i for i, p in enumerate(self.params)}
         groups = [self.params] if clip_groups is None else clip_groups
         self.clip_groups = [[index[id(p)] for p in group] for group in groups]
+        modules = {type(m).__module__ for m in self.module.modules()} | {getattr(loss, "__module__", "")} - {""}
+        group = {k: v for k, v in optimizer.param_groups[0].items() if k not in ("params", "lr")}
+        full_key = None
+        if key is not None:  # the network, reads, optimizer and clip as the step holds them, and the owner's key
+            setting = (key, repr(self.module), type(optimizer).__name__, group, max_grad_norm, self.clip_groups)
+            full_key = repr(setting)
         self.regions = {
-            kind: CompiledRegion(fn, compile, name) for kind, fn in (("step", self._step), ("grad", self._grad))
+            kind: CompiledRegion(
+                fn, compile, name, key=None if full_key is None else f"{full_key}/{kind}", modules=modules
+            )
+            for kind, fn in (("step", self._step), ("grad", self._grad), ("apply", self._apply))
         }
-        self.regions["apply"] = CompiledRegion(self._apply, compile, name)
         self._functional: _Functional | None = None
         self._detached: tuple[torch.Tensor, ...] = ()
         self._fixed: list[torch.Tensor] = []  # parameters, read tensors, optimizer state: flattened, kept

@@ -2,7 +2,8 @@
 builds the package (the owner never waits), the region switches only when the run asks between
 iterations (``switch_compiled``), and a second region of the same function and shapes finds the
 package and is compiled from its first call, where one of other shapes needs a build of its own.
-One real build of a small region (inductor and the C++ compiler: about 20 s of one core)."""
+A region its owner names (``key``) is found by that name alone, without a trace.
+Two real builds of a small region (inductor and the C++ compiler: about 20 s of one core each)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,16 @@ def test_a_region_builds_in_the_background_and_switches_between_iterations(
     assert again.ready and not again.building  # from the cache, at the first call
     other = torch.randn(3, 2)
     torch.testing.assert_close(again(x, other)[0], _scale(x, other)[0])  # inputs, not constants
+
+    named = CompiledRegion(_scale, "auto", name="probe", key="scale-v1", modules=[__name__])
+    named.start(x, w)
+    assert named.building and not named.ready  # a named region has a package of its own
+    named.build.wait()  # type: ignore[union-attr]
+    assert switch_compiled() == (("probe", named.build_seconds),) and named.ready
+    impostor = CompiledRegion(lambda x, w: (x @ w,), "auto", name="probe", key="scale-v1", modules=[__name__])
+    impostor.start(x, w)  # found by its name, with no trace: the name is the owner's promise of what it computes
+    assert impostor.ready and not impostor.building
+    torch.testing.assert_close(impostor(x, w)[0], _scale(x, w)[0])
 
     shaped = CompiledRegion(_scale, "auto", name="probe")  # the same function on other shapes: another package
     shaped.start(torch.randn(4, 3), w)
