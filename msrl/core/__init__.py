@@ -26,13 +26,11 @@ from msrl.core._build import (
 )
 from msrl.core._components import Actor, Batched, Buffer, Component, Environment, Global, Learner, NoValue
 from msrl.core._config import (
-    MAX_CONFIG_BYTES,
     apply_overrides,
     build_dataclass,
     check_keys,
     check_plain_tree,
     check_unit_interval,
-    coerce,
     parse_yaml,
     read_yaml,
 )
@@ -67,10 +65,9 @@ from msrl.core._graph import (
 )
 from msrl.core._spaces import AgentGroup, Box, Discrete, Space
 from msrl.core._tracing import role_of, steps, trace
-from msrl.core._vocab import InterfaceOp, Op, Role, ValueKind, Vocabulary
+from msrl.core._vocab import InterfaceOp, Op, Role, ValueKind
 
 __all__ = [
-    "MAX_CONFIG_BYTES",
     "Actor",
     "AgentGroup",
     "Algorithm",
@@ -113,14 +110,12 @@ __all__ = [
     "UnsupportedOperationError",
     "ValueKind",
     "ValueRef",
-    "Vocabulary",
     "apply_overrides",
     "build_dataclass",
     "check_keys",
     "building",
     "check_plain_tree",
     "check_unit_interval",
-    "coerce",
     "component_class",
     "constructing",
     "deferred",
