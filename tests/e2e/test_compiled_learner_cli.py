@@ -73,7 +73,7 @@ def test_built_steps_are_loaded_by_the_next_run_and_learn_like_eager(tmp_path: P
     first = _train(tmp_path, "first", *sets, "progress=false", "algo.compile=true")
     assert eager.returncode == 0 and first.returncode == 0, explain(first)
     packages = sorted((tmp_path / "cache").rglob("*.pt2"))
-    assert len(packages) == 2, "the first run built its actor's and its learner's steps"
+    assert len(packages) == 3, "the first run built its actor's draw, its learner's step and its diagnostics"
     stamps = [p.stat().st_mtime_ns for p in packages]
     second = _train(tmp_path, "second", *sets, compile_env="auto")  # a default run, with its progress bar
     assert second.returncode == 0, explain(second)
