@@ -119,6 +119,8 @@ _BUILDING: weakref.WeakSet[CompiledRegion] = weakref.WeakSet()
 _BUILDS: list[Build] = []
 """Every build this process started and has not seen end, whether or not its region is still
 alive: a build process is waited for (not left a zombie) once it ends."""
+_ANNOUNCED: set[str] = set()
+"""The region names a waiting build has been announced for, so each is said once."""
 
 
 class CompiledRegion:
@@ -201,7 +203,9 @@ class CompiledRegion:
             report_failure(error)
             return
         if self.option == "true":
-            print(f"msrl: building the compiled {self.name} (algo.compile: true waits for it)", file=sys.stderr)
+            if self.name not in _ANNOUNCED:  # one line per name, however many regions share it
+                _ANNOUNCED.add(self.name)
+                print(f"msrl: building the compiled {self.name} (algo.compile: true waits for it)", file=sys.stderr)
             self.build.wait()
             self.finish()
 
