@@ -39,9 +39,11 @@ def clip_grad_norm_(grads: Sequence[torch.Tensor | None], max_norm: float) -> to
     norm before.  ``torch.nn.utils.clip_grad_norm_``'s rule (coefficient ``max_norm / (norm +
     1e-6)``, capped at 1) on the gradients themselves (``None`` skipped), with no host sync, so the
     eager step (``[p.grad for p in params]``) and the compiled one (``torch.func.grad``'s
-    gradients) clip through the same function."""
+    gradients) clip through the same function.  The norm is taken tensor by tensor: inductor
+    builds those into its own kernels, where ``torch._foreach_norm`` has no C implementation in a
+    built package and would call back into torch's dispatcher (a twentieth of a small step)."""
     present = [grad for grad in grads if grad is not None]
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(present)))
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(grad) for grad in present]))
     torch._foreach_mul_(present, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
     return norm
 
