@@ -31,10 +31,10 @@ QUIET = (
     Constants(alpha=3.548e-3 / 2, alpha_ring=0.1e-3, header=1400.0),
     Compute(per_env_step=1.7e-6, per_infer_step=5.0e-6, per_sample=47e-3 / 2048),
 )
-"""A quiet VM: BENCHMARKS.md, distribution-policy overhead, 2026-11-23 (the same 2-core VM, otherwise
-quiet): local PPO at 34,383 env steps/s with 6% env, 13% inference, 4% buffer, a 47 ms update of
-2048 samples, a Ray actor round trip of 3,548 us (two messages); a gloo ring step of 0.1 ms on a
-quiet LAN is assumed, not measured; framing bytes as fitted here."""
+"""A quiet VM: BENCHMARKS.md, "What does each distribution policy cost on one machine?", 2026-11-23
+(the same 2-core VM, otherwise quiet): local PPO at 34,383 env steps/s with 6% env, 13% inference,
+4% buffer, a 47 ms update of 2048 samples, a Ray actor round trip of 3,548 us (two messages); a
+gloo ring step of 0.1 ms on a quiet LAN is assumed, not measured; framing bytes as fitted here."""
 GPU_LAUNCH_S = 1e-3
 """Assumed, not measured (no GPU here): one PPO minibatch step of this 9k-parameter network on a GPU
 costs about a kernel-launch-bound millisecond, whatever the minibatch up to 512 hosts' samples."""

@@ -141,7 +141,8 @@ class ActorCriticActor(Actor):
     weights plus ``obs_stats_weights(statistics)``), the learner folding in each batch
     after learning from it.  So the network and the statistics it was trained with travel
     together, and every actor copy of every distribution policy normalises alike (per-copy
-    statistics drift apart: BENCHMARKS.md, "Learning quality").  The buffer stores raw observations.
+    statistics drift apart: BENCHMARKS.md, "Does every algorithm learn under every preset?").
+    The buffer stores raw observations.
     (The statistics travel as flat entries of the weights: ``obs_stats_weights``.)
 
     ``compile``: ``algo.compile``.  ``act`` is ``sample`` through a ``msrl.rl.CompiledCall``, its

@@ -10,7 +10,7 @@ about -1,200; simple_spread random + 4, as its CPU test, after twice that test's
 config's quality against its reference is the CPU learning tests' to hold, at tighter bars for one
 seed: on CUDA the sampling noise comes from CUDA's generator, so a run here is another seed's run.
 Skipped where torch sees no GPU; ``tools/gpu/check.sh learning`` runs them on a GPU machine
-(BENCHMARKS.md, "On one GPU: NVIDIA H200", has what they gave on an H200)."""
+(BENCHMARKS.md, "Every algorithm on the GPU", has what they gave on an H200)."""
 
 from __future__ import annotations
 

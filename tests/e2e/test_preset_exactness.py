@@ -57,7 +57,8 @@ def test_resume_under_a_distributed_policy_continues_exactly(tmp_path: Path) -> 
 def test_learner_copies_share_observation_statistics(tmp_path: Path) -> None:
     """multi_learner: each copy sees half the observations, yet every actor copy normalises with the
     statistics of all of them (the learners average their batch moments), as local's one actor does.
-    Per-copy statistics drifted apart and cost PPO-Pendulum up to 500 return (BENCHMARKS.md, Matrix)."""
+    Per-copy statistics drifted apart and cost PPO-Pendulum up to 500 return (BENCHMARKS.md, "Does every
+    algorithm learn under every preset?")."""
     import torch
 
     run = msrl.train(
