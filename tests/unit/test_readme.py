@@ -5,6 +5,7 @@ tests/e2e/test_readme_examples.py.)"""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -35,8 +36,12 @@ def test_quick_start_has_two_set_up_commands_then_says_how_to_reach_msrl():
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
 def test_make_train_ends_by_saying_how_to_reach_msrl():
-    # -n prints the recipe without running it (no venv is made, nothing is trained).
-    recipe = subprocess.run(["make", "-n", "train"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    # -n prints the recipe without running it (no venv is made, nothing is trained); run from a
+    # make (CI's `make test`), the inner make would add its directory lines, which are not the recipe.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    recipe = subprocess.run(
+        ["make", "-n", "--no-print-directory", "train"], cwd=REPO, env=env, capture_output=True, text=True, check=True
+    ).stdout
     lines = recipe.strip().splitlines()
     train = next(i for i, line in enumerate(lines) if "/bin/msrl train " in line)
     told = " ".join(lines[train + 1 :])
