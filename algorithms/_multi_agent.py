@@ -43,6 +43,7 @@ from msrl.rl import (
     load_state,
     observation_shape,
     ppo_epochs,
+    region_key,
     save_state,
 )
 
@@ -210,7 +211,13 @@ class MAPPOLearner(Learner):
         option = "false" if self.agents.recurrent else config.compile
         groups = (self.actor_params, self.critic_params)
         self.gradient_step = GradientStep(
-            self.agents, self.optimizer, self.loss, config.max_grad_norm, option, clip_groups=groups, key=repr(config)
+            self.agents,
+            self.optimizer,
+            self.loss,
+            config.max_grad_norm,
+            option,
+            clip_groups=groups,
+            key=region_key(config),
         )
         self.generator = run.rng("learner")  # minibatch order, drawn where the data is
         self.num_updates = run.num_updates(config.rows)

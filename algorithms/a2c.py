@@ -42,6 +42,7 @@ from msrl.rl import (
     load_state,
     normalize_advantages,
     observation_shape,
+    region_key,
     save_state,
 )
 
@@ -109,7 +110,7 @@ class A2CLearner(Learner):
         else:
             self.optimizer = torch.optim.Adam(params, lr=config.learning_rate, eps=1e-5, fused=True)
         self.gradient_step = GradientStep(
-            self.net, self.optimizer, self.loss, config.max_grad_norm, config.compile, key=repr(config)
+            self.net, self.optimizer, self.loss, config.max_grad_norm, config.compile, key=region_key(config)
         )
         self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
@@ -169,7 +170,7 @@ class A2C(Algorithm):
             run.seed_for("actor"),
             run.device,
             compile=config.compile,
-            key=repr(config),
+            key=region_key(config),
         )
         self.buffer = RolloutBuffer(
             config.num_steps,

@@ -46,6 +46,7 @@ from msrl.rl import (
     mlp,
     observation_shape,
     polyak_update_,
+    region_key,
     save_state,
 )
 
@@ -149,7 +150,8 @@ class DQNActor(Actor):
         self.generator = run.rng("actor")  # exploration draws: this copy's own, so copies explore independently
         self.decay_steps = max(1, int(config.exploration_fraction * run.total_env_steps))
         self.env_steps = 0
-        self.choose = CompiledCall(self.q, epsilon_greedy, config.compile, key=repr(config))  # the draws stay outside
+        # the draws stay outside the compiled call
+        self.choose = CompiledCall(self.q, epsilon_greedy, config.compile, key=region_key(config))
 
     @property
     def epsilon(self) -> float:
@@ -194,7 +196,13 @@ class DQNLearner(Learner):
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate, fused=True)
         # the target network, read by the loss: an input of a compiled step, never a constant of it
         self.gradient_step = GradientStep(
-            self.q, self.optimizer, self.loss, config.max_grad_norm, config.compile, (self.q_target,), key=repr(config)
+            self.q,
+            self.optimizer,
+            self.loss,
+            config.max_grad_norm,
+            config.compile,
+            (self.q_target,),
+            key=region_key(config),
         )
         self.gradient_steps_taken = 0
 

@@ -51,6 +51,7 @@ from msrl.rl import (
     load_state,
     observation_shape,
     ppo_epochs,
+    region_key,
     save_state,
     vtrace,
 )
@@ -133,7 +134,7 @@ class IMPALALearner(Learner):
         self.value_norm = ValueNorm().to(self.device) if config.value_norm else None
         option = "false" if config.value_norm else config.compile  # the loss updates the statistics
         self.gradient_step = GradientStep(
-            self.net, self.optimizer, self.loss, config.max_grad_norm, option, key=repr(config)
+            self.net, self.optimizer, self.loss, config.max_grad_norm, option, key=region_key(config)
         )
 
     def learn(self, batch: TrajectoryBatch) -> Global:
@@ -239,7 +240,7 @@ class IMPALA(Algorithm):
             run.seed_for("actor"),
             run.device,
             compile=config.compile,
-            key=repr(config),
+            key=region_key(config),
         )
         self.buffer = RolloutBuffer(
             config.num_steps, config.num_envs, obs_shape, *action_layout(action_space), device=run.device

@@ -62,6 +62,7 @@ from msrl.rl import (
     obs_stats_weights,
     observation_shape,
     ppo_epochs,
+    region_key,
 )
 
 
@@ -165,10 +166,10 @@ class PPOLearner(Learner):
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
         # the config fixes every constant the loss reads: the compiled regions are named by it (no trace to find them)
         self.gradient_step = GradientStep(
-            self.net, self.optimizer, self.loss, config.max_grad_norm, config.compile, key=repr(config)
+            self.net, self.optimizer, self.loss, config.max_grad_norm, config.compile, key=region_key(config)
         )
         terms = lambda net, *data: self.diagnostic_terms(*data)  # noqa: E731 - reads self.net, which the call swaps
-        self.diagnose = CompiledCall(self.net, terms, config.compile, name="learner", key=repr(config))
+        self.diagnose = CompiledCall(self.net, terms, config.compile, name="learner", key=region_key(config))
         self.generator = run.rng("learner")  # minibatch order, drawn where the data is
         self.num_updates = run.num_updates(config.batch_size)
         self.updates = 0
@@ -294,7 +295,7 @@ class PPO(Algorithm):
         self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
         net = network(obs_dim, action_space, config, run.seed_for("weights"))
         self.actor = ActorCriticActor(
-            net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, config.compile, repr(config)
+            net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, config.compile, region_key(config)
         )
         self.buffer = RolloutBuffer(
             config.num_steps,

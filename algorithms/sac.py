@@ -50,6 +50,7 @@ from msrl.rl import (
     mlp,
     observation_shape,
     polyak_update_,
+    region_key,
     sample_tanh_gaussian,
     save_state,
 )
@@ -209,7 +210,7 @@ class SACActor(Actor):
         self.learning_starts = config.learning_starts
         self.env_steps = 0
         draw = lambda policy, obs, noise: policy.sample(obs, None, noise)[0]  # noqa: E731
-        self.draw = CompiledCall(self.policy, draw, config.compile, key=repr(config))  # its noise drawn outside
+        self.draw = CompiledCall(self.policy, draw, config.compile, key=region_key(config))  # its noise drawn outside
 
     def _obs(self, obs: Any) -> torch.Tensor:
         return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
@@ -262,7 +263,7 @@ class SACLearner(Learner):
         # The modules each loss reads without differentiating: inputs of its compiled step, not constants.
         clip, option = config.max_grad_norm, config.compile
         critic_reads, policy_reads = (self.critic_target, self.policy), (self.critic,)
-        key = repr(config)  # it fixes every constant the losses read: the compiled regions are named by it
+        key = region_key(config)  # it fixes every constant the losses read: the compiled regions are named by it
         self.critic_step = GradientStep(
             self.critic, self.critic_optimizer, self.critic_loss, clip, option, critic_reads, key=key
         )

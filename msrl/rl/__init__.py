@@ -23,6 +23,7 @@ from msrl.rl._compiled import (
     check_compile_option,
     compile_option,
     compiling,
+    region_key,
     switch_compiled,
     wait_for_builds,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "GradientStep",
     "compile_option",
     "compiling",
+    "region_key",
     "switch_compiled",
     "wait_for_builds",
     "check_compile_option",

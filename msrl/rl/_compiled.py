@@ -35,6 +35,7 @@ thread that replay its CUDA graphs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import weakref
@@ -75,6 +76,16 @@ def resolve_compile_option(value: Any) -> str:
             raise ConfigError(f"the environment variable {COMPILE_ENV} must be one of: {choices}; got {override!r}")
         return override
     return option
+
+
+def region_key(config: Any) -> str:
+    """The name an algorithm gives its compiled regions: its config (what fixes every constant its
+    losses read), less the ``compile`` option, which says when the compiled form runs and not what
+    it computes, so a run under ``compile: true`` and the next under ``auto`` share packages."""
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        if any(field.name == "compile" for field in dataclasses.fields(config)):
+            config = dataclasses.replace(config, compile="auto")
+    return repr(config)
 
 
 def check_compile_option(value: Any) -> None:

@@ -65,3 +65,15 @@ def test_a_region_builds_in_the_background_and_switches_between_iterations(
     shaped.start(torch.randn(4, 3), w)
     assert shaped.building and not shaped.ready
     shaped.build.process.kill()  # type: ignore[union-attr]
+
+
+def test_an_algorithms_regions_are_named_by_its_config_whatever_its_compile_option() -> None:
+    """``compile`` says when the compiled form runs, not what it computes: a run under ``true``
+    builds the packages the next run under ``auto`` loads.  Any other field names other packages."""
+    from algorithms.ppo import PPOConfig
+    from msrl.rl import region_key
+
+    assert region_key(PPOConfig(compile=True)) == region_key(PPOConfig(compile="auto"))
+    assert region_key(PPOConfig(compile="false")) == region_key(PPOConfig())
+    assert region_key(PPOConfig(learning_rate=1e-3)) != region_key(PPOConfig(learning_rate=2e-3))
+    assert "learning_rate=0.001" in region_key(PPOConfig(learning_rate=1e-3, compile=True))
