@@ -42,7 +42,7 @@ class CompiledCall:
     eager: a CUDA graph's outputs are overwritten by its next replay, and a rollout keeps them.
 
     ``key`` names the region (see ``CompiledRegion``): what fixes the constants ``fn`` reads beyond
-    ``net``'s structure, which the call adds itself (msrl's algorithms pass their config).
+    ``net``'s structure, which the call adds itself (msrl's algorithms pass ``region_key(config)``).
 
     Example::
 

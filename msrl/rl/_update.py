@@ -159,7 +159,7 @@ class GradientStep:
     the gradients in place (``Learner.sync_mean``), None with one learner.  ``key`` names the
     compiled region (see ``CompiledRegion``): what fixes the constants ``loss`` reads beyond the
     modules' structure, the optimizer's settings and the clip, which the step adds itself (msrl's
-    algorithms pass their config); without it the region is found by a trace at each run's start.
+    algorithms pass ``region_key(config)``); without it the region is found by a trace at each run's start.
 
     Example::
 
