@@ -20,7 +20,7 @@ step eagerly or, once built, as one compiled region of the same code (``algo.com
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -51,15 +51,18 @@ from msrl.rl import (
     RolloutBuffer,
     RunningMeanStd,
     action_layout,
+    actor_critic,
     check_action_space,
     check_activation,
     check_compile_option,
+    check_network,
     clipped_surrogate,
     copy_weights,
     linear_lr,
     load_generator_state,
     normalize_advantages,
     obs_stats_weights,
+    observation_dtype,
     observation_shape,
     ppo_epochs,
     region_key,
@@ -70,6 +73,8 @@ from msrl.rl import (
 class PPOConfig:
     env_id: str = "CartPole-v1"
     """Environment id from msrl.envs (Discrete or Box actions)."""
+    env_kwargs: dict = field(default_factory=dict)
+    """Keyword arguments of the environment (``ALE/Pong-v5``: ``episodic_life``, ``noop_max``...)."""
     num_envs: int = split(64)
     """Environments stepped together in the whole run (a per-run quantity: msrl shares them out among the
     copies of the fragments that hold the environment and the buffer)."""
@@ -101,8 +106,12 @@ class PPOConfig:
     """Global gradient-norm clip."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
+    network: str = "mlp"
+    """The network: ``mlp`` (separate policy and value MLPs), ``nature_cnn`` or ``impala_cnn`` (one
+    convolutional torso under both heads, for frames), or a torso of your own as ``module:Class``
+    (``msrl.rl.actor_critic``)."""
     hidden_size: int = 64
-    """Width of the two hidden layers of the policy and value networks."""
+    """Width of the two hidden layers of the policy and value networks (``network: mlp``)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
     activation: str = "tanh"
@@ -141,6 +150,9 @@ class PPOConfig:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
         check_compile_option(self.compile)
         check_activation(self.activation)
+        check_network(self.network, self.env_id, None)
+        if self.normalize_obs and self.network != "mlp":
+            raise ConfigError(f"algo.normalize_obs is for vector observations (network: mlp), not {self.network}")
 
 
 # -- learner -----------------------------------------------------------------------------------------
@@ -154,6 +166,7 @@ class PPOLearner(Learner):
         config: PPOConfig,
         run: RunInfo,
         obs_shape: tuple[int, ...] | None = None,
+        obs_space: Box | None = None,
     ) -> None:
         if config.batch_size % config.num_minibatches:  # this learner's share of the batch, under every policy
             raise ConfigError(
@@ -162,7 +175,7 @@ class PPOLearner(Learner):
             )
         self.config = config
         self.device = torch.device(run.device)
-        self.net = network(obs_dim, action_space, config, run.seed_for("weights")).to(self.device)
+        self.net = network(obs_dim, action_space, config, run.seed_for("weights"), obs_space).to(self.device)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
         # the config fixes every constant the loss reads: the compiled regions are named by it (no trace to find them)
         self.gradient_step = GradientStep(
@@ -271,10 +284,15 @@ class PPOLearner(Learner):
             self.obs_stats.load_state_dict(state[OBS_STATS])
 
 
-def network(obs_dim: int, action_space: Space, config: PPOConfig, seed: int) -> ActorCritic:
-    """The actor-critic of ``config`` (the learner's, and the actors' copies: same seed, same weights)."""
+def network(
+    obs_dim: int, action_space: Space, config: PPOConfig, seed: int, obs_space: Box | None = None
+) -> torch.nn.Module:
+    """The actor-critic of ``config`` (the learner's, and the actors' copies: same seed, same
+    weights); a convolutional one needs the observation space."""
     size, log_std = config.hidden_size, config.log_std_init
-    return ActorCritic(obs_dim, action_space, size, seed, log_std, None, config.activation, config.ortho_init)
+    mlp = lambda: ActorCritic(obs_dim, action_space, size, seed, log_std, None, config.activation, config.ortho_init)  # noqa: E731
+    space = obs_space or Box(0.0, 1.0, (obs_dim,))
+    return actor_critic(config.network, space, action_space, seed, mlp)
 
 
 # -- algorithm ---------------------------------------------------------------------------------------
@@ -288,12 +306,15 @@ class PPO(Algorithm):
     def __init__(self, config: PPOConfig, run: RunInfo | None = None) -> None:
         super().__init__(config, run)
         run = self.run
-        spec = msrl.envs.spec(config.env_id)
+        spec = msrl.envs.spec(config.env_id, **config.env_kwargs)
         action_space = check_action_space(config.env_id, "ppo", spec.action_space, (Discrete, Box))
         obs_shape = observation_shape(config.env_id, spec.observation_space)
+        check_network(config.network, config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
-        net = network(obs_dim, action_space, config, run.seed_for("weights"))
+        self.env = msrl.envs.make(
+            config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults, **config.env_kwargs
+        )
+        net = network(obs_dim, action_space, config, run.seed_for("weights"), spec.observation_space)
         self.actor = ActorCriticActor(
             net, run.seed_for("actor"), run.device, config.normalize_obs, obs_shape, config.compile, region_key(config)
         )
@@ -306,8 +327,9 @@ class PPO(Algorithm):
             gae_lambda=config.gae_lambda,
             device=run.device,
             normalize_reward=config.normalize_reward,
+            obs_dtype=observation_dtype(spec.observation_space),
         )
-        self.learner = PPOLearner(obs_dim, action_space, config, run, obs_shape)
+        self.learner = PPOLearner(obs_dim, action_space, config, run, obs_shape, spec.observation_space)
 
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the current policy.

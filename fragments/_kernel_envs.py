@@ -18,12 +18,12 @@ names a kernel source (``msrl.envs.registrations()``) gets every backend of
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import msrl.envs
+from msrl.core import import_object
 from msrl.envs import ArrayBackend, BatchedEnv, EnvRegistration, Kernels, Launcher
 
 KERNEL_BACKENDS: dict[str, tuple[str, dict[str, bool]]] = {
@@ -63,8 +63,7 @@ class KernelBackend:
     registration: EnvRegistration
 
     def __call__(self, num_envs: int, seed: int = 0, **options: Any) -> BatchedEnv:
-        module, _, name = self.builder.partition(":")
-        build = getattr(importlib.import_module(module), name)
+        build = import_object(self.builder, "kernel builder")
         built: BatchedEnv = build(self.registration.env_class(), num_envs, seed, **options)
         return built
 

@@ -7,7 +7,7 @@ import dataclasses
 import importlib
 import importlib.util
 
-from msrl.core import Algorithm, ConfigError
+from msrl.core import Algorithm, ConfigError, import_object
 
 BUILTIN = {
     "a2c": "algorithms.a2c:A2C",
@@ -32,11 +32,7 @@ def get_algorithm(name: str) -> type[Algorithm]:
         raise ConfigError(
             f"unknown algorithm {name!r}; valid choices: {', '.join(algorithm_names())} or 'module:Class'"
         )
-    module_name, _, class_name = spec.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load algorithm {name!r}: {exc}") from exc
+    cls = import_object(spec, "algorithm")
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise ConfigError(f"algorithm {name!r} is not an msrl.Algorithm subclass")
     if not dataclasses.is_dataclass(getattr(cls, "Config", None)):

@@ -31,6 +31,7 @@ from msrl.core._config import (
     check_keys,
     check_plain_tree,
     check_unit_interval,
+    import_object,
     parse_yaml,
     read_yaml,
 )
@@ -116,6 +117,7 @@ __all__ = [
     "building",
     "check_plain_tree",
     "check_unit_interval",
+    "import_object",
     "component_class",
     "constructing",
     "deferred",

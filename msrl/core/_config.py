@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import math
 import os
 import re
@@ -219,6 +220,18 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
     else:
         return value
     raise ConfigError(f"{key} must be {_type_name(hint)}, got {value!r}")
+
+
+def import_object(path: str, what: str) -> Any:
+    """The object a ``"package.module:Name"`` string names (a user's algorithm, network or
+    environment), its module imported now; one ``ConfigError`` naming ``what`` where it cannot be."""
+    module_name, sep, name = path.partition(":") if isinstance(path, str) else ("", "", "")
+    if not sep or not module_name or not name:
+        raise ConfigError(f"{what} must be 'package.module:Name', got {path!r}")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load {what} {path!r}: {exc}") from exc
 
 
 def check_unit_interval(config: Any, *names: str, prefix: str = "algo.") -> None:

@@ -14,6 +14,10 @@ environment agree step for step; ``msrl.envs.consistency`` checks it.  An id
 that msrl does not build in is made through gymnasium (backend
 ``gymnasium``), and a user registers an environment of their own with one call
 to ``register``.
+Families of ids another package provides are built in the same way, one folder each
+(``msrl.envs.EnvFamily``): ``"ALE/Pong-v5"`` and every Atari game ale-py ships (backend ``ale``,
+``msrl/envs/atari/``; ``pip install "msrl[atari]"``), ``"MinAtar/Breakout-v1"`` and the other
+MinAtar games (backend ``minatar``, ``msrl/envs/minatar/``).  Their observations are uint8 frames.
 A PettingZoo parallel environment is made by naming its module:
 ``"pettingzoo:mpe2.simple_tag_v3"`` imports ``mpe2.simple_tag_v3`` and steps copies
 of its ``parallel_env(**kwargs)`` (backend ``pettingzoo``, ``msrl.envs._pettingzoo``).
@@ -56,10 +60,12 @@ from msrl.envs._registry import (
     MIN_ENVS_PER_SHARD,
     PLUGIN_GROUP,
     Backend,
+    EnvFamily,
     EnvRegistration,
     EnvSpec,
     backends,
     env_ids,
+    families,
     kernel_sources,
     make,
     register,
@@ -107,6 +113,7 @@ __all__ = [
     "ArrayBackend",
     "Backend",
     "BatchedEnv",
+    "EnvFamily",
     "EnvRegistration",
     "EnvSpec",
     "EpisodeTracker",
@@ -131,6 +138,7 @@ __all__ = [
     "TorchArrays",
     "backends",
     "env_ids",
+    "families",
     "kernel_sources",
     "make",
     "register",

@@ -16,10 +16,13 @@ imported when an environment is first built.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from msrl.core import import_object
 
 
 @dataclass(frozen=True)
@@ -42,8 +45,7 @@ class Backend:
 
 def import_path(path: str) -> Any:
     """The object a ``"module:Name"`` string names, its module imported now."""
-    module_name, _, name = path.partition(":")
-    return getattr(importlib.import_module(module_name), name)
+    return import_object(path, "environment factory")
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,35 @@ class EnvRegistration:
         return None if self.kernel_source is None else self.kernel_source.stem
 
 
+@dataclass(frozen=True)
+class EnvFamily:
+    """Many environment ids of one backend, named by a pattern: a folder whose environments are
+    the games of another package (``ALE/<Game>-v5``: every Atari 2600 ROM ale-py ships) declares
+    this as its ``REGISTRATION`` instead of one ``EnvRegistration`` per id.
+
+    * ``pattern``: a regular expression an id must match in full; its first group is the game.
+    * ``backend``: the backend's name (``msrl.envs.backends`` lists it for a matching id).
+    * ``env``: ``"module:Class"`` of the environment, called as ``Class(env_id, num_envs=, seed=,
+      **kwargs)``; it raises ``ConfigError`` where its package is missing (naming the extra to
+      install) or the game is unknown (naming close matches).
+    * ``example``: an id, for the line that lists what msrl can make.
+    * ``threaded``: the class takes ``threads=`` (its own threads, from the executor's defaults).
+    """
+
+    pattern: str
+    backend: str
+    env: str
+    example: str
+    threaded: bool = False
+
+    def matches(self, env_id: str) -> bool:
+        return isinstance(env_id, str) and re.fullmatch(self.pattern, env_id) is not None
+
+    def factory(self, env_id: str) -> Backend:
+        """The backend that builds ``env_id`` (which ``matches``)."""
+        return Backend(lazy(self.env, env_id), threaded=self.threaded)
+
+
 def public_names(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
     """A module ``__getattr__`` for an environment folder's ``__init__``: each of ``names``
     (name -> submodule) is imported from ``package.<submodule>`` when first read."""
@@ -142,4 +173,4 @@ def public_names(package: str, names: Mapping[str, str]) -> Callable[[str], Any]
     return __getattr__
 
 
-__all__ = ["Backend", "EnvRegistration", "Lazy", "PHYSICS_BACKENDS", "import_path", "lazy", "public_names"]
+__all__ = ["Backend", "EnvFamily", "EnvRegistration", "Lazy", "PHYSICS_BACKENDS", "import_path", "lazy", "public_names"]

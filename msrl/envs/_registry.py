@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from msrl.core import ConfigError, Declared, EnvDefaults, Space, component_class, constructing
-from msrl.envs._registration import Backend, EnvRegistration, Lazy, import_path
+from msrl.envs._registration import Backend, EnvFamily, EnvRegistration, Lazy, import_path
 from msrl.envs._sharded import ShardedEnv
 
 PLUGIN_GROUP = "msrl.env_backends"
@@ -99,12 +99,21 @@ def env_ids() -> list[str]:
     return sorted({env_id for env_id, _ in REGISTRY})
 
 
+def _family(env_id: str) -> EnvFamily | None:
+    """The family whose pattern ``env_id`` matches (``ALE/Pong-v5``: Atari), else None."""
+    return next((family for family in _FAMILIES if family.matches(env_id)), None)
+
+
 def backends(env_id: str) -> list[str]:
-    """The backends of ``env_id``: msrl's own, or ``["gymnasium"]`` for an id only gymnasium knows."""
+    """The backends of ``env_id``: msrl's own (one id, or a family's pattern), or ``["gymnasium"]``
+    for an id only gymnasium knows."""
     _load_plugins()
     own = sorted(backend for eid, backend in REGISTRY if eid == env_id)
     if own:
         return own
+    family = _family(env_id)
+    if family is not None:
+        return [family.backend]
     if isinstance(env_id, str) and env_id.startswith("pettingzoo:"):
         return ["pettingzoo"]  # the module is imported, and checked, when the environment is made
     from msrl.envs import _gymnasium  # imported on first use: it pulls in torch and gymnasium
@@ -130,7 +139,9 @@ def _unknown(env_id: str) -> ConfigError:
 
     ids = list(dict.fromkeys(env_ids() + _gymnasium.ids()))  # msrl's first, each once
     close = difflib.get_close_matches(env_id, ids, n=5, cutoff=0.6)
-    hint = f"close matches: {', '.join(close)}" if close else f"msrl's own: {', '.join(env_ids())}; or any gymnasium id"
+    families = "".join(f", {family.example}" for family in _FAMILIES)
+    own = f"msrl's own: {', '.join(env_ids())}{families}; or any gymnasium id"
+    hint = f"close matches: {', '.join(close)}" if close else own
     return ConfigError(f"unknown environment {env_id!r}; {hint}")
 
 
@@ -177,7 +188,11 @@ def _factory(env_id: str, backend: str) -> tuple[Callable[..., Any], Backend]:
         from msrl.envs._pettingzoo import PettingZooEnv
 
         return functools.partial(PettingZooEnv, env_id.partition(":")[2]), Backend(PettingZooEnv)
-    entry = REGISTRY[(env_id, backend)]
+    family = _family(env_id)
+    if (env_id, backend) not in REGISTRY and family is not None and family.backend == backend:
+        entry = family.factory(env_id)
+    else:
+        entry = REGISTRY[(env_id, backend)]
     factory = entry.factory
     if isinstance(factory, str):
         factory = import_path(factory)
@@ -304,6 +319,7 @@ def spec(env_id: str, **kwargs: Any) -> EnvSpec:
 PACKAGE = Path(__file__).resolve().parent
 """``msrl/envs``: each of its subpackages is one environment's folder."""
 _REGISTRATIONS: dict[str, EnvRegistration] = {}
+_FAMILIES: list[EnvFamily] = []
 
 
 def _discover() -> None:
@@ -313,8 +329,14 @@ def _discover() -> None:
             continue
         package = importlib.import_module(f"{__package__}.{found.name}")
         registration = getattr(package, "REGISTRATION", None)
+        if isinstance(registration, EnvFamily):
+            _FAMILIES.append(registration)
+            continue
         if not isinstance(registration, EnvRegistration):
-            raise TypeError(f"{package.__name__} is an environment's folder and must declare REGISTRATION")
+            raise TypeError(
+                f"{package.__name__} is an environment's folder and must declare REGISTRATION "
+                "(an EnvRegistration, or an EnvFamily)"
+            )
         if registration.env_id in _REGISTRATIONS:
             raise TypeError(f"{package.__name__} registers {registration.env_id!r} again")
         if registration.kernel is not None and registration.kernel in kernel_sources():
@@ -329,6 +351,11 @@ def registrations() -> dict[str, EnvRegistration]:
     return dict(_REGISTRATIONS)
 
 
+def families() -> list[EnvFamily]:
+    """The environment families msrl builds in (``ALE/<Game>-v5``, ``MinAtar/<Game>-v1``)."""
+    return list(_FAMILIES)
+
+
 def kernel_sources() -> dict[str, Path]:
     """Kernel name -> its CUDA C source, for every environment that has kernels."""
     return {r.kernel: r.kernel_source for r in _REGISTRATIONS.values() if r.kernel and r.kernel_source}
@@ -339,6 +366,7 @@ _discover()
 
 __all__ = [
     "Backend",
+    "EnvFamily",
     "EnvRegistration",
     "EnvSpec",
     "MIN_ENVS_PER_SHARD",
@@ -346,6 +374,7 @@ __all__ = [
     "REGISTRY",
     "backends",
     "env_ids",
+    "families",
     "kernel_sources",
     "make",
     "register",

@@ -1,6 +1,7 @@
 """Pieces RL algorithms share, written once and tested against reference formulas: returns (GAE,
 n-step, V-trace), buffers (rollout, replay), action heads (categorical, diagonal Gaussian,
-tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, Polyak averaging,
+tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, the networks a config names
+(``algo.network``: ``mlp``, ``nature_cnn``, ``impala_cnn`` or a user's ``module:Class`` torso), Polyak averaging,
 the recurrent actor-critic of rMAPPO (``RecurrentActorCritic``),
 running mean/std normalisation and value-target normalisation (``ValueNorm``), PPO's update
 (``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``), and the one way a learner's update and an
@@ -38,6 +39,15 @@ from msrl.rl._heads import (
     sample_tanh_gaussian,
 )
 from msrl.rl._mlp import mlp
+from msrl.rl._networks import (
+    NETWORKS,
+    ImpalaCNN,
+    NatureCNN,
+    SharedActorCritic,
+    actor_critic,
+    check_network,
+    q_network,
+)
 from msrl.rl._normalize import RewardScaler, RunningMeanStd
 from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo import clipped_surrogate, ppo_epochs
@@ -46,12 +56,20 @@ from msrl.rl._replay import ReplayBatch, ReplayBuffer, keeps_final_obs
 from msrl.rl._returns import nstep_returns, vtrace
 from msrl.rl._rollout import GROUP_SEPARATOR, RolloutBatch, RolloutBuffer, TrajectoryBatch, flat_groups, group_batches
 from msrl.rl._schedule import linear_lr
-from msrl.rl._spaces import action_layout, check_action_space, observation_shape
+from msrl.rl._spaces import action_layout, check_action_space, observation_dtype, observation_shape
 from msrl.rl._state import copy_weights, load_generator_state, load_state, load_weights, save_state
 from msrl.rl._update import FUNCTIONAL_OPTIMIZERS, GradientStep, clip_grad_norm_
 from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
+    "NETWORKS",
+    "ImpalaCNN",
+    "NatureCNN",
+    "SharedActorCritic",
+    "actor_critic",
+    "check_network",
+    "observation_dtype",
+    "q_network",
     "RecurrentActorCritic",
     "CompiledCall",
     "CompiledRegion",

@@ -132,6 +132,13 @@ def sample(net: ActorCritic, obs: torch.Tensor, noise: torch.Tensor) -> tuple[to
     return action, logprob, value
 
 
+def as_observation(obs: Any, device: torch.device) -> torch.Tensor:
+    """A batch of observations on ``device``: uint8 frames kept as they are (the network scales
+    them; a NumPy array on the CPU is shared, not copied), anything else as float32."""
+    tensor = torch.as_tensor(obs, device=device)
+    return tensor if tensor.dtype == torch.uint8 else tensor.to(torch.float32)
+
+
 class ActorCriticActor(Actor):
     """Acts with its own copy of an actor-critic network: ``act(obs) -> (action, logprob, value)``.
 
@@ -169,13 +176,13 @@ class ActorCriticActor(Actor):
         self._rows: int | None = None  # the rows of the last act: the shape the draw's region was built for
 
     def _obs(self, obs: Any) -> torch.Tensor:
-        obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        obs = as_observation(obs, self.device)
         return obs if self.obs_stats is None else self.obs_stats.normalize(obs)
 
     @torch.inference_mode()
     def act(self, obs: Any) -> tuple[Batched, Batched, Batched]:
         obs = self._obs(obs)
-        noise = self.net.head.noise((obs.shape[0], self.outputs), self.generator, obs.device, obs.dtype)
+        noise = self.net.head.noise((obs.shape[0], self.outputs), self.generator, obs.device, torch.float32)
         self._rows = obs.shape[0]
         action, logprob, value = self.draw(obs, noise)
         return action, logprob, value
@@ -187,7 +194,7 @@ class ActorCriticActor(Actor):
         observations), else from the network."""
         obs = self._obs(obs)
         if self.draw.ready and obs.shape[0] == self._rows:
-            return self.draw(obs, torch.zeros((obs.shape[0], self.outputs), device=obs.device, dtype=obs.dtype))[2]
+            return self.draw(obs, torch.zeros((obs.shape[0], self.outputs), device=obs.device))[2]
         return self.net(obs)[1]
 
     @torch.inference_mode()

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import torch
 
 from msrl.core import Batched, Buffer, ConfigError, NoValue, component_class
 from msrl.rl._state import load_generator_state
+
+
+def available_memory() -> int | None:
+    """Bytes of host memory the kernel says can be allocated now (``MemAvailable``), None where
+    it does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_fits(nbytes: int, what: str, device: str | torch.device = "cpu") -> None:
+    """A ``ConfigError`` naming the bytes ``what`` needs where host memory cannot hold them (said
+    before anything is allocated: a buffer filled over hours would end the run when it filled)."""
+    if torch.device(device).type != "cpu":
+        return
+    free = available_memory()
+    if free is not None and nbytes > free:
+        raise ConfigError(
+            f"{what} needs {nbytes / 2**30:.1f} GiB and this machine has {free / 2**30:.1f} GiB available: "
+            "lower algo.buffer_size"
+        )
 
 
 class ReplayBatch(NamedTuple):
@@ -46,7 +73,9 @@ class ReplayBuffer(Buffer):
     transitions have been inserted (the warm-up; counted before dropping time-limit transitions, so
     copies of a buffer that insert alike warm up on the same iteration and replicated learners
     keep stepping together).  Storage lives on ``device``, so sampling on a GPU
-    learner's fragment never leaves the device.
+    learner's fragment never leaves the device.  ``obs_dtype`` (``msrl.rl.observation_dtype`` of
+    the space): uint8 frames are stored as uint8 (a frame environment's ``final_obs`` is always
+    known).
     """
 
     def __init__(
@@ -61,16 +90,19 @@ class ReplayBuffer(Buffer):
         seed: int = 0,
         device: str = "cpu",
         final_obs: bool = False,
+        obs_dtype: torch.dtype = torch.float32,
     ) -> None:
         if capacity < 1 or batch_size < 1 or num_batches < 1:
             raise ValueError(
                 f"capacity, batch_size and num_batches must be >= 1, got {capacity}, {batch_size}, {num_batches}"
             )
+        row = 2 * math.prod(obs_shape) * obs_dtype.itemsize + math.prod(action_shape) * action_dtype.itemsize + 8
+        check_fits(capacity * row, f"a replay buffer of {capacity:,} transitions", device)
         self.capacity, self.batch_size, self.num_batches = capacity, batch_size, num_batches
         self.learning_starts = max(learning_starts, 1)
         self.final_obs = final_obs
         self.device = torch.device(device)
-        self.obs = torch.zeros((capacity,) + tuple(obs_shape), device=self.device)
+        self.obs = torch.zeros((capacity,) + tuple(obs_shape), dtype=obs_dtype, device=self.device)
         self.next_obs = torch.zeros_like(self.obs)
         self.actions = torch.zeros((capacity,) + tuple(action_shape), dtype=action_dtype, device=self.device)
         self.rewards = torch.zeros(capacity, device=self.device)
@@ -87,7 +119,7 @@ class ReplayBuffer(Buffer):
         as_tensor = lambda x, dtype=None: torch.as_tensor(x, device=self.device, dtype=dtype)  # noqa: E731
         terminated = as_tensor(terminated, torch.float32)
         cut = (as_tensor(truncated, torch.float32) > 0) & (terminated == 0)
-        if self.final_obs:  # next_obs is each episode's last observation, or NaN where unknown
+        if self.final_obs and self.obs.dtype.is_floating_point:  # the last observation, or NaN where unknown
             next_obs = as_tensor(next_obs, torch.float32)
             known = torch.isfinite(next_obs.reshape(next_obs.shape[0], -1)).all(dim=1)
             cut &= ~known

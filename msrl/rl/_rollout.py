@@ -11,7 +11,7 @@ import torch
 from msrl.core import AgentGroup, Batched, Buffer, NoValue
 from msrl.rl._gae import gae
 from msrl.rl._normalize import RewardScaler
-from msrl.rl._spaces import action_layout, observation_shape
+from msrl.rl._spaces import action_layout, observation_dtype, observation_shape
 
 
 class RolloutBatch(NamedTuple):
@@ -75,8 +75,9 @@ class _Track:
         action_shape: tuple[int, ...],
         action_dtype: torch.dtype,
         device: str | torch.device,
+        obs_dtype: torch.dtype = torch.float32,
     ) -> None:
-        self.obs = torch.zeros(lead + tuple(obs_shape), device=device)
+        self.obs = torch.zeros(lead + tuple(obs_shape), dtype=obs_dtype, device=device)
         self.actions = torch.zeros(lead + tuple(action_shape), dtype=action_dtype, device=device)
         self.logprobs = torch.zeros(lead, device=device)
         self.values = torch.zeros(lead, device=device)
@@ -108,6 +109,8 @@ class RolloutBuffer(Buffer):
     With ``normalize_reward`` (single agent) the stored rewards are divided by the running standard
     deviation of the discounted return (``msrl.rl.RewardScaler``), whose statistics are part of the
     buffer's checkpoint.
+
+    ``obs_dtype`` (``msrl.rl.observation_dtype`` of the space): uint8 frames are kept as uint8.
     """
 
     def __init__(
@@ -122,12 +125,13 @@ class RolloutBuffer(Buffer):
         device: str = "cpu",
         normalize_reward: bool = False,
         groups: Mapping[str, AgentGroup] | None = None,
+        obs_dtype: torch.dtype = torch.float32,
     ) -> None:
         self.num_steps, self.num_envs = num_steps, num_envs
         self.gamma, self.gae_lambda = gamma, gae_lambda
         self.grouped = groups is not None
         if groups is None:
-            self.tracks = {"": _Track((num_steps, num_envs), obs_shape, action_shape, action_dtype, device)}
+            self.tracks = {"": _Track((num_steps, num_envs), obs_shape, action_shape, action_dtype, device, obs_dtype)}
         else:
             if normalize_reward:
                 raise ValueError("normalize_reward is for single-agent rollouts")
@@ -137,6 +141,7 @@ class RolloutBuffer(Buffer):
                     observation_shape(f"group {name!r}", group.observation_space),
                     *action_layout(group.action_space),
                     device,
+                    observation_dtype(group.observation_space),
                 )
                 for name, group in groups.items()
             }

@@ -30,6 +30,12 @@ def observation_shape(env_id: str, space: Space | None) -> tuple[int, ...]:
     return tuple(space.shape)
 
 
+def observation_dtype(space: Space | None) -> torch.dtype:
+    """The dtype a buffer keeps observations of ``space`` in: uint8 frames as they are (a quarter of
+    float32's bytes; the network scales them), everything else float32."""
+    return torch.uint8 if isinstance(space, Box) and str(space.dtype) == "uint8" else torch.float32
+
+
 def action_layout(space: Space) -> tuple[tuple[int, ...], torch.dtype]:
     """Shape and dtype of one environment's action in a buffer: ``Box`` actions are float32 of the
     space's shape, ``Discrete`` ones int64 scalars."""

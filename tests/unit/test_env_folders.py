@@ -25,13 +25,16 @@ KERNEL_BACKENDS = {"cuda", "cuda-emulated", "cpu-kernel"}
 """What ``fragments`` offers every environment whose registration names a kernel source."""
 
 
-def _folders() -> dict[str, Path]:
-    """Env id -> the folder whose ``__init__`` registers it."""
+def _folders(kind: type = msrl.envs.EnvRegistration) -> dict[str, Path]:
+    """Env id (a family's pattern) -> the folder whose ``__init__`` registers it, for the folders
+    whose ``REGISTRATION`` is of ``kind``."""
     folders = {}
     for init in sorted((REPO / "msrl" / "envs").glob("*/__init__.py")):
         module = f"msrl.envs.{init.parent.name}"
         registration = importlib.import_module(module).REGISTRATION
-        folders[registration.env_id] = init.parent
+        assert isinstance(registration, (msrl.envs.EnvRegistration, msrl.envs.EnvFamily)), module
+        if isinstance(registration, kind):
+            folders[getattr(registration, "env_id", None) or registration.pattern] = init.parent
     return folders
 
 
@@ -40,6 +43,18 @@ def test_every_environment_msrl_builds_in_has_a_folder_and_one_registration():
     assert set(folders) == set(msrl.envs.registrations())
     assert set(folders) <= set(msrl.envs.env_ids())  # beside any a user registered
     assert {"CartPole-v1", "Pendulum-v1", "Tag-v0", "simple_spread_v3"} <= set(folders)
+
+
+def test_a_family_of_ids_is_one_folder_whose_class_lives_in_it():
+    """``ALE/<Game>-v5`` and ``MinAtar/<Game>-v1``: one folder each, the class it builds in that
+    folder, and an id of the family answers with the family's backend alone."""
+    families = _folders(msrl.envs.EnvFamily)
+    assert {family.pattern for family in msrl.envs.families()} == set(families)
+    assert {r"ALE/(\w+)-v5", r"MinAtar/(\w+)-v1"} <= set(families)
+    for family in msrl.envs.families():
+        assert family.env.startswith(f"msrl.envs.{families[family.pattern].name}._")
+        assert family.matches(family.example.replace("<Game>", "Breakout"))
+        assert msrl.envs.backends(family.example.replace("<Game>", "Breakout")) == [family.backend]
 
 
 @pytest.mark.parametrize("env_id", sorted(msrl.envs.registrations()))

@@ -1,0 +1,234 @@
+"""The networks an algorithm's config chooses by name (``algo.network``): ``mlp`` (the algorithm's
+own multilayer perceptron), ``nature_cnn`` (Mnih et al. 2015), ``impala_cnn`` (Espeholt et al.
+2018's 15-layer residual network), or a user's own torso as ``"module:Class"``.
+
+A convolutional network takes frames as the environment gives them, ``(channels, height, width)``
+uint8, and scales them to [0, 1] itself (by the observation space's ``high``), so frames stay one
+byte per pixel in rollouts, replay and on cut edges.  Layers are initialised orthogonally (gain
+sqrt(2)) from the component's seed, as CleanRL's Atari agents are; the heads go on top:
+``SharedActorCritic`` (a policy and a value head on one torso, CleanRL's Atari agent) for the
+actor-critic algorithms, a linear Q head for DQN (``q_head``).
+
+A user's torso: ``algo.network: my_package.nets:Encoder`` names an ``nn.Module`` class built as
+``Encoder(obs_shape)`` (torch's global generator seeded from the component's seed around the call,
+so a seed gives the same weights), mapping a batch of observations as the environment gives them to
+``(batch, features)``; msrl reads ``features`` from one forward pass of a zero observation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from msrl.core import Box, ConfigError, Space, import_object
+from msrl.rl._actor_critic import action_head
+from msrl.rl._heads import init_, orthogonal_weight_
+
+NETWORKS = ("mlp", "nature_cnn", "impala_cnn")
+"""The networks ``algo.network`` names (besides ``"module:Class"``)."""
+_SMALLEST_FRAME = {"nature_cnn": 36, "impala_cnn": 1}
+"""The smallest height and width each convolutional network takes: Nature-CNN's three valid
+convolutions (8/4, 4/2, 3/1) leave nothing of a frame under 36 pixels."""
+
+
+def _conv(conv: nn.Conv2d, generator: torch.Generator | None) -> nn.Conv2d:
+    orthogonal_weight_(conv.weight, 2**0.5, generator)
+    with torch.no_grad():
+        conv.bias.zero_()
+    return conv
+
+
+def _scale(space: Box) -> float:
+    """What multiplies an observation to bring it into [0, 1]: ``1 / high`` for integer frames."""
+    high = float(torch.as_tensor(space.high, dtype=torch.float64).max())
+    return 1.0 / high if str(space.dtype).startswith("uint") and high > 0 else 1.0
+
+
+class NatureCNN(nn.Module):
+    """Three convolutions (32 8x8/4, 64 4x4/2, 64 3x3/1) and a 512-unit layer, ReLU throughout."""
+
+    def __init__(self, obs_shape: tuple[int, ...], scale: float = 1 / 255, generator: torch.Generator | None = None):
+        super().__init__()
+        channels, height, width = obs_shape
+        self.scale = scale
+        self.convs = nn.Sequential(
+            _conv(nn.Conv2d(channels, 32, 8, stride=4), generator),
+            nn.ReLU(),
+            _conv(nn.Conv2d(32, 64, 4, stride=2), generator),
+            nn.ReLU(),
+            _conv(nn.Conv2d(64, 64, 3, stride=1), generator),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        size = lambda n: ((n - 8) // 4 + 1 - 4) // 2 + 1 - 2  # noqa: E731 - the three valid convolutions
+        self.linear = init_(nn.Linear(64 * size(height) * size(width), 512), 2**0.5, generator)
+        self.out_features = 512
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(self.convs(obs.float() * self.scale)))
+
+
+class _Residual(nn.Module):
+    def __init__(self, channels: int, generator: torch.Generator | None) -> None:
+        super().__init__()
+        self.conv0 = _conv(nn.Conv2d(channels, channels, 3, padding=1), generator)
+        self.conv1 = _conv(nn.Conv2d(channels, channels, 3, padding=1), generator)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
+
+
+class ImpalaCNN(nn.Module):
+    """IMPALA's deep torso: three stacks (16, 32, 32 channels) of a 3x3 convolution, a 3x3/2 max
+    pool and two residual blocks, then a 256-unit layer, ReLU throughout (15 layers)."""
+
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        scale: float = 1 / 255,
+        generator: torch.Generator | None = None,
+        channels: tuple[int, ...] = (16, 32, 32),
+    ):
+        super().__init__()
+        depth, height, width = obs_shape
+        self.scale = scale
+        layers: list[nn.Module] = []
+        for out in channels:
+            layers += [
+                _conv(nn.Conv2d(depth, out, 3, padding=1), generator),
+                nn.MaxPool2d(3, stride=2, padding=1),
+                _Residual(out, generator),
+                _Residual(out, generator),
+            ]
+            depth, height, width = out, (height + 1) // 2, (width + 1) // 2
+        self.stacks = nn.Sequential(*layers, nn.ReLU(), nn.Flatten())
+        self.linear = init_(nn.Linear(depth * height * width, 256), 2**0.5, generator)
+        self.out_features = 256
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(self.stacks(obs.float() * self.scale)))
+
+
+def check_network(name: Any, env_id: str, space: Space | None, key: str = "algo.network") -> None:
+    """One line naming the choices unless ``name`` is a network ``space``'s observations fit: a
+    convolutional one needs ``(channels, height, width)`` frames at least its smallest size, an
+    ``mlp`` vector (one-axis, float) observations."""
+    if not isinstance(name, str) or (name not in NETWORKS and ":" not in name):
+        raise ConfigError(f"{key} must be one of: {', '.join(NETWORKS)}, or 'module:Class'; got {name!r}")
+    if not isinstance(space, Box):
+        return  # the algorithm refuses other spaces itself
+    shape = tuple(space.shape)
+    if name == "mlp":
+        if len(shape) != 1:
+            raise ConfigError(
+                f"{key} mlp takes vector observations; {env_id} has {shape} frames: use nature_cnn or impala_cnn"
+            )
+    elif name in _SMALLEST_FRAME:
+        smallest = _SMALLEST_FRAME[name]
+        if len(shape) != 3:
+            raise ConfigError(
+                f"{key} {name} takes (channels, height, width) frames; {env_id} has {shape} observations: use mlp"
+            )
+        if min(shape[1:]) < smallest:
+            fits = [n for n, least in _SMALLEST_FRAME.items() if min(shape[1:]) >= least]
+            raise ConfigError(
+                f"{key} {name} takes frames of at least {smallest}x{smallest}; {env_id} has {shape[1]}x{shape[2]}: "
+                f"use {' or '.join(fits)}"
+            )
+
+
+def torso(name: str, space: Box, generator: torch.Generator, seed: int) -> nn.Module:
+    """The convolutional (or user's) torso ``name`` for observations of ``space``; it has
+    ``out_features``."""
+    shape = tuple(space.shape)
+    if name == "nature_cnn":
+        return NatureCNN(shape, _scale(space), generator)
+    if name == "impala_cnn":
+        return ImpalaCNN(shape, _scale(space), generator)
+    return _user_torso(name, space, seed)
+
+
+def _user_torso(path: str, space: Box, seed: int) -> nn.Module:
+    cls = import_object(path, "algo.network")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = cls(tuple(space.shape))
+    if not isinstance(module, nn.Module):
+        raise ConfigError(f"algo.network {path} built a {type(module).__name__}, not a torch nn.Module")
+    zero = torch.zeros((1, *space.shape), dtype=getattr(torch, str(space.dtype)))
+    with torch.no_grad():
+        out = module(zero)
+    if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[0] != 1:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ConfigError(f"algo.network {path} must map (batch, *obs) to (batch, features); gave {got} for one row")
+    module.out_features = int(out.shape[1])
+    return module
+
+
+class SharedActorCritic(nn.Module):
+    """A policy head and a value head on one torso (CleanRL's Atari agent): the interface of
+    ``ActorCritic`` (``forward(obs) -> (dist_params, value)``, ``policy``, ``value``, ``head``)."""
+
+    def __init__(self, body: nn.Module, head: nn.Module, generator: torch.Generator) -> None:
+        super().__init__()
+        self.torso = body
+        self.head = head
+        self.critic = init_(nn.Linear(body.out_features, 1), 1.0, generator)
+
+    def forward(self, obs: torch.Tensor) -> tuple[Any, torch.Tensor]:
+        features = self.torso(obs)
+        return self.head(features), self.critic(features).squeeze(-1)
+
+    def policy(self, obs: torch.Tensor) -> Any:
+        return self.head(self.torso(obs))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(self.torso(obs)).squeeze(-1)
+
+
+def actor_critic(network: str, space: Box, action_space: Space, seed: int, mlp: Callable[[], nn.Module]) -> nn.Module:
+    """The actor-critic ``network`` names for observations of ``space``: ``mlp()`` (the algorithm's
+    own ``ActorCritic``), else a ``SharedActorCritic`` on that torso, drawn from ``seed`` (torso,
+    policy head, value head, in that order)."""
+    if network == "mlp":
+        return mlp()
+    generator = torch.Generator().manual_seed(seed)
+    body = torso(network, space, generator, seed)
+    return SharedActorCritic(body, action_head(body.out_features, action_space, generator), generator)
+
+
+def q_network(network: str, space: Box, num_actions: int, seed: int, mlp: Callable[[], nn.Module]) -> nn.Module:
+    """The Q-network ``network`` names: ``mlp()`` (the algorithm's own), else that torso and a
+    linear layer to one value per action (``q_head``)."""
+    if network == "mlp":
+        return mlp()
+    generator = torch.Generator().manual_seed(seed)
+    return q_head(torso(network, space, generator, seed), num_actions, generator)
+
+
+def q_head(body: nn.Module, num_actions: int, generator: torch.Generator) -> nn.Sequential:
+    """``body`` then a linear layer to one value per action (PyTorch's initialisation, drawn from
+    ``generator``: CleanRL's ``dqn_atari`` Q-network keeps torch's defaults)."""
+    head = nn.Linear(body.out_features, num_actions)
+    with torch.no_grad():
+        bound = 1.0 / math.sqrt(body.out_features)
+        nn.init.kaiming_uniform_(head.weight, a=math.sqrt(5), generator=generator)
+        head.bias.uniform_(-bound, bound, generator=generator)
+    return nn.Sequential(body, head)
+
+
+__all__ = [
+    "NETWORKS",
+    "ImpalaCNN",
+    "NatureCNN",
+    "SharedActorCritic",
+    "actor_critic",
+    "check_network",
+    "q_head",
+    "q_network",
+    "torso",
+]
