@@ -8,7 +8,7 @@ bonus.  Config, learner, algorithm; the actor, network and buffer come from ``ms
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,16 +31,20 @@ from msrl.core import (
 from msrl.rl import (
     ActorCritic,
     ActorCriticActor,
+    ActorCriticNet,
     GradientStep,
     RolloutBatch,
     RolloutBuffer,
     action_layout,
+    actor_critic,
     check_action_space,
     check_compile_option,
+    check_network,
     copy_weights,
     linear_lr,
     load_state,
     normalize_advantages,
+    observation_dtype,
     observation_shape,
     region_key,
     save_state,
@@ -51,6 +55,8 @@ from msrl.rl import (
 class A2CConfig:
     env_id: str = "CartPole-v1"
     """Environment id from msrl.envs (Discrete or Box actions)."""
+    env_kwargs: dict = field(default_factory=dict)
+    """Keyword arguments of the environment (``ALE/Pong-v5``: ``episodic_life``, ``noop_max``...)."""
     num_envs: int = split(8)
     """Environments stepped together in the whole run (a per-run quantity)."""
     num_steps: int = 5
@@ -74,8 +80,10 @@ class A2CConfig:
     """Global gradient-norm clip."""
     norm_adv: bool = False
     """Normalise advantages over the batch."""
+    network: str = "mlp"
+    """The network: ``mlp``, ``nature_cnn``, ``impala_cnn`` or ``module:Class`` (``msrl.rl.actor_critic``)."""
     hidden_size: int = 64
-    """Width of the two hidden layers of the policy and value networks."""
+    """Width of the two hidden layers of the policy and value networks (``network: mlp``)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
     compile: bool | str = "auto"
@@ -92,17 +100,19 @@ class A2CConfig:
         if self.optimizer not in ("rmsprop", "adam"):
             raise ConfigError(f"algo.optimizer must be one of: rmsprop, adam; got {self.optimizer!r}")
         check_compile_option(self.compile)
+        check_network(self.network, self.env_id, None)
 
 
 # -- learner -----------------------------------------------------------------------------------------
 class A2CLearner(Learner):
     """One gradient step per rollout on policy-gradient, value and entropy losses."""
 
-    def __init__(self, obs_dim: int, action_space: Space, config: A2CConfig, run: RunInfo) -> None:
+    def __init__(
+        self, obs_dim: int, action_space: Space, config: A2CConfig, run: RunInfo, obs_space: Space | None = None
+    ) -> None:
         self.config = config
         self.device = torch.device(run.device)
-        seed = run.seed_for("weights")
-        self.net = ActorCritic(obs_dim, action_space, config.hidden_size, seed, config.log_std_init).to(self.device)
+        self.net = network(obs_dim, action_space, config, run.seed_for("weights"), obs_space).to(self.device)
         params = list(self.net.parameters())
         self.optimizer: torch.optim.Optimizer
         if config.optimizer == "rmsprop":
@@ -150,6 +160,14 @@ class A2CLearner(Learner):
         load_state(self, state, "net", "optimizer", "updates")
 
 
+def network(
+    obs_dim: int, action_space: Space, config: A2CConfig, seed: int, obs_space: Space | None = None
+) -> ActorCriticNet:
+    """The actor-critic of ``config`` (the learner's, and the actors' copies: same seed, same weights)."""
+    mlp = lambda: ActorCritic(obs_dim, action_space, config.hidden_size, seed, config.log_std_init)  # noqa: E731
+    return actor_critic(config.network, obs_space, action_space, seed, mlp)
+
+
 # -- algorithm ---------------------------------------------------------------------------------------
 class A2C(Algorithm):
     """A2C: n-step (or GAE) advantages, one synchronous update per rollout."""
@@ -160,13 +178,16 @@ class A2C(Algorithm):
     def __init__(self, config: A2CConfig, run: RunInfo | None = None) -> None:
         super().__init__(config, run)
         run = self.run
-        spec = msrl.envs.spec(config.env_id)
+        spec = msrl.envs.spec(config.env_id, **config.env_kwargs)
         action_space = check_action_space(config.env_id, "a2c", spec.action_space, (Discrete, Box))
         obs_shape = observation_shape(config.env_id, spec.observation_space)
+        check_network(config.network, config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
+        self.env = msrl.envs.make(
+            config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults, **config.env_kwargs
+        )
         self.actor = ActorCriticActor(
-            ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights"), config.log_std_init),
+            network(obs_dim, action_space, config, run.seed_for("weights"), spec.observation_space),
             run.seed_for("actor"),
             run.device,
             compile=config.compile,
@@ -180,8 +201,9 @@ class A2C(Algorithm):
             gamma=config.gamma,
             gae_lambda=config.gae_lambda,
             device=run.device,
+            obs_dtype=observation_dtype(spec.observation_space),
         )
-        self.learner = A2CLearner(obs_dim, action_space, config, run)
+        self.learner = A2CLearner(obs_dim, action_space, config, run, spec.observation_space)
 
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the current policy.

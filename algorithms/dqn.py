@@ -10,7 +10,7 @@ actor's state, so it resumes exactly from a checkpoint.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from msrl.core import (
     Learner,
     NoValue,
     RunInfo,
+    Space,
     check_unit_interval,
     split,
     steps,
@@ -37,18 +38,22 @@ from msrl.rl import (
     GradientStep,
     ReplayBatch,
     ReplayBuffer,
+    as_observation,
     check_action_space,
     check_compile_option,
+    check_network,
     copy_weights,
     keeps_final_obs,
     load_state,
     load_weights,
     mlp,
+    observation_dtype,
     observation_shape,
     polyak_update_,
     region_key,
     save_state,
 )
+from msrl.rl import q_network as torso_q_network
 
 LOSSES = {"huber": nn.functional.smooth_l1_loss, "mse": nn.functional.mse_loss}
 """The TD losses ``algo.loss`` chooses from."""
@@ -58,6 +63,8 @@ LOSSES = {"huber": nn.functional.smooth_l1_loss, "mse": nn.functional.mse_loss}
 class DQNConfig:
     env_id: str = "CartPole-v1"
     """Environment id from msrl.envs (Discrete actions)."""
+    env_kwargs: dict = field(default_factory=dict)
+    """Keyword arguments of the environment (``ALE/Pong-v5``: ``episodic_life``, ``noop_max``...)."""
     num_envs: int = split(8)
     """Environments stepped together in the whole run (a per-run quantity)."""
     train_frequency: int = 32
@@ -93,8 +100,11 @@ class DQNConfig:
     """The TD regression loss: ``huber`` (smooth L1, as SB3) or ``mse`` (squared error, as CleanRL)."""
     max_grad_norm: float = 10.0
     """Global gradient-norm clip (SB3's default); 0 clips nothing (as CleanRL)."""
+    network: str = "mlp"
+    """The Q-network's torso: ``mlp`` (``hidden_sizes``), ``nature_cnn`` (the DQN paper's),
+    ``impala_cnn`` or ``module:Class`` (``msrl.rl.q_network``)."""
     hidden_sizes: tuple = (256, 256)
-    """Widths of the Q-network's hidden layers (ReLU)."""
+    """Widths of the Q-network's hidden layers (ReLU; ``network: mlp``)."""
     bootstrap_time_limits: bool = False
     """Store a transition cut by the time limit with its episode's last observation (the
     environment's ``final_obs()``), bootstrapped, as SB3's replay does; false drops it."""
@@ -125,12 +135,17 @@ class DQNConfig:
         if not 0.0 <= self.end_epsilon <= self.start_epsilon <= 1.0:
             raise ConfigError("algo.end_epsilon and algo.start_epsilon must satisfy 0 <= end <= start <= 1")
         check_compile_option(self.compile)
+        check_network(self.network, self.env_id, None)
 
 
 # -- network -----------------------------------------------------------------------------------------
-def q_network(obs_dim: int, num_actions: int, config: DQNConfig, seed: int) -> nn.Sequential:
-    """Observation -> one Q-value per action."""
-    return mlp([obs_dim, *config.hidden_sizes, num_actions], nn.ReLU, torch.Generator().manual_seed(seed))
+def q_network(
+    obs_dim: int, num_actions: int, config: DQNConfig, seed: int, obs_space: Space | None = None
+) -> nn.Module:
+    """Observation -> one Q-value per action (the learner's, and the actors' copies: same seed, same weights)."""
+    sizes = [obs_dim, *config.hidden_sizes, num_actions]
+    build_mlp = lambda: mlp(sizes, nn.ReLU, torch.Generator().manual_seed(seed))  # noqa: E731
+    return torso_q_network(config.network, obs_space, num_actions, seed, build_mlp)
 
 
 # -- components ------------------------------------------------------------------------------------
@@ -142,10 +157,13 @@ def epsilon_greedy(q: nn.Module, obs: torch.Tensor, explore: torch.Tensor, rando
 class DQNActor(Actor):
     """Epsilon-greedy on its copy of the Q-network; epsilon decays linearly with the env steps it took."""
 
-    def __init__(self, obs_dim: int, num_actions: int, config: DQNConfig, run: RunInfo) -> None:
+    def __init__(
+        self, obs_dim: int, num_actions: int, config: DQNConfig, run: RunInfo, obs_space: Space | None = None
+    ) -> None:
         self.config = config
         self.device = torch.device(run.device)
-        self.q = q_network(obs_dim, num_actions, config, run.seed_for("weights")).to(self.device)  # as the learner's
+        seed = run.seed_for("weights")
+        self.q = q_network(obs_dim, num_actions, config, seed, obs_space).to(self.device)  # as the learner's
         self.num_actions = num_actions
         self.generator = run.rng("actor")  # exploration draws: this copy's own, so copies explore independently
         self.decay_steps = max(1, int(config.exploration_fraction * run.total_env_steps))
@@ -161,7 +179,7 @@ class DQNActor(Actor):
 
     @torch.inference_mode()
     def act(self, obs: Any) -> Batched:
-        obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        obs = as_observation(obs, self.device)
         n = obs.shape[0]
         explore = torch.rand(n, generator=self.generator, device=self.device) < self.epsilon
         random = torch.randint(self.num_actions, (n,), generator=self.generator, device=self.device)
@@ -170,7 +188,7 @@ class DQNActor(Actor):
 
     @torch.inference_mode()
     def greedy(self, obs: Any) -> Batched:
-        return self.q(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).argmax(-1)
+        return self.q(as_observation(obs, self.device)).argmax(-1)
 
     def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
         load_weights(self.q, weights)
@@ -188,10 +206,12 @@ class DQNActor(Actor):
 class DQNLearner(Learner):
     """TD regression (Huber as SB3, or squared error as CleanRL) on replayed batches against a target network."""
 
-    def __init__(self, obs_dim: int, num_actions: int, config: DQNConfig, run: RunInfo) -> None:
+    def __init__(
+        self, obs_dim: int, num_actions: int, config: DQNConfig, run: RunInfo, obs_space: Space | None = None
+    ) -> None:
         self.config = config
         self.device = torch.device(run.device)
-        self.q = q_network(obs_dim, num_actions, config, run.seed_for("weights")).to(self.device)
+        self.q = q_network(obs_dim, num_actions, config, run.seed_for("weights"), obs_space).to(self.device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate, fused=True)
         # the target network, read by the loss: an input of a compiled step, never a constant of it
@@ -263,13 +283,16 @@ class DQN(Algorithm):
     def __init__(self, config: DQNConfig, run: RunInfo | None = None) -> None:
         super().__init__(config, run)
         run = self.run
-        spec = msrl.envs.spec(config.env_id)
+        spec = msrl.envs.spec(config.env_id, **config.env_kwargs)
         action_space = check_action_space(config.env_id, "dqn", spec.action_space, (Discrete,))
         obs_shape = observation_shape(config.env_id, spec.observation_space)
+        check_network(config.network, config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
         num_actions = action_space.n
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
-        self.actor = DQNActor(obs_dim, num_actions, config, run)
+        self.env = msrl.envs.make(
+            config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults, **config.env_kwargs
+        )
+        self.actor = DQNActor(obs_dim, num_actions, config, run, spec.observation_space)
         self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         self.buffer = ReplayBuffer(
             config.buffer_size,
@@ -280,8 +303,9 @@ class DQN(Algorithm):
             seed=run.seed_for("replay"),
             device=run.device,
             final_obs=self.final_obs,
+            obs_dtype=observation_dtype(spec.observation_space),
         )
-        self.learner = DQNLearner(obs_dim, num_actions, config, run)
+        self.learner = DQNLearner(obs_dim, num_actions, config, run, spec.observation_space)
 
     def train_step(self) -> dict:
         # Collect: train_frequency epsilon-greedy steps of every environment, each into the replay buffer.

@@ -15,7 +15,7 @@ Config, learner, algorithm; the actor, network and buffer come from ``msrl.rl``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,17 +38,21 @@ from msrl.core import (
 from msrl.rl import (
     ActorCritic,
     ActorCriticActor,
+    ActorCriticNet,
     GradientStep,
     RolloutBuffer,
     TrajectoryBatch,
     ValueNorm,
     action_layout,
+    actor_critic,
     check_action_space,
     check_compile_option,
+    check_network,
     clipped_surrogate,
     copy_weights,
     linear_lr,
     load_state,
+    observation_dtype,
     observation_shape,
     ppo_epochs,
     region_key,
@@ -61,6 +65,8 @@ from msrl.rl import (
 class IMPALAConfig:
     env_id: str = "CartPole-v1"
     """Environment id from msrl.envs (Discrete or Box actions)."""
+    env_kwargs: dict = field(default_factory=dict)
+    """Keyword arguments of the environment (``ALE/Pong-v5``: ``episodic_life``, ``noop_max``...)."""
     num_envs: int = split(32)
     """Environments stepped together in the whole run (a per-run quantity)."""
     num_steps: int = 20
@@ -89,8 +95,11 @@ class IMPALAConfig:
     """None: the paper's V-trace policy gradient.  A number: APPO's (RLlib's asynchronous PPO)
     clipped surrogate on the V-trace advantages, the ratio to the behaviour policy clipped to
     ``[1 - clip_coef, 1 + clip_coef]``, a trust region against the policy lag."""
+    network: str = "mlp"
+    """The network: ``mlp``, ``nature_cnn``, ``impala_cnn`` (the paper's deep torso) or
+    ``module:Class`` (``msrl.rl.actor_critic``)."""
     hidden_size: int = 64
-    """Width of the two hidden layers of the policy and value networks."""
+    """Width of the two hidden layers of the policy and value networks (``network: mlp``)."""
     value_norm: bool = False
     """Learn standardised value targets (``msrl.rl.ValueNorm``).  The loss then folds each
     minibatch's targets into the statistics, so the learner's step runs eagerly: ``compile`` must
@@ -111,6 +120,7 @@ class IMPALAConfig:
         if self.clip_coef is not None and not 0 < self.clip_coef < 1:
             raise ConfigError(f"algo.clip_coef must be in (0, 1) or null, got {self.clip_coef}")
         check_compile_option(self.compile)
+        check_network(self.network, self.env_id, None)
         if self.value_norm and self.compile in (True, "true"):
             raise ConfigError("algo.value_norm runs the learner eagerly: set algo.compile to auto or false")
 
@@ -123,10 +133,12 @@ METRICS = ("policy_loss", "value_loss", "entropy", "rho_mean", "rho_clipped")
 class IMPALALearner(Learner):
     """V-trace actor-critic update on whole trajectories."""
 
-    def __init__(self, obs_dim: int, action_space: Space, config: IMPALAConfig, run: RunInfo) -> None:
+    def __init__(
+        self, obs_dim: int, action_space: Space, config: IMPALAConfig, run: RunInfo, obs_space: Space | None = None
+    ) -> None:
         self.config = config
         self.device = torch.device(run.device)
-        self.net = ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights")).to(self.device)
+        self.net = network(obs_dim, action_space, config, run.seed_for("weights"), obs_space).to(self.device)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
         self.generator = run.rng("learner")  # minibatch order, drawn where the data is
         self.num_updates = run.num_updates(config.num_envs * config.num_steps)
@@ -167,7 +179,7 @@ class IMPALALearner(Learner):
         """V-trace policy-gradient, value and entropy terms of a minibatch of trajectories."""
         cfg = self.config
         envs, steps_ = part.rewards.shape
-        dist, outputs = self.net(part.obs.reshape(envs * steps_, -1))
+        dist, outputs = self.net(part.obs.reshape((envs * steps_,) + part.obs.shape[2:]))
         logprobs = self.net.head.log_prob(dist, part.actions.reshape((envs * steps_,) + part.actions.shape[2:]))
         norm = self.value_norm
         with torch.no_grad():
@@ -220,6 +232,14 @@ class IMPALALearner(Learner):
         return ("net", "optimizer", "generator", "updates") + (("value_norm",) if self.value_norm is not None else ())
 
 
+def network(
+    obs_dim: int, action_space: Space, config: IMPALAConfig, seed: int, obs_space: Space | None = None
+) -> ActorCriticNet:
+    """The actor-critic of ``config`` (the learner's, and the actors' copies: same seed, same weights)."""
+    mlp = lambda: ActorCritic(obs_dim, action_space, config.hidden_size, seed)  # noqa: E731
+    return actor_critic(config.network, obs_space, action_space, seed, mlp)
+
+
 # -- algorithm ---------------------------------------------------------------------------------------
 class IMPALA(Algorithm):
     """IMPALA: rollouts with the actors' (possibly stale) policy, V-trace-corrected learning."""
@@ -230,22 +250,30 @@ class IMPALA(Algorithm):
     def __init__(self, config: IMPALAConfig, run: RunInfo | None = None) -> None:
         super().__init__(config, run)
         run = self.run
-        spec = msrl.envs.spec(config.env_id)
+        spec = msrl.envs.spec(config.env_id, **config.env_kwargs)
         action_space = check_action_space(config.env_id, "impala", spec.action_space, (Discrete, Box))
         obs_shape = observation_shape(config.env_id, spec.observation_space)
+        check_network(config.network, config.env_id, spec.observation_space)
         obs_dim = int(np.prod(obs_shape))
-        self.env = msrl.envs.make(config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults)
+        self.env = msrl.envs.make(
+            config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults, **config.env_kwargs
+        )
         self.actor = ActorCriticActor(
-            ActorCritic(obs_dim, action_space, config.hidden_size, run.seed_for("weights")),
+            network(obs_dim, action_space, config, run.seed_for("weights"), spec.observation_space),
             run.seed_for("actor"),
             run.device,
             compile=config.compile,
             key=region_key(config),
         )
         self.buffer = RolloutBuffer(
-            config.num_steps, config.num_envs, obs_shape, *action_layout(action_space), device=run.device
+            config.num_steps,
+            config.num_envs,
+            obs_shape,
+            *action_layout(action_space),
+            device=run.device,
+            obs_dtype=observation_dtype(spec.observation_space),
         )
-        self.learner = IMPALALearner(obs_dim, action_space, config, run)
+        self.learner = IMPALALearner(obs_dim, action_space, config, run, spec.observation_space)
 
     def train_step(self) -> dict:
         # Rollout: step every environment num_steps times with the policy the actor holds.

@@ -45,6 +45,7 @@ from msrl.rl import (
     OBS_STATS,
     ActorCritic,
     ActorCriticActor,
+    ActorCriticNet,
     CompiledCall,
     GradientStep,
     RolloutBatch,
@@ -166,7 +167,7 @@ class PPOLearner(Learner):
         config: PPOConfig,
         run: RunInfo,
         obs_shape: tuple[int, ...] | None = None,
-        obs_space: Box | None = None,
+        obs_space: Space | None = None,
     ) -> None:
         if config.batch_size % config.num_minibatches:  # this learner's share of the batch, under every policy
             raise ConfigError(
@@ -285,13 +286,13 @@ class PPOLearner(Learner):
 
 
 def network(
-    obs_dim: int, action_space: Space, config: PPOConfig, seed: int, obs_space: Box | None = None
-) -> torch.nn.Module:
+    obs_dim: int, action_space: Space, config: PPOConfig, seed: int, obs_space: Space | None = None
+) -> ActorCriticNet:
     """The actor-critic of ``config`` (the learner's, and the actors' copies: same seed, same
     weights); a convolutional one needs the observation space."""
     size, log_std = config.hidden_size, config.log_std_init
     mlp = lambda: ActorCritic(obs_dim, action_space, size, seed, log_std, None, config.activation, config.ortho_init)  # noqa: E731
-    space = obs_space or Box(0.0, 1.0, (obs_dim,))
+    space = obs_space
     return actor_critic(config.network, space, action_space, seed, mlp)
 
 

@@ -3,7 +3,8 @@
 A game engine (ale-py's vector of Atari emulators, MinAtar's games) gives a batch of uint8 frames,
 raw rewards and the end of each game.  What msrl adds is written once here:
 
-* observations stay uint8 from the engine to the network (``Box(0, 255, shape, "uint8")``): a
+* observations stay uint8 from the engine to the network (``Box(0, high, shape, "uint8")``, ``high``
+  255 for grey levels, 1 for MinAtar's object bits: what a network divides by): a
   4x84x84 Atari observation is 28 KB, not the 113 KB of float32, in the rollout, on cut edges and
   in replay; the network scales them;
 * ``reward_clipping``: the rewards returned are clipped to their sign (DQN's rule, which PPO and
@@ -37,6 +38,10 @@ def restart_seed(seed: int, steps: int) -> int:
     return int(np.random.SeedSequence([seed & (2**64 - 1), steps]).generate_state(1)[0] >> 1)
 
 
+StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", np.ndarray]
+"""An engine's step: frames, raw rewards, game over, truncated, final frames (or None), lives."""
+
+
 class Engine:
     """What a ``FrameEnv`` steps: ``num_envs`` games with same-step autoreset."""
 
@@ -44,9 +49,7 @@ class Engine:
         """Start every game from ``seed`` (game ``i`` from ``seed + i``): ``(frames, lives)``."""
         raise NotImplementedError
 
-    def step(
-        self, actions: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    def step(self, actions: np.ndarray) -> StepResult:
         """``(frames, raw rewards, game over, truncated, final frames or None, lives)``; a game that
         ended restarts in the same step, ``final frames`` holding its last frame (its other rows
         are unspecified), None when no game ended."""
@@ -70,9 +73,10 @@ class FrameEnv(Environment):
         *,
         reward_clipping: bool,
         episodic_life: bool,
+        high: int = 255,
     ) -> None:
         self.env_id, self.num_envs = env_id, check_num_envs(num_envs)
-        self.observation_space = Box(low=0, high=255, shape=tuple(frame_shape), dtype="uint8")
+        self.observation_space = Box(low=0, high=high, shape=tuple(frame_shape), dtype="uint8")
         self.action_space = Discrete(int(actions))
         self.reward_clipping, self.episodic_life = bool(reward_clipping), bool(episodic_life)
         self._engine = engine
@@ -151,4 +155,4 @@ class FrameEnv(Environment):
         return f"{type(self).__name__}({self.env_id!r}, num_envs={self.num_envs})"
 
 
-__all__ = ["Engine", "FrameEnv", "restart_seed"]
+__all__ = ["Engine", "FrameEnv", "StepResult", "restart_seed"]

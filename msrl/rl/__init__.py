@@ -15,6 +15,8 @@ from msrl.rl._actor_critic import (
     OBS_STATS,
     ActorCritic,
     ActorCriticActor,
+    ActorCriticNet,
+    as_observation,
     check_activation,
     obs_stats_weights,
 )
@@ -63,10 +65,12 @@ from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
     "NETWORKS",
+    "ActorCriticNet",
     "ImpalaCNN",
     "NatureCNN",
     "SharedActorCritic",
     "actor_critic",
+    "as_observation",
     "check_network",
     "observation_dtype",
     "q_network",

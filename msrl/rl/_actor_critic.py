@@ -112,6 +112,10 @@ class ActorCritic(nn.Module):
         return self.critic(critic_in).squeeze(-1)
 
 
+ActorCriticNet = Any
+"""An actor-critic network: ``ActorCritic``, ``msrl.rl.SharedActorCritic`` or one of the same
+interface (``forward(obs) -> (dist_params, value)``, ``policy``, ``value``, ``head``)."""
+
 OBS_STATS = "obs_stats"
 """The prefix under which a learner's weights carry its observation statistics to the actors
 (``obs_stats.mean``, ``obs_stats.var``, ``obs_stats.count``), so the weights stay one flat mapping
@@ -124,7 +128,9 @@ def obs_stats_weights(stats: RunningMeanStd) -> dict[str, Any]:
     return {f"{OBS_STATS}.{key}": value for key, value in stats.state_dict().items()}
 
 
-def sample(net: ActorCritic, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def sample(
+    net: ActorCriticNet, obs: torch.Tensor, noise: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(action, log_prob, value)`` of an actor-critic ``net`` on ``obs``, its head sampling from
     ``noise`` (what the head's ``noise`` draws): ``ActorCriticActor``'s draw, eager and compiled."""
     params, value = net(obs)
@@ -159,7 +165,7 @@ class ActorCriticActor(Actor):
 
     def __init__(
         self,
-        net: ActorCritic,
+        net: ActorCriticNet,
         seed: int,
         device: str = "cpu",
         normalize_obs: bool = False,

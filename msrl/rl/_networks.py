@@ -13,6 +13,7 @@ A user's torso: ``algo.network: my_package.nets:Encoder`` names an ``nn.Module``
 ``Encoder(obs_shape)`` (torch's global generator seeded from the component's seed around the call,
 so a seed gives the same weights), mapping a batch of observations as the environment gives them to
 ``(batch, features)``; msrl reads ``features`` from one forward pass of a zero observation.
+The torso's input is what the environment gives: uint8 frames are the module's to scale.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 from torch import nn
 
 from msrl.core import Box, ConfigError, Space, import_object
-from msrl.rl._actor_critic import action_head
+from msrl.rl._actor_critic import ActorCritic, action_head
 from msrl.rl._heads import init_, orthogonal_weight_
 
 NETWORKS = ("mlp", "nature_cnn", "impala_cnn")
@@ -37,8 +38,8 @@ convolutions (8/4, 4/2, 3/1) leave nothing of a frame under 36 pixels."""
 
 def _conv(conv: nn.Conv2d, generator: torch.Generator | None) -> nn.Conv2d:
     orthogonal_weight_(conv.weight, 2**0.5, generator)
-    with torch.no_grad():
-        conv.bias.zero_()
+    if conv.bias is not None:
+        nn.init.zeros_(conv.bias)
     return conv
 
 
@@ -50,6 +51,8 @@ def _scale(space: Box) -> float:
 
 class NatureCNN(nn.Module):
     """Three convolutions (32 8x8/4, 64 4x4/2, 64 3x3/1) and a 512-unit layer, ReLU throughout."""
+
+    out_features = 512
 
     def __init__(self, obs_shape: tuple[int, ...], scale: float = 1 / 255, generator: torch.Generator | None = None):
         super().__init__()
@@ -65,8 +68,7 @@ class NatureCNN(nn.Module):
             nn.Flatten(),
         )
         size = lambda n: ((n - 8) // 4 + 1 - 4) // 2 + 1 - 2  # noqa: E731 - the three valid convolutions
-        self.linear = init_(nn.Linear(64 * size(height) * size(width), 512), 2**0.5, generator)
-        self.out_features = 512
+        self.linear = init_(nn.Linear(64 * size(height) * size(width), self.out_features), 2**0.5, generator)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.linear(self.convs(obs.float() * self.scale)))
@@ -85,6 +87,8 @@ class _Residual(nn.Module):
 class ImpalaCNN(nn.Module):
     """IMPALA's deep torso: three stacks (16, 32, 32 channels) of a 3x3 convolution, a 3x3/2 max
     pool and two residual blocks, then a 256-unit layer, ReLU throughout (15 layers)."""
+
+    out_features = 256
 
     def __init__(
         self,
@@ -106,8 +110,7 @@ class ImpalaCNN(nn.Module):
             ]
             depth, height, width = out, (height + 1) // 2, (width + 1) // 2
         self.stacks = nn.Sequential(*layers, nn.ReLU(), nn.Flatten())
-        self.linear = init_(nn.Linear(depth * height * width, 256), 2**0.5, generator)
-        self.out_features = 256
+        self.linear = init_(nn.Linear(depth * height * width, self.out_features), 2**0.5, generator)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.linear(self.stacks(obs.float() * self.scale)))
@@ -141,18 +144,18 @@ def check_network(name: Any, env_id: str, space: Space | None, key: str = "algo.
             )
 
 
-def torso(name: str, space: Box, generator: torch.Generator, seed: int) -> nn.Module:
-    """The convolutional (or user's) torso ``name`` for observations of ``space``; it has
-    ``out_features``."""
+def torso(name: str, space: Box, generator: torch.Generator, seed: int) -> tuple[nn.Module, int]:
+    """The convolutional (or user's) torso ``name`` for observations of ``space``, and the width of
+    its features."""
     shape = tuple(space.shape)
     if name == "nature_cnn":
-        return NatureCNN(shape, _scale(space), generator)
+        return NatureCNN(shape, _scale(space), generator), NatureCNN.out_features
     if name == "impala_cnn":
-        return ImpalaCNN(shape, _scale(space), generator)
+        return ImpalaCNN(shape, _scale(space), generator), ImpalaCNN.out_features
     return _user_torso(name, space, seed)
 
 
-def _user_torso(path: str, space: Box, seed: int) -> nn.Module:
+def _user_torso(path: str, space: Box, seed: int) -> tuple[nn.Module, int]:
     cls = import_object(path, "algo.network")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -165,19 +168,18 @@ def _user_torso(path: str, space: Box, seed: int) -> nn.Module:
     if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[0] != 1:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ConfigError(f"algo.network {path} must map (batch, *obs) to (batch, features); gave {got} for one row")
-    module.out_features = int(out.shape[1])
-    return module
+    return module, int(out.shape[1])
 
 
 class SharedActorCritic(nn.Module):
     """A policy head and a value head on one torso (CleanRL's Atari agent): the interface of
     ``ActorCritic`` (``forward(obs) -> (dist_params, value)``, ``policy``, ``value``, ``head``)."""
 
-    def __init__(self, body: nn.Module, head: nn.Module, generator: torch.Generator) -> None:
+    def __init__(self, body: nn.Module, features: int, head: nn.Module, generator: torch.Generator) -> None:
         super().__init__()
         self.torso = body
         self.head = head
-        self.critic = init_(nn.Linear(body.out_features, 1), 1.0, generator)
+        self.critic = init_(nn.Linear(features, 1), 1.0, generator)
 
     def forward(self, obs: torch.Tensor) -> tuple[Any, torch.Tensor]:
         features = self.torso(obs)
@@ -190,32 +192,43 @@ class SharedActorCritic(nn.Module):
         return self.critic(self.torso(obs)).squeeze(-1)
 
 
-def actor_critic(network: str, space: Box, action_space: Space, seed: int, mlp: Callable[[], nn.Module]) -> nn.Module:
+def actor_critic(
+    network: str, space: Space | None, action_space: Space, seed: int, mlp: Callable[[], ActorCritic]
+) -> ActorCritic | SharedActorCritic:
     """The actor-critic ``network`` names for observations of ``space``: ``mlp()`` (the algorithm's
     own ``ActorCritic``), else a ``SharedActorCritic`` on that torso, drawn from ``seed`` (torso,
     policy head, value head, in that order)."""
     if network == "mlp":
         return mlp()
     generator = torch.Generator().manual_seed(seed)
-    body = torso(network, space, generator, seed)
-    return SharedActorCritic(body, action_head(body.out_features, action_space, generator), generator)
+    body, features = torso(network, _frames(network, space), generator, seed)
+    return SharedActorCritic(body, features, action_head(features, action_space, generator), generator)
 
 
-def q_network(network: str, space: Box, num_actions: int, seed: int, mlp: Callable[[], nn.Module]) -> nn.Module:
+def q_network(
+    network: str, space: Space | None, num_actions: int, seed: int, mlp: Callable[[], nn.Module]
+) -> nn.Module:
     """The Q-network ``network`` names: ``mlp()`` (the algorithm's own), else that torso and a
     linear layer to one value per action (``q_head``)."""
     if network == "mlp":
         return mlp()
     generator = torch.Generator().manual_seed(seed)
-    return q_head(torso(network, space, generator, seed), num_actions, generator)
+    body, features = torso(network, _frames(network, space), generator, seed)
+    return q_head(body, features, num_actions, generator)
 
 
-def q_head(body: nn.Module, num_actions: int, generator: torch.Generator) -> nn.Sequential:
+def _frames(network: str, space: Space | None) -> Box:
+    if not isinstance(space, Box):
+        raise ConfigError(f"algo.network {network} needs the environment's Box observation space, got {space!r}")
+    return space
+
+
+def q_head(body: nn.Module, features: int, num_actions: int, generator: torch.Generator) -> nn.Sequential:
     """``body`` then a linear layer to one value per action (PyTorch's initialisation, drawn from
     ``generator``: CleanRL's ``dqn_atari`` Q-network keeps torch's defaults)."""
-    head = nn.Linear(body.out_features, num_actions)
+    head = nn.Linear(features, num_actions)
     with torch.no_grad():
-        bound = 1.0 / math.sqrt(body.out_features)
+        bound = 1.0 / math.sqrt(features)
         nn.init.kaiming_uniform_(head.weight, a=math.sqrt(5), generator=generator)
         head.bias.uniform_(-bound, bound, generator=generator)
     return nn.Sequential(body, head)

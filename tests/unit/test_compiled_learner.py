@@ -97,6 +97,44 @@ ALGORITHMS: dict[str, tuple[Callable[..., Any], Callable[..., Any], dict[str, An
         dict(num_envs=2, train_frequency=8, gradient_steps=3, batch_size=8, learning_starts=8, autotune=False),
     ),
     "mappo": (MAPPO, MAPPOConfig, dict(num_envs=2, num_steps=8, update_epochs=2, num_minibatches=2)),
+    # Convolutional networks on uint8 frames (MinAtar's 10x10, Atari's 84x84) at the step sizes of
+    # their Atari settings: eager and compiled kernels sum a layer's thousands of products in
+    # different orders, and at CartPole's step sizes Adam turns those roundings, on weights whose
+    # gradient is near zero, into steps of opposite sign.
+    "ppo-impala-cnn": (
+        PPO,
+        PPOConfig,
+        dict(
+            env_id="MinAtar/Breakout-v1",
+            network="impala_cnn",
+            num_envs=2,
+            num_steps=8,
+            num_minibatches=2,
+            learning_rate=2.5e-4,
+        ),
+    ),
+    "impala-impala-cnn": (
+        IMPALA,
+        IMPALAConfig,
+        dict(
+            env_id="MinAtar/Breakout-v1", network="impala_cnn", num_envs=2, num_steps=4, rho_bar=1.5, learning_rate=6e-4
+        ),
+    ),
+    "dqn-nature-cnn": (
+        DQN,
+        DQNConfig,
+        dict(
+            env_id="ALE/Pong-v5",
+            network="nature_cnn",
+            num_envs=2,
+            train_frequency=4,
+            gradient_steps=2,
+            batch_size=8,
+            learning_starts=8,
+            buffer_size=64,
+            learning_rate=1e-4,
+        ),
+    ),
 }
 """Each algorithm, with the options that change its loss or its optimizer's work."""
 

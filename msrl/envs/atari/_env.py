@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from msrl.core import ConfigError
-from msrl.envs._frames import Engine, FrameEnv
+from msrl.envs._frames import Engine, FrameEnv, StepResult
 
 EXTRA_HINT = 'pip install "msrl[atari]" (ale-py, which ships the ROMs)'
 
@@ -63,10 +63,11 @@ class _ALEEngine(Engine):
         )
 
     def reset(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        obs: Any
         obs, info = self.vec.reset(seed=seed)
-        return obs, info["lives"]
+        return np.asarray(obs), np.asarray(info["lives"])
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:  # type: ignore[override]
+    def step(self, actions: np.ndarray) -> StepResult:
         obs, reward, terminated, truncated, info = self.vec.step(actions)
         return obs, reward, terminated, truncated, info.get("final_obs"), info["lives"]
 
@@ -126,7 +127,7 @@ class AtariEnv(FrameEnv):
             "max_num_frames_per_episode": int(max_episode_frames),
         }
         engine = _ALEEngine(game, int(num_envs), int(threads), options)
-        actions = engine.vec.single_action_space.n
+        actions = int(engine.vec.single_action_space.n)  # type: ignore[attr-defined]
         super().__init__(
             env_id,
             num_envs,

@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from msrl.core import ConfigError
-from msrl.envs._frames import Engine, FrameEnv
+from msrl.envs._frames import Engine, FrameEnv, StepResult
 
 GAMES = {
     "Asterix": "asterix",
@@ -46,17 +46,17 @@ class _MinAtarEngine(Engine):
         self.length[:] = 0
         return self._frames(), self.lives
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:  # type: ignore[override]
+    def step(self, actions: np.ndarray) -> StepResult:
         count = len(self.games)
         reward, over = np.zeros(count, np.float32), np.zeros(count, bool)
-        for index, (game, action) in enumerate(zip(self.games, self.action_set[actions])):
-            reward[index], over[index] = game.act(int(action))
+        for index, action in enumerate(self.action_set[actions].tolist()):
+            reward[index], over[index] = self.games[index].act(action)
         self.length += 1
         truncated = ~over & (self.length >= self.max_steps)
         ended = over | truncated
         final = self._frames() if ended.any() else None
-        for index in np.flatnonzero(ended):
-            self.games[index].reset()
+        for row in np.flatnonzero(ended).tolist():
+            self.games[row].reset()
         self.length[ended] = 0
         return self._frames(), reward, over, truncated, final, self.lives
 
@@ -99,6 +99,7 @@ class MinAtarEnv(FrameEnv):
             len(engine.action_set),
             reward_clipping=False,
             episodic_life=False,
+            high=1,
         )
         self.reward_threshold: float | None = None
 
