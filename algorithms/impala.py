@@ -72,7 +72,9 @@ class IMPALAConfig:
     num_steps: int = 20
     """Steps per environment per rollout (the unroll length)."""
     learning_rate: float = 1e-3
-    """Adam step size."""
+    """Optimiser step size."""
+    optimizer: str = "adam"
+    """``adam`` (eps 1e-5) or ``rmsprop`` (the paper's: decay 0.99, eps 0.01, no momentum)."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over the run."""
     gamma: float = 0.99
@@ -117,6 +119,8 @@ class IMPALAConfig:
             raise ConfigError(f"algo.num_minibatches ({self.num_minibatches}) must divide num_envs ({self.num_envs})")
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        if self.optimizer not in ("adam", "rmsprop"):
+            raise ConfigError(f"algo.optimizer must be one of: adam, rmsprop; got {self.optimizer!r}")
         if self.clip_coef is not None and not 0 < self.clip_coef < 1:
             raise ConfigError(f"algo.clip_coef must be in (0, 1) or null, got {self.clip_coef}")
         check_compile_option(self.compile)
@@ -139,7 +143,12 @@ class IMPALALearner(Learner):
         self.config = config
         self.device = torch.device(run.device)
         self.net = network(obs_dim, action_space, config, run.seed_for("weights"), obs_space).to(self.device)
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.learning_rate, eps=1e-5, fused=True)
+        params = list(self.net.parameters())
+        self.optimizer: torch.optim.Optimizer
+        if config.optimizer == "rmsprop":
+            self.optimizer = torch.optim.RMSprop(params, lr=config.learning_rate, alpha=0.99, eps=0.01)
+        else:
+            self.optimizer = torch.optim.Adam(params, lr=config.learning_rate, eps=1e-5, fused=True)
         self.generator = run.rng("learner")  # minibatch order, drawn where the data is
         self.num_updates = run.num_updates(config.num_envs * config.num_steps)
         self.updates = 0
