@@ -141,8 +141,9 @@ def training_table(rows: list[dict[str, Any]]) -> str:
 # -- environment stepping ---------------------------------------------------------------------------------
 def env_stepping(steps: int, rounds: int, threads: int, num_envs: int = 8) -> str:
     """msrl's ``step`` against bare ``AtariVectorEnv`` (same options, same threads) and EnvPool."""
-    import msrl.envs
     from ale_py.vector_env import AtariVectorEnv
+
+    import msrl.envs
 
     options = dict(repeat_action_probability=0.0, noop_max=30)
     bare = AtariVectorEnv(
