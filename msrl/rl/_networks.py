@@ -50,6 +50,13 @@ def _scale(space: Box) -> float:
     return 1.0 / high if str(space.dtype).startswith("uint") and high > 0 else 1.0
 
 
+def _channels_last_(module: nn.Module) -> None:
+    """``module``'s convolution weights stored channels last (what ``Module.to(memory_format=)`` does)."""
+    for param in module.parameters():
+        if param.dim() == 4:
+            param.data = param.data.contiguous(memory_format=torch.channels_last)
+
+
 def _pixels(obs: torch.Tensor, scale: float) -> torch.Tensor:
     """Frames as the convolutions take them: channels last (the memory order oneDNN's CPU kernels and
     cuDNN's tensor cores run fastest on: a Nature-CNN step on 256 frames took 111 ms instead of 162 on
@@ -78,7 +85,7 @@ class NatureCNN(nn.Module):
         )
         size = lambda n: ((n - 8) // 4 + 1 - 4) // 2 + 1 - 2  # noqa: E731 - the three valid convolutions
         self.linear = init_(nn.Linear(64 * size(height) * size(width), self.out_features), 2**0.5, generator)
-        self.to(memory_format=torch.channels_last)
+        _channels_last_(self)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.linear(self.convs(_pixels(obs, self.scale))))
@@ -121,7 +128,7 @@ class ImpalaCNN(nn.Module):
             depth, height, width = out, (height + 1) // 2, (width + 1) // 2
         self.stacks = nn.Sequential(*layers, nn.ReLU(), nn.Flatten())
         self.linear = init_(nn.Linear(depth * height * width, self.out_features), 2**0.5, generator)
-        self.to(memory_format=torch.channels_last)
+        _channels_last_(self)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.linear(self.stacks(_pixels(obs, self.scale))))
