@@ -32,7 +32,7 @@ def check_fits(nbytes: int, what: str, device: str | torch.device = "cpu") -> No
     free = available_memory()
     if free is not None and nbytes > free:
         raise ConfigError(
-            f"{what} needs {nbytes / 2**30:.1f} GiB and this machine has {free / 2**30:.1f} GiB available: "
+            f"{what} needs {nbytes / 2**30:,.1f} GiB and this machine has {free / 2**30:,.1f} GiB available: "
             "lower algo.buffer_size"
         )
 

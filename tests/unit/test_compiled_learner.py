@@ -196,7 +196,14 @@ def _assert_same_state(got: Any, want: Any, where: str = "state") -> None:
         assert got == want, where
 
 
-@pytest.mark.parametrize("case", list(ALGORITHMS))
+SLOW_CASES = {"impala-impala-cnn", "dqn-nature-cnn"}
+"""Cases left to ``-m slow`` (the default suite's 6-minute budget): the default suite keeps one
+convolutional case, PPO's."""
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(case, marks=pytest.mark.slow) if case in SLOW_CASES else case for case in ALGORITHMS]
+)
 def test_the_compiled_update_equals_the_eager_one(case: str) -> None:
     """The same batches learned eagerly and compiled (from the first step, and switching after the
     first learn) leave the same weights, optimizer state and metrics."""
@@ -248,7 +255,9 @@ def test_with_gradients_averaged_between_regions_the_update_is_the_same(case: st
     _assert_same_state(compiled.learner.state_dict(), eager.learner.state_dict())
 
 
-@pytest.mark.parametrize("case", list(ALGORITHMS))
+@pytest.mark.parametrize(
+    "case", [pytest.param(case, marks=pytest.mark.slow) if case in SLOW_CASES else case for case in ALGORITHMS]
+)
 def test_each_region_is_one_graph_without_a_break_or_a_host_sync(case: str) -> None:
     algorithm = _algorithm(case, compile=False)
     batch = _batches(_algorithm(case, compile=False), iterations=3)[-1]

@@ -10,6 +10,7 @@ line for bad input) is checked against the same environment with it off."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import numpy as np
@@ -39,7 +40,7 @@ def _reference(env_id: str, seed: int):
     return env, env.reset(seed=seed)[0]
 
 
-@pytest.mark.parametrize("env_id", ["ALE/Pong-v5", "ALE/Breakout-v5"])
+@pytest.mark.parametrize("env_id", ["ALE/Pong-v5", pytest.param("ALE/Breakout-v5", marks=pytest.mark.slow)])
 def test_the_backend_steps_as_gymnasiums_preprocessing_of_the_same_emulator(env_id: str) -> None:
     envs = msrl.envs.make(env_id, 2, seed=0, **PLAIN)
     references, first = zip(*(_reference(env_id, seed) for seed in range(2)))
@@ -68,13 +69,13 @@ def test_the_backend_steps_as_gymnasiums_preprocessing_of_the_same_emulator(env_
 
 def test_rewards_are_clipped_for_the_learner_and_episodes_report_the_score() -> None:
     """Space Invaders scores 5 to 30 a hit: clipped rewards are their sign, the returns reported the same
-    as the unclipped environment's."""
-    options = dict(repeat_action_probability=0.0, noop_max=0)
+    as the unclipped environment's (games cut at 400 steps, so that some end)."""
+    options = dict(repeat_action_probability=0.0, noop_max=0, max_episode_frames=1600)
     clipped = msrl.envs.make("ALE/SpaceInvaders-v5", 2, seed=1, **options)
     raw = msrl.envs.make("ALE/SpaceInvaders-v5", 2, seed=1, reward_clipping=False, **options)
     rng = np.random.default_rng(1)
     seen = set()
-    for _ in range(1500):
+    for _ in range(420):
         action = rng.integers(0, 6, 2)
         clipped_reward = clipped.step(action)[1]
         raw_reward = raw.step(action)[1]
@@ -91,7 +92,7 @@ def test_episodic_life_ends_the_learners_episode_on_a_lost_life_but_counts_whole
     games = msrl.envs.make("ALE/Breakout-v5", 2, seed=2, **options)
     rng = np.random.default_rng(2)
     life_ends = game_ends = 0
-    for _ in range(800):
+    for _ in range(600):
         action = rng.integers(0, 4, 2)
         obs, _, terminated, _ = lives.step(action)
         game_obs, _, game_over, _ = games.step(action)
@@ -141,13 +142,13 @@ def test_bad_atari_input_is_one_line_naming_the_choices(monkeypatch: pytest.Monk
         msrl.envs.make("ALE/Breakout-v5", 1)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("minatar") is None, reason="the atari extra (minatar) is not installed")
 def test_minatar_games_are_seeded_channel_first_uint8_frames() -> None:
-    pytest.importorskip("minatar", reason="the atari extra (minatar) is not installed")
     envs = [msrl.envs.make("MinAtar/Breakout-v1", 4, seed=5) for _ in range(2)]
     assert envs[0].observation_space.shape == (4, 10, 10) and envs[0].action_space.n == 3
     assert float(envs[0].observation_space.high) == 1.0  # one bit per object channel: scaled by 1, not 1/255
     rng = np.random.default_rng(5)
-    for _ in range(300):
+    for _ in range(150):
         action = rng.integers(0, 3, 4)
         a, b = (env.step(action) for env in envs)
         for x, y in zip(a, b):
@@ -156,3 +157,29 @@ def test_minatar_games_are_seeded_channel_first_uint8_frames() -> None:
     assert obs.dtype == np.uint8 and set(np.unique(obs)) <= {0, 1}
     metrics = envs[0].metrics()
     assert metrics["episodes"] >= 4 and metrics == envs[1].metrics()
+
+
+@pytest.mark.slow  # importing the minatar package (its renderer's seaborn) takes 4 s
+def test_minatar_games_step_as_the_minatar_packages_environment() -> None:
+    """msrl loads MinAtar's game modules without the package's renderer; the games, their sticky
+    actions and their seeding are ``minatar.Environment``'s, frame for frame."""
+    minatar = pytest.importorskip("minatar", reason="the atari extra (minatar) is not installed")
+    env = msrl.envs.make("MinAtar/Breakout-v1", 4, seed=5)
+    references = [minatar.Environment("breakout", sticky_action_prob=0.1) for _ in range(4)]
+    for index, reference in enumerate(references):
+        reference.seed(5 + index)
+        reference.reset()
+    action_set = references[0].minimal_action_set()
+    rng = np.random.default_rng(0)
+    ends = 0
+    for _ in range(1000):
+        actions = rng.integers(0, 3, 4)
+        obs, reward, terminated, _ = env.step(actions)
+        for row, reference in enumerate(references):
+            want_reward, over = reference.act(action_set[actions[row]])
+            if over:
+                reference.reset()
+                ends += 1
+            assert reward[row] == want_reward and terminated[row] == over
+            assert np.array_equal(obs[row], reference.state().transpose(2, 0, 1))
+    assert ends >= 20
