@@ -1,8 +1,9 @@
 """``MinAtarEnv``: ``num_envs`` MinAtar games (the ``minatar`` package's own game logic, NumPy,
-one Python object a game; ``game_class`` says how it is loaded) with the rules of its ``-v1`` ids: sticky actions with probability 0.1,
-the game's minimal action set, difficulty ramping.  Frames are the games' object channels, moved
-channels first: ``(channels, 10, 10)`` uint8 of 0/1.  ``max_episode_steps`` (10,000) cuts a game
-that has not ended (MinAtar has no limit of its own; Seaquest and Freeway can play on)."""
+one Python object a game; ``game_class`` says how it is loaded) with the rules of its ``-v1`` ids:
+sticky actions with probability 0.1, the game's minimal action set, difficulty ramping.  Frames
+are the games' object channels, moved channels first: ``(channels, 10, 10)`` uint8 of 0/1.
+``max_episode_steps`` (10,000) cuts a game that has not ended (MinAtar has no limit of its own;
+Seaquest and Freeway can play on)."""
 
 from __future__ import annotations
 
