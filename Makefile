@@ -7,6 +7,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PIP    := $(VENV)/bin/python -m pip
 CONFIG ?= configs/ppo_cartpole.yaml
+# Optional extras for `make train`, comma-separated: `make train CONFIG=configs/ppo_atari.yaml EXTRAS=atari`
+EXTRAS ?=
+comma  := ,
+BASE   := $(VENV)/.stamp-base$(if $(EXTRAS),-$(subst $(comma),-,$(EXTRAS)))
 
 .PHONY: train test test-landing lint bench install install-dev install-bench clean
 
@@ -14,7 +18,7 @@ CONFIG ?= configs/ppo_cartpole.yaml
 RUN    := env -u PYTHONDONTWRITEBYTECODE
 
 # It ends by saying how to reach the `msrl` command: it is installed in $(VENV), which is not on PATH.
-train: $(VENV)/.stamp-base
+train: $(BASE)
 	$(RUN) $(VENV)/bin/msrl train $(CONFIG)
 	@echo "msrl is installed in $(VENV), which is not on your PATH: run 'source $(VENV)/bin/activate'"
 	@echo "to get the msrl command in this shell (or call $(VENV)/bin/msrl)."
@@ -43,7 +47,7 @@ lint: $(VENV)/.stamp-dev
 bench: $(VENV)/.stamp-bench
 	$(VENV)/bin/python -m benchmarks.training_speed
 
-install: $(VENV)/.stamp-base
+install: $(BASE)
 install-dev: $(VENV)/.stamp-dev
 install-bench: $(VENV)/.stamp-bench
 
@@ -56,8 +60,8 @@ $(VENV)/bin/python:
 # import (about 8 s once), by running with PYTHONDONTWRITEBYTECODE unset (RUN above): where it is
 # set, as on some CI machines, nothing would ever write the bytecode, and every Ray worker would
 # compile torch from source as it starts (the suite then took 624 s instead of 400 s).
-$(VENV)/.stamp-base: pyproject.toml constraints.txt | $(VENV)/bin/python
-	$(PIP) install -q --no-compile -c constraints.txt -e .
+$(BASE): pyproject.toml constraints.txt | $(VENV)/bin/python
+	$(PIP) install -q --no-compile -c constraints.txt -e '.$(if $(EXTRAS),[$(EXTRAS)])'
 	touch $@
 
 $(VENV)/.stamp-dev: pyproject.toml constraints.txt | $(VENV)/bin/python

@@ -135,7 +135,8 @@ class Environment(Component):
     * ``num_envs``, ``observation_space`` and ``action_space`` (``Box`` or
       ``Discrete``, describing one environment); ``num_agents`` for multi-agent.
     * ``reset(seed=None) -> Batched`` and ``observe() -> Batched``: observations
-      with a leading ``num_envs`` axis, float32 for ``Box`` spaces;
+      with a leading ``num_envs`` axis, float32 for ``Box`` spaces (a ``Box`` of dtype uint8,
+      frames, keeps its uint8);
       ``reset(seed=s)`` repeats what a fresh environment seeded ``s`` does.
     * ``step(action) -> (obs, reward, terminated, truncated)``, all ``Batched``:
       actions of shape ``(num_envs,)`` (``Discrete``) or ``(num_envs, *shape)``
