@@ -20,6 +20,7 @@ def _step(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, list[torch.Te
     return torch.tanh(x @ w), [x.sum()]  # nested outputs: pytree specs with leaves
 
 
+@pytest.mark.landing  # an AOTInductor build from an empty cache: 20 s, beside the landing tier's other builds
 def test_a_build_leaves_no_warning_in_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("MSRL_COMPILE", "auto")

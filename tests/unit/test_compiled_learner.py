@@ -228,7 +228,17 @@ def test_the_compiled_update_equals_the_eager_one(case: str) -> None:
     assert (moved - initial).abs().max() > 1e-4  # the updates moved the weights
 
 
-@pytest.mark.parametrize("case", ["ppo-discrete", "a2c-rmsprop", "dqn-double", "sac", "mappo", "ppo-impala-cnn"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "ppo-discrete",
+        "a2c-rmsprop",
+        "dqn-double",
+        "sac",
+        "mappo",
+        pytest.param("ppo-impala-cnn", marks=pytest.mark.slow),
+    ],
+)
 def test_with_gradients_averaged_between_regions_the_update_is_the_same(case: str) -> None:
     """With learner copies, the step is two regions (gradient, then clip and optimizer) with the
     all-reduce between them; averaging over one copy changes nothing, so it equals the eager update."""

@@ -22,6 +22,7 @@ def _scale(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
     return (torch.tanh(x @ w) * 2.0,)
 
 
+@pytest.mark.landing  # an AOTInductor build from an empty cache: 40 s, beside the landing tier's other builds
 def test_a_region_builds_in_the_background_and_switches_between_iterations(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
