@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 import msrl.envs
-from msrl.core import ConfigError, Role, role_of
+from msrl.core import ConfigError, Role, component_class, role_of
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,8 @@ class Evaluation:
 
 def evaluate_algorithm(algorithm: Any, episodes: int, seed: int, max_steps: int = 100_000) -> Evaluation:
     """One greedy episode in each of ``episodes`` fresh environments, on the environment's
-    default (host) backend, whatever backend training stepped."""
+    default (host) backend, whatever backend training stepped, with the keywords its class lists in
+    ``evaluation_kwargs`` (an Atari game's score: rewards unclipped, whole games)."""
     if not isinstance(episodes, int) or isinstance(episodes, bool) or episodes < 1:
         raise ConfigError(f"episodes must be a positive integer, got {episodes!r}")
     components = algorithm.components()
@@ -48,7 +49,9 @@ def evaluate_algorithm(algorithm: Any, episodes: int, seed: int, max_steps: int 
     if len(envs) != 1 or len(actors) != 1:
         raise ConfigError("evaluation needs exactly one environment and one actor component")
     spec = envs[0].spec
-    env = msrl.envs.make(spec.env_id, num_envs=episodes, seed=seed, **spec.kwargs)
+    # the game's own rewards and episodes where training shaped them (Atari's clipping, episodic life)
+    scoring = getattr(component_class(envs[0]), "evaluation_kwargs", {})
+    env = msrl.envs.make(spec.env_id, num_envs=episodes, seed=seed, **{**spec.kwargs, **scoring})
     try:
         obs = env.reset(seed=seed)
         actors[0].reset_greedy()

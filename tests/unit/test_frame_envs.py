@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from msrl.rl import as_observation
 gym = pytest.importorskip("gymnasium")
 ale_py = pytest.importorskip("ale_py", reason="the atari extra (ale-py) is not installed")
 
+REPO = Path(__file__).resolve().parents[2]
 PLAIN = dict(repeat_action_probability=0.0, noop_max=0, reward_clipping=False)
 """The Atari backend with its random parts and clipping off: what gymnasium's wrappers reproduce."""
 
@@ -183,3 +185,25 @@ def test_minatar_games_step_as_the_minatar_packages_environment() -> None:
             assert reward[row] == want_reward and terminated[row] == over
             assert np.array_equal(obs[row], reference.state().transpose(2, 0, 1))
     assert ends >= 20
+
+
+def test_a_greedy_evaluation_scores_whole_games_with_their_own_rewards(tmp_path: Path) -> None:
+    """Trained with clipped rewards and episodic life (``configs/ppo_atari.yaml``), evaluated on the
+    game's score: the evaluation's return is that of the same greedy policy on the environment with
+    both off."""
+    from msrl.app import Trainer
+
+    game = dict(repeat_action_probability=0.0, max_episode_frames=2400)  # games cut at 600 steps
+    overrides = [f"runs_dir={tmp_path}", "progress=false", "algo.env_id=ALE/SpaceInvaders-v5", "algo.compile=false"]
+    overrides += [f"algo.env_kwargs.{key}={value}" for key, value in game.items()]
+    with Trainer(str(REPO / "configs" / "ppo_atari.yaml"), overrides) as trainer:
+        assert trainer.runtime.algorithm.env.episodic_life  # as the shipped config trains
+        evaluation = trainer.evaluate(1, seed=11)
+        actor = trainer.runtime.algorithm.actor
+        env = msrl.envs.make("ALE/SpaceInvaders-v5", 1, seed=11, fire_reset=True, reward_clipping=False, **game)
+        obs, rewards, running = env.reset(seed=11), [], True
+        while running:
+            obs, reward, terminated, truncated = env.step(actor.greedy(obs).numpy())
+            rewards.append(float(reward[0]))
+            running = not (terminated[0] or truncated[0])
+    assert evaluation.returns == [sum(rewards)] and max(rewards) > 1  # unclipped: a hit scores 5 to 30

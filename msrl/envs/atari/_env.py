@@ -77,7 +77,8 @@ class _ALEEngine(Engine):
 
 class AtariEnv(FrameEnv):
     """``num_envs`` games of ``env_id`` (``ALE/<Game>-v5``) stepped together; see the module's
-    docstring for the options.
+    docstring for the options.  ``evaluation_kwargs``: what a greedy evaluation sets, so that it
+    scores whole games with their own rewards whatever training clipped or cut.
 
     Example::
 
@@ -86,6 +87,8 @@ class AtariEnv(FrameEnv):
         >>> obs.dtype, obs.shape, env.action_space
         (dtype('uint8'), (2, 4, 84, 84), Discrete(n=6))
     """
+
+    evaluation_kwargs = {"reward_clipping": False, "episodic_life": False}
 
     def __init__(
         self,
