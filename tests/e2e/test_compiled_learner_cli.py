@@ -43,6 +43,7 @@ def _close(got: tuple[float, float], expected: tuple[float, float]) -> None:
 SHORT = ("total_env_steps=4096", "algo.num_envs=8", "algo.num_steps=128")
 
 
+@pytest.mark.landing  # two CLI runs, one trying to build with a missing compiler: 30-45 s, beside the other builds
 def test_without_a_compiler_the_run_says_so_and_trains_eagerly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))  # what inductor's build process compiles with
