@@ -292,8 +292,7 @@ def network(
     weights); a convolutional one needs the observation space."""
     size, log_std = config.hidden_size, config.log_std_init
     mlp = lambda: ActorCritic(obs_dim, action_space, size, seed, log_std, None, config.activation, config.ortho_init)  # noqa: E731
-    space = obs_space
-    return actor_critic(config.network, space, action_space, seed, mlp)
+    return actor_critic(config.network, obs_space, action_space, seed, mlp)
 
 
 # -- algorithm ---------------------------------------------------------------------------------------

@@ -120,7 +120,8 @@ class FrameEnv(Environment):
         raw = np.asarray(raw, dtype=np.float32)
         over, truncated = np.asarray(over, dtype=bool), np.asarray(truncated, dtype=bool)
         self._episodes.record(raw, self._arrays.finished_rows(over, truncated))
-        terminated = over | (lives < self._lives) & ~truncated if self.episodic_life else over
+        lost_life = (lives < self._lives) & ~truncated
+        terminated = over | lost_life if self.episodic_life else over
         self._ended = over | truncated
         self._final = final if self._ended.any() else None
         self._obs, self._lives = obs, lives

@@ -59,9 +59,9 @@ def _channels_last_(module: nn.Module) -> None:
 
 def _pixels(obs: torch.Tensor, scale: float) -> torch.Tensor:
     """Frames as the convolutions take them: channels last (the memory order oneDNN's CPU kernels and
-    cuDNN's tensor cores run fastest on: a Nature-CNN step on 256 frames took 111 ms instead of 162 on
-    two cores of BENCHMARKS.md's machine), scaled to [0, 1] in float32.  The layout changes on the
-    uint8 frames, a quarter of the bytes of the float ones."""
+    cuDNN's tensor cores run fastest on: BENCHMARKS.md, "How fast does msrl train from pixels?"),
+    scaled to [0, 1] in float32.  The layout changes on the uint8 frames, a quarter of the bytes of
+    the float ones."""
     return obs.contiguous(memory_format=torch.channels_last).float() * scale
 
 
