@@ -35,6 +35,7 @@ from msrl.core import (
 )
 from msrl.rl import (
     CompiledCall,
+    FrameReplayBuffer,
     GradientStep,
     ReplayBatch,
     ReplayBuffer,
@@ -294,7 +295,9 @@ class DQN(Algorithm):
         )
         self.actor = DQNActor(obs_dim, num_actions, config, run, spec.observation_space)
         self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
-        self.buffer = ReplayBuffer(
+        # Stacked frames (Atari) are stored once each, not twice per transition in 4 copies.
+        replay = FrameReplayBuffer if spec.frame_stack > 1 else ReplayBuffer
+        self.buffer = replay(
             config.buffer_size,
             obs_shape,
             batch_size=config.batch_size,

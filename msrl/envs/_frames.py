@@ -12,6 +12,9 @@ raw rewards and the end of each game.  What msrl adds is written once here:
 * ``episodic_life``: a lost life ends the episode for the learner (``terminated`` 1, no bootstrap
   through it) but not the game: play continues from the frame returned, and ``metrics()`` counts
   whole games (the "episodic life" of the DQN paper's Atari setup, as CleanRL and SB3 apply it);
+* ``frame_stack``: where an observation is the last frames of one game along its first axis (Atari's
+  4-frame stack), the environment says so (``EnvSpec.frame_stack``), and a replay buffer stores each
+  frame once (``msrl.rl.FrameReplayBuffer``); MinAtar's channels are objects, not time (0);
 * actions checked by ``ActionCheck``, episodes by ``EpisodeTracker``, same-step autoreset with the
   last frame of an ended game in ``final_obs()``;
 * checkpoints keep the episode counts, the seed and the steps taken; ``load_state_dict`` restarts
@@ -74,11 +77,13 @@ class FrameEnv(Environment):
         reward_clipping: bool,
         episodic_life: bool,
         high: int = 255,
+        frame_stack: int = 0,
     ) -> None:
         self.env_id, self.num_envs = env_id, check_num_envs(num_envs)
         self.observation_space = Box(low=0, high=high, shape=tuple(frame_shape), dtype="uint8")
         self.action_space = Discrete(int(actions))
         self.reward_clipping, self.episodic_life = bool(reward_clipping), bool(episodic_life)
+        self.frame_stack = int(frame_stack)  # observations are the last `frame_stack` frames (0: not a stack)
         self._engine = engine
         self._arrays = NumpyArrays()
         self._check_action = ActionCheck(env_id, self.action_space, self.num_envs, self._arrays)

@@ -56,6 +56,9 @@ class EnvSpec:
     groups: Any = None
     """Group name -> ``msrl.AgentGroup`` for a multi-agent environment, else None."""
     reward_threshold: float | None = None
+    frame_stack: int = 0
+    """Where each observation is the last ``frame_stack`` frames of one episode along its first
+    axis (Atari's 4-frame stack), that count, so a replay can store each frame once; else 0."""
 
 
 REGISTRY: dict[tuple[str, str], Backend] = {}
@@ -211,6 +214,7 @@ def _spec_of(env_id: str, backend: str, kwargs: dict[str, Any], seed: int, env: 
         getattr(env, "num_agents", 1),
         getattr(env, "groups", None),
         getattr(env, "reward_threshold", None),
+        getattr(env, "frame_stack", 0),
     )
 
 
@@ -279,6 +283,7 @@ def make(
             described.num_agents,
             described.groups,
             described.reward_threshold,
+            described.frame_stack,
         )
         return Declared(
             component_class(env),

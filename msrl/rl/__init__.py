@@ -1,5 +1,6 @@
 """Pieces RL algorithms share, written once and tested against reference formulas: returns (GAE,
-n-step, V-trace), buffers (rollout, replay), action heads (categorical, diagonal Gaussian,
+n-step, V-trace), buffers (rollout, replay, and a replay of stacked frames that stores each frame once:
+``FrameReplayBuffer``), action heads (categorical, diagonal Gaussian,
 tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, the networks a config names
 (``algo.network``: ``mlp``, ``nature_cnn``, ``impala_cnn`` or a user's ``module:Class`` torso), Polyak averaging,
 the recurrent actor-critic of rMAPPO (``RecurrentActorCritic``),
@@ -31,6 +32,7 @@ from msrl.rl._compiled import (
     wait_for_builds,
 )
 from msrl.rl._compiled_call import CompiledCall
+from msrl.rl._frame_replay import FrameReplayBuffer
 from msrl.rl._gae import gae, normalize_advantages
 from msrl.rl._heads import (
     CategoricalHead,
@@ -91,6 +93,7 @@ __all__ = [
     "ActorCriticActor",
     "CategoricalHead",
     "GaussianHead",
+    "FrameReplayBuffer",
     "ReplayBatch",
     "ReplayBuffer",
     "keeps_final_obs",

@@ -37,6 +37,23 @@ def check_fits(nbytes: int, what: str, device: str | torch.device = "cpu") -> No
         )
 
 
+def write_ring(stores: Any, values: Any, start: int, capacity: int) -> tuple[int, int]:
+    """Write ``values[i]`` into ``stores[i]`` at rows ``start, start + 1, ...`` (mod ``capacity``),
+    as at most two slices: one copy per field instead of an index tensor per field.  More rows than
+    the ring holds leave the last ``capacity`` of them, as writing them all in order would.
+    Returns the next row to write and the rows written."""
+    count = values[0].shape[0]
+    if count > capacity:
+        values = [value[count - capacity :] for value in values]
+        start, count = (start + count - capacity) % capacity, capacity
+    first = min(count, capacity - start)
+    for store, value in zip(stores, values):
+        store[start : start + first] = value[:first]
+        if count > first:
+            store[: count - first] = value[first:]
+    return (start + count) % capacity, count
+
+
 class ReplayBatch(NamedTuple):
     """Sampled transitions, shaped ``(batch_size, num_batches, ...)``: row-major, so that when
     several buffer copies each sample their share of a batch, the learner's ``k``-th gradient step
@@ -135,19 +152,7 @@ class ReplayBuffer(Buffer):
         values.append(terminated)
         if kept < offered:
             values = [value[keep] for value in values]
-        # Rows position, position + 1, ... (mod capacity), written as at most two slices: one copy
-        # per field instead of an index tensor per field.  More rows than the buffer holds leave the
-        # last `capacity` of them, where writing them all in order would.
-        start, count = self.position, kept
-        if count > self.capacity:
-            values = [value[count - self.capacity :] for value in values]
-            start, count = (start + count - self.capacity) % self.capacity, self.capacity
-        first = min(count, self.capacity - start)
-        for store, value in zip(stores, values):
-            store[start : start + first] = value[:first]
-            if count > first:
-                store[: count - first] = value[first:]
-        self.position = (start + count) % self.capacity
+        self.position, count = write_ring(stores, values, self.position, self.capacity)
         self.size = min(self.size + count, self.capacity)
 
     def sample(self) -> Batched:

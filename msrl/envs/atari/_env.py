@@ -140,6 +140,7 @@ class AtariEnv(FrameEnv):
             actions,
             reward_clipping=reward_clipping,
             episodic_life=episodic_life,
+            frame_stack=stack,
         )
         self.reward_threshold: float | None = None
 
