@@ -15,6 +15,14 @@ learning.
 
     python -m benchmarks.atari_speed --budget 10240 --rounds 2
     python -m benchmarks.atari_speed --sections env --env-steps 3000
+    python -m benchmarks.atari_speed --sections train --frameworks msrl,sb3,cleanrl \
+        --cleanrl cleanrl/ppo_atari_envpool.py --cleanrl-python ../cleanrl-venv/bin/python
+
+CleanRL's script runs as it is published, in an environment of its own (it needs ``gym`` and an
+EnvPool whose ``gym`` API it was written for)::
+
+    python -m venv ../cleanrl-venv
+    ../cleanrl-venv/bin/pip install torch envpool==0.8.4 "numpy<2" gym==0.23.1 tyro tensorboard
 
 Run msrl once first (``msrl train configs/ppo_atari.yaml --set total_env_steps=4096``) so that
 its compiled learner is in the cache; otherwise its warm-up iterations run while it compiles.
@@ -23,9 +31,12 @@ its compiled learner is in the cache; otherwise its warm-up iterations run while
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -109,7 +120,34 @@ def run_sb3(budget: int, warmup: int, threads: int, seed: int) -> dict[str, Any]
     return {"framework": "SB3", "steps_per_s": (end[0] - steps0) / (end[1] - t0), "profile": {}}
 
 
-RUNNERS = {"msrl": run_msrl, "sb3": run_sb3}
+CLEANRL: dict[str, str] = {}
+"""``script`` and ``python``: CleanRL's ``ppo_atari_envpool.py`` and the interpreter of its own
+environment (``--cleanrl``, ``--cleanrl-python``)."""
+
+
+def run_cleanrl(budget: int, warmup: int, threads: int, seed: int) -> dict[str, Any]:
+    """CleanRL's ``ppo_atari_envpool.py`` run as its own script on ``Pong-v5`` (its defaults are the
+    shipped config's settings), in its own environment; steps/s after ``warmup`` iterations, from
+    the cumulative ``SPS:`` line it prints after every iteration (step ``i x 1024`` at
+    ``i x 1024 / SPS`` seconds)."""
+    if not CLEANRL:
+        raise SystemExit("atari_speed: error: the cleanrl framework needs --cleanrl SCRIPT (and --cleanrl-python)")
+    command = [CLEANRL["python"], CLEANRL["script"], "--env-id", "Pong-v5", "--no-cuda", f"--seed={seed}"]
+    command += [f"--total-timesteps={budget}"]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    with tempfile.TemporaryDirectory(prefix="cleanrl-") as cwd:  # its runs/ folder of TensorBoard files
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    rates = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("SPS: ")]
+    if done.returncode or len(rates) <= warmup:
+        raise SystemExit(f"atari_speed: error: CleanRL's script failed (exit {done.returncode}): {done.stderr[-500:]}")
+    batch = 8 * 128
+    steps = [batch * (i + 1) for i in range(len(rates))]
+    times = [step / rate for step, rate in zip(steps, rates)]
+    rate = (steps[-1] - steps[warmup - 1]) / (times[-1] - times[warmup - 1]) if warmup else steps[-1] / times[-1]
+    return {"framework": "CleanRL", "steps_per_s": rate, "profile": {}}
+
+
+RUNNERS = {"msrl": run_msrl, "sb3": run_sb3, "cleanrl": run_cleanrl}
 
 
 def training(budget: int, warmup: int, rounds: int, threads: int, frameworks: Sequence[str]) -> list[dict[str, Any]]:
@@ -125,16 +163,18 @@ def training(budget: int, warmup: int, rounds: int, threads: int, frameworks: Se
 
 
 def training_table(rows: list[dict[str, Any]]) -> str:
-    sb3 = {row["round"]: row["steps_per_s"] for row in rows if row["framework"] == "SB3"}
+    """One row per run; a peer's row carries msrl's rate over its own in the same round."""
+    ours = {row["round"]: row["steps_per_s"] for row in rows if row["framework"] == "msrl"}
     table = []
     for row in rows:
         profile = row["profile"]
         parts = ("env", "inference", "buffer", "learn")
         shown = ", ".join(f"{part} {profile[part]:.2f}" for part in parts if part in profile)
-        ratio = row["steps_per_s"] / sb3[row["round"]] if row["round"] in sb3 else float("nan")
-        table.append([row["round"], row["framework"], f"{row['steps_per_s']:.0f}", f"{ratio:.2f}x", shown or "-"])
+        peer = row["framework"] != "msrl" and row["round"] in ours
+        ratio = f"{ours[row['round']] / row['steps_per_s']:.2f}x" if peer else ""
+        table.append([row["round"], row["framework"], f"{row['steps_per_s']:.0f}", ratio, shown or "-"])
     return markdown_table(
-        ["round", "framework", "agent steps/s", "vs SB3 (same round)", "ms per agent step"], table, "rlrrl"
+        ["round", "framework", "agent steps/s", "msrl / this (same round)", "ms per agent step"], table, "rlrrl"
     )
 
 
@@ -190,7 +230,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch and emulator threads")
     parser.add_argument("--frameworks", default="msrl,sb3")
     parser.add_argument("--env-steps", type=int, default=3000, help="steps per environment-stepping round")
+    parser.add_argument("--cleanrl", help="CleanRL's cleanrl/ppo_atari_envpool.py (for --frameworks ...,cleanrl)")
+    parser.add_argument("--cleanrl-python", default="python", help="the interpreter of CleanRL's environment")
     args = parser.parse_args(argv)
+    if args.cleanrl:
+        CLEANRL.update(script=str(Path(args.cleanrl).resolve()), python=args.cleanrl_python)
     sections = args.sections.split(",")
     print(command_line("benchmarks.atari_speed", argv))
     print(machine_info(("torch", "numpy", "gymnasium", "ale_py", "stable_baselines3")))
