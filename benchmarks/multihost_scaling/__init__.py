@@ -2,8 +2,9 @@
 scaling model of docs/scaling.md fitted on the measured runs (``--report``).
 
 A testbed of ``--hosts`` hosts (network namespaces on a bridge, each its own Ray node with
-``--cpus`` CPUs: ``testbed``) trains PPO CartPole (configs/ppo_cartpole.yaml) for
-``--iterations`` iterations of 2048 env steps under every Ray preset, with a placement that spreads
+``--cpus`` CPUs: ``testbed``) trains PPO CartPole (configs/ppo_cartpole.yaml, or ``--config``:
+configs/ppo_atari.yaml for 84x84x4 frames) for ``--iterations`` iterations (2048 env steps each
+for CartPole) under every Ray preset, with a placement that spreads
 the replicas (SPREAD; STRICT_SPREAD for multi_learner; gpu_only has one fragment), with every host's
 link shaped to each profile in turn (both ends of the host's veth pair, both ways: the testbed's
 ``shape``: tc netem where the kernel has netem; else the testbed's relay for the delay,
@@ -26,6 +27,9 @@ machine falls on every profile alike.
     python -m benchmarks.multihost_scaling --replicas 2 4      # as root: 3 hosts, every preset and profile
     python -m benchmarks.multihost_scaling --hosts 2 --profiles none 100mbit-2ms --burst 3028
     python -m benchmarks.multihost_scaling --report            # the scaling model (docs/scaling.md)
+    python -m benchmarks.multihost_scaling --config configs/ppo_atari.yaml --iterations 4 \
+        --presets single_learner_coarse single_learner_fine multi_learner async_single_learner \
+        --profiles none 1gbit-0.5ms --set algo.compile=false      # frames: results in hosts3-ppo_atari.*
 """
 
 from __future__ import annotations
@@ -44,7 +48,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import REPO, command_line
-from benchmarks.multihost_scaling._bed import PROFILES, Run, apply_profile, timed_run
+from benchmarks.multihost_scaling._bed import (
+    CONFIG,
+    PROFILES,
+    Run,
+    apply_profile,
+    run_name,
+    steps_per_iteration,
+    timed_run,
+)
 from benchmarks.multihost_scaling._report import report
 from testbed import Testbed, TestbedError, netem_missing, unavailable
 
@@ -71,7 +83,6 @@ def overrides(preset: str, replicas: int, hosts: int) -> list[str]:
 
 
 COMPUTE = ("time_env", "time_inference", "time_learn", "time_buffer")
-STEPS_PER_ITERATION = 2048  # num_envs 64 x num_steps 32 in configs/ppo_cartpole.yaml
 OUT = REPO / "benchmarks" / "results" / "multihost"
 
 
@@ -139,6 +150,8 @@ def table(rows: list[dict[str, Any]], hosts: int, delay_applied: bool) -> str:
 def write(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     stem = out / (f"hosts{meta['hosts']}" + (f"-burst{meta['tbf_burst']}" if meta["tbf_burst"] else ""))
+    if meta["config"] != run_name(CONFIG):  # another workload's results beside the model's CartPole ones
+        stem = stem.with_name(f"{stem.name}-{meta['config']}")
     stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     with stem.with_suffix(".csv").open("w", newline="") as f:
         w = csv.writer(f)
@@ -168,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus", type=int, default=2, help="CPUs each host gives Ray")
     parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
     parser.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=list(PROFILES))
-    parser.add_argument("--iterations", type=int, default=10, help="iterations of 2048 env steps per run")
+    parser.add_argument("--config", default=CONFIG, help="the on-policy config every run trains")
+    parser.add_argument("--set", action="append", default=[], help="a config override for every run (KEY=VALUE)")
+    parser.add_argument("--iterations", type=int, default=10, help="iterations per run")
     parser.add_argument(
         "--replicas", nargs="+", type=int, default=[2], help="replica counts (gpu_only runs at the first)"
     )
@@ -180,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="no runs: fit the scaling model on --out's results")
     args = parser.parse_args(argv)
     if args.report:
-        if not (args.out / "hosts3.json").exists():
-            print(f"multihost_scaling: error: no three-host runs to fit in {args.out} (hosts3.json)", file=sys.stderr)
+        if not any(args.out.glob("hosts*.json")):
+            print(f"multihost_scaling: error: no runs in {args.out} (hosts*.json)", file=sys.stderr)
             return 2
         print(report(args.out))
         return 0
@@ -204,10 +219,11 @@ def main(argv: list[str] | None = None) -> int:
             run = timed_run(
                 bed,
                 Run(preset, profile, args.hosts, count),
-                overrides(preset, count, args.hosts),
-                args.iterations * STEPS_PER_ITERATION,
+                [*overrides(preset, count, args.hosts), *args.set],
+                args.iterations * steps_per_iteration(args.config),
                 Path(tmp) / f"run{n}",
                 args.idle_s,
+                args.config,
             )
             if run.returncode or len(run.samples) < 2:
                 print(
@@ -256,6 +272,7 @@ def ordered(runs: list[Run]) -> list[dict[str, Any]]:
 def _meta(args: argparse.Namespace, argv: list[str] | None) -> dict[str, Any]:
     return {
         "hosts": args.hosts,
+        "config": run_name(args.config),
         "cpus_per_host": args.cpus,
         "iterations": args.iterations,
         "rounds": args.rounds,

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from benchmarks.harness import REPO
 from testbed import Testbed
 
@@ -116,7 +118,7 @@ class Run:
         }
 
 
-def train_command(bed: Testbed, runs_dir: Path, overrides: list[str], steps: int) -> list[str]:
+def train_command(bed: Testbed, runs_dir: Path, overrides: list[str], steps: int, config: str = CONFIG) -> list[str]:
     sets = [
         f"runs_dir={runs_dir}",
         "progress=false",
@@ -130,21 +132,24 @@ def train_command(bed: Testbed, runs_dir: Path, overrides: list[str], steps: int
         "-m",
         "msrl",
         "train",
-        CONFIG,
+        config,
         "--address",
         bed.head_address,
         *(a for s in sets for a in ("--set", s)),
     ]
 
 
-def timed_run(bed: Testbed, run: Run, overrides: list[str], steps: int, runs_dir: Path, idle_s: float) -> Run:
-    """One ``msrl train`` from the head host, its counters sampled at the end of every iteration."""
+def timed_run(
+    bed: Testbed, run: Run, overrides: list[str], steps: int, runs_dir: Path, idle_s: float, config: str = CONFIG
+) -> Run:
+    """One ``msrl train`` of ``config`` from the head host, its counters sampled at the end of every
+    iteration."""
     run.idle = idle_rate(bed, idle_s)
     runs_dir.mkdir(parents=True, exist_ok=True)
-    metrics = runs_dir / "ppo_cartpole" / "metrics.jsonl"
+    metrics = runs_dir / run_name(config) / "metrics.jsonl"
     log = (runs_dir / "train.log").open("w")
     proc = bed.popen(
-        0, train_command(bed, runs_dir, overrides, steps), cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT
+        0, train_command(bed, runs_dir, overrides, steps, config), cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT
     )
     seen = 0
     while True:
@@ -165,6 +170,17 @@ def timed_run(bed: Testbed, run: Run, overrides: list[str], steps: int, runs_dir
         return run
     run.records = [json.loads(line) for line in metrics.read_text().splitlines()]
     return run
+
+
+def run_name(config: str) -> str:
+    """The run directory's name: the config's ``name``."""
+    return str(yaml.safe_load(Path(config).read_text())["name"])
+
+
+def steps_per_iteration(config: str) -> int:
+    """Env steps of one iteration of an on-policy config: ``algo.num_envs x algo.num_steps``."""
+    algo = yaml.safe_load(Path(config).read_text())["algo"]
+    return int(algo["num_envs"]) * int(algo["num_steps"])
 
 
 def _count_lines(path: Path) -> int:

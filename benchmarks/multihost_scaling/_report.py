@@ -11,9 +11,11 @@ from typing import Any
 
 from benchmarks.multihost_scaling.model import (
     RATES,
+    WORKLOADS,
     Compute,
     Constants,
     Link,
+    Workload,
     busiest_bytes,
     check,
     delay,
@@ -35,6 +37,17 @@ QUIET = (
 (the same 2-core VM, otherwise quiet): local PPO at 34,383 env steps/s with 6% env, 13% inference,
 4% buffer, a 47 ms update of 2048 samples, a Ray actor round trip of 3,548 us (two messages); a
 gloo ring step of 0.1 ms on a quiet LAN is assumed, not measured; framing bytes as fitted here."""
+FITTED = Constants(alpha=3.66e-3, alpha_ring=4.62e-3, header=1438.0)
+"""The constants fitted on all 36 three-host PPO CartPole runs of 2026-11-28 (docs/scaling.md):
+what the other workloads' runs are predicted with where those runs are not in ``--out``."""
+QUIET_ATARI = Compute(per_env_step=0.45e-3, per_infer_step=0.41e-3, per_sample=2.36e-3)
+"""PPO on Pong, ``local`` with both cores on the quiet VM (BENCHMARKS.md, "How fast does msrl train
+from pixels?", 2026-12-06 round 1): env 0.45 ms, inference + buffer 0.41 ms and learning 2.36 ms
+(4 epochs, two threads) per agent step."""
+GPU_ATARI = (15e-6, 16 * 2e-3)
+"""Assumed, not measured (no GPU here): a GPU learner's Nature-CNN step costs 15 us a frame over
+PPO's 4 epochs (57 MFLOP a frame forward and backward at 15 TFLOP/s sustained) plus 2 ms of launches
+a minibatch step (16 an iteration)."""
 GPU_LAUNCH_S = 1e-3
 """Assumed, not measured (no GPU here): one PPO minibatch step of this 9k-parameter network on a GPU
 costs about a kernel-launch-bound millisecond, whatever the minibatch up to 512 hosts' samples."""
@@ -46,20 +59,23 @@ def load(out: Path) -> dict[str, list[dict[str, Any]]]:
     for path in sorted(out.glob("hosts*.json")):
         data = json.loads(path.read_text())
         marks = {"tbf_burst": data["meta"].get("tbf_burst", 0), "delay_applied": data["meta"].get("delay_applied")}
+        marks["config"] = data["meta"].get("config", "ppo_cartpole")
         found[path.stem] = [{**row, **marks} for row in data["rows"]]
     return found
 
 
-def compute_constants(rows: list[dict[str, Any]]) -> Compute:
+def compute_constants(rows: list[dict[str, Any]], w: Workload = WORKLOADS["ppo_cartpole"]) -> Compute:
     """Per env step of a rollout replica and per sample learned, from coarse's two-replica runs
-    (the rollout fragment's env + inference + buffer phases; the learner's learn phase, 2048 samples)."""
+    (the rollout fragment's env + inference + buffer phases over its half of the envs; the
+    learner's learn phase over the iteration's samples)."""
     coarse = [r for r in rows if r["preset"] == "single_learner_coarse" and r["replicas"] == 2]
     env = statistics.fmean(r["fragments"]["rollout"]["time_env"] for r in coarse)
     infer = statistics.fmean(
         r["fragments"]["rollout"]["time_inference"] + r["fragments"]["rollout"]["time_buffer"] for r in coarse
     )
     learn = statistics.fmean(r["fragments"]["learner"]["time_learn"] for r in coarse)
-    return Compute(per_env_step=env / (32 * 32), per_infer_step=infer / (32 * 32), per_sample=learn / 2048)
+    replica_steps = w.num_envs // 2 * w.num_steps
+    return Compute(env / replica_steps, infer / replica_steps, per_sample=learn / (w.num_envs * w.num_steps))
 
 
 def checked(rows: list[dict[str, Any]], k: Constants) -> str:
@@ -122,9 +138,16 @@ def delay_terms(rows: list[dict[str, Any]]) -> str:
 KEYS = ("communication_s", "iteration_s")
 
 
-def predictions(c: Compute, k: Constants) -> str:
-    """Env steps/s at each size, CPU learners and GPU learners (``GPU_LAUNCH_S``)."""
-    gpu = Compute(c.per_env_step, c.per_infer_step, per_sample=0.0, per_update=4 * 8 * GPU_LAUNCH_S)
+def predictions(
+    c: Compute,
+    k: Constants,
+    w: Workload = WORKLOADS["ppo_cartpole"],
+    envs_per_host: int = 32,
+    gpu_learner: tuple[float, float] = (0.0, 4 * 8 * GPU_LAUNCH_S),
+) -> str:
+    """Env steps/s at each size, CPU learners and GPU learners (``gpu_learner``: per sample and per
+    update, seconds; by default ``GPU_LAUNCH_S`` a minibatch step, whatever the batch)."""
+    gpu = Compute(c.per_env_step, c.per_infer_step, per_sample=gpu_learner[0], per_update=gpu_learner[1])
     lines = [
         "| preset | learner | link | 1 host | " + " | ".join(f"{h} hosts" for h in SIZES) + " | half efficiency at |"
     ]
@@ -132,24 +155,38 @@ def predictions(c: Compute, k: Constants) -> str:
     for learner, cc in (("CPU", c), ("GPU", gpu)):
         for name, link in LINKS.items():
             for preset in PRESETS:
-                cells = [f"{predict(preset, h, link, k, cc)['steps_per_s']:,.0f}" for h in [1, *SIZES]]
-                lines.append(
-                    f"| {preset} | {learner} | {name} | " + " | ".join(cells) + f" | {limits(preset, link, k, cc)} |"
-                )
+                at = [predict(preset, h, link, k, cc, envs_per_host, w)["steps_per_s"] for h in [1, *SIZES]]
+                cells = " | ".join(f"{value:,.0f}" for value in at)
+                half = limits(preset, link, k, cc, envs_per_host, w)
+                lines.append(f"| {preset} | {learner} | {name} | {cells} | {half} |")
     return "\n".join(lines)
 
 
-def limits(preset: str, link: Link, k: Constants, c: Compute) -> str:
+def limits(
+    preset: str, link: Link, k: Constants, c: Compute, envs_per_host: int = 32, w: Workload = WORKLOADS["ppo_cartpole"]
+) -> str:
     """The first host count (up to 1024) where a host adds less than half of what one host does
     alone: env steps/s per host under 50% of the 1-host figure (parallel efficiency)."""
-    one = predict(preset, 1, link, k, c)["steps_per_s"]
+    rate = lambda h: predict(preset, h, link, k, c, envs_per_host, w)["steps_per_s"]  # noqa: E731
+    one = rate(1)
     grid = sorted({*range(2, 65), *range(64, 1025, 16)})
-    half = next((h for h in grid if predict(preset, h, link, k, c)["steps_per_s"] / h < 0.5 * one), None)
+    half = next((h for h in grid if rate(h) / h < 0.5 * one), None)
     return f"{half}" if half else f"> {grid[-1]}"
 
 
 def report(out: Path) -> str:
     runs = load(out)
+    parts = cartpole(runs) if "hosts3" in runs else []
+    k = fit(runs["hosts3"]) if "hosts3" in runs else FITTED
+    for _, rows in sorted(runs.items()):
+        config = rows[0]["config"] if rows else "ppo_cartpole"
+        if config != "ppo_cartpole":
+            parts += workload(config, rows, k, "hosts3" in runs)
+    return "\n".join(parts)
+
+
+def cartpole(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The model fitted on the PPO CartPole runs, checked on them, and its predictions."""
     main = runs["hosts3"]
     base = [r for r in main if r["replicas"] <= 2]
     k2, k = fit(base), fit(main)
@@ -164,7 +201,9 @@ def report(out: Path) -> str:
     sections = [("3 hosts, 2 replicas (fitted on)", base)]
     sections += [("3 hosts, 4 replicas (not fitted on: predicted)", wider)] if wider else []
     sections += [
-        (f"{name} (not fitted on: predicted)", rows) for name, rows in sorted(runs.items()) if name != "hosts3"
+        (f"{name} (not fitted on: predicted)", rows)
+        for name, rows in sorted(runs.items())
+        if name != "hosts3" and rows and rows[0]["config"] == "ppo_cartpole"
     ]
     for title, rows in sections:
         parts += [f"\n{title}: {errors(rows, k2)}", checked(rows, k2)]
@@ -177,7 +216,25 @@ def report(out: Path) -> str:
         parts += [f"the {len(delayed)} delayed runs predicted with it: {errors(delayed, k0)}", checked(delayed, k0)]
     parts += ["\npredicted env steps/s, one replica of 32 envs per host (weak scaling), constants fitted here"]
     parts += [predictions(c, k), "\nthe same with a quiet VM's constants (QUIET)", predictions(QUIET[1], QUIET[0])]
-    return "\n".join(parts)
+    return parts
+
+
+def workload(config: str, rows: list[dict[str, Any]], k: Constants, fitted_here: bool) -> list[str]:
+    """Another workload's runs (``config``) predicted with the CartPole constants (not fitted on
+    them), and its predictions: one rollout of its own size per host."""
+    w = WORKLOADS[config]
+    source = "fitted on the CartPole runs in --out" if fitted_here else "FITTED (docs/scaling.md's CartPole fit)"
+    parts = [f"\n{config} on {rows[0]['hosts']} hosts, not fitted on, with the constants {source}: {errors(rows, k)}"]
+    parts.append(checked(rows, k))
+    c = compute_constants(rows, w)
+    parts.append(
+        f"compute here: {1e3 * c.per_env_step:.2f} ms env and {1e3 * c.per_infer_step:.2f} ms inference + buffer "
+        f"per env step of a replica, {1e3 * c.per_sample:.2f} ms per sample learned"
+    )
+    title = f"predicted env steps/s for {config}, one replica of {w.num_envs} envs per host (weak scaling)"
+    parts += [f"\n{title}, compute from the quiet VM (QUIET_ATARI), GPU learner as GPU_ATARI, QUIET's constants"]
+    parts.append(predictions(QUIET_ATARI, QUIET[0], w, w.num_envs, GPU_ATARI))
+    return parts
 
 
 def constants(what: str, k: Constants) -> str:

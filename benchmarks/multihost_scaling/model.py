@@ -23,6 +23,7 @@ busiest interface, plus ``header`` bytes of framing a message."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -38,15 +39,34 @@ class Workload:
     params: int = 9155  # TwinMLP(4, 2, hidden 64): policy and value nets in one flat float32 vector
     epochs: int = 4
     minibatches: int = 8
+    obs_itemsize: int = 4  # float32 vectors; uint8 frames: 1
+
+    @property
+    def obs_bytes(self) -> int:
+        return self.obs_itemsize * self.obs_dim
 
     @property
     def step_bytes(self) -> int:
-        """One env step of a rollout: obs (float32), action (int64), log-prob, value, reward (float32), done."""
-        return 4 * self.obs_dim + 8 + 4 + 4 + 4 + 1
+        """One env step of a rollout: obs, action (int64), log-prob, value, reward (float32), done."""
+        return self.obs_bytes + 8 + 4 + 4 + 4 + 1
 
     @property
     def weight_bytes(self) -> int:
         return 4 * self.params
+
+    def scaled(self, num_envs: int) -> Workload:
+        """The same workload with ``num_envs`` environments in all."""
+        return dataclasses.replace(self, num_envs=num_envs)
+
+
+WORKLOADS = {
+    "ppo_cartpole": Workload(),
+    "ppo_atari": Workload(
+        num_envs=8, num_steps=128, obs_dim=4 * 84 * 84, params=1_687_719, epochs=4, minibatches=4, obs_itemsize=1
+    ),
+}
+"""The workloads measured, by config name: configs/ppo_atari.yaml is PPO on Pong, 8 games x 128
+steps of 4x84x84 uint8 frames, a Nature-CNN actor-critic of 1,687,719 float32 parameters."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +106,7 @@ def traffic(preset: str, replicas: int, w: Workload = Workload(), remote: int | 
         payload = far * w.weight_bytes + far * (e // r) * s * w.step_bytes
         return Traffic(payload, 2 * r + driver, 0, 2 + driver)
     if preset == "single_learner_fine":
-        payload = s * far * (e // r) * (4 * w.obs_dim + 4 + 1 + 8)  # up: obs, reward, done; down: int64 action
+        payload = s * far * (e // r) * (w.obs_bytes + 4 + 1 + 8)  # up: obs, reward, done; down: int64 action
         return Traffic(payload, 2 * r * s + driver, 0, 2 * s + driver)
     if preset in ("multi_learner", "multi_learner_hd"):
         rounds = w.epochs * w.minibatches
@@ -147,7 +167,7 @@ def predict(
     """Iteration time and env steps/s on ``hosts`` hosts, one replica per host (gpu_only: one host
     whatever the cluster, its single fragment cannot spread)."""
     replicas = 1 if preset == "gpu_only" else hosts
-    scaled = Workload(replicas * envs_per_host, w.num_steps, w.obs_dim, w.params, w.epochs, w.minibatches)
+    scaled = w.scaled(replicas * envs_per_host)
     comm = communication(traffic(preset, replicas, scaled), link, k)
     comp = compute(preset, replicas, envs_per_host, c, w)
     seconds = comp + comm
@@ -174,11 +194,32 @@ def remote_replicas(row: dict) -> int:
     return sum(1 for name, node in nodes.items() if not name.startswith("learner") and node != learner)
 
 
+DEFAULT_BUCKET = 64 * 1024
+"""The testbed's tc tbf bucket unless ``--burst`` sets one: 1 ms of the rate, at least 64 KiB."""
+
+
+def largest_message(preset: str, replicas: int, w: Workload) -> int:
+    """The largest message of an iteration, bytes: the weights or one replica's rollout (coarse,
+    async), one replica's observations of a step (fine), a ring step's share of the gradient."""
+    per_replica = w.num_envs // replicas
+    if preset in ("single_learner_coarse", "async_single_learner"):
+        return max(w.weight_bytes, per_replica * w.num_steps * w.step_bytes)
+    if preset == "single_learner_fine":
+        return per_replica * (w.obs_bytes + 4 + 1)
+    if preset in ("multi_learner", "multi_learner_hd"):
+        return math.ceil(w.weight_bytes / replicas)
+    return 0
+
+
 def rate(row: dict) -> float:
-    """The rate a run's messages paid: the profile's under a token bucket of two frames (``tbf_burst``);
-    none under the default bucket (64 KiB or more), which every message of these runs fit in, and
-    which never ran dry (the busiest interface moved under 30 Mbit/s sustained)."""
-    return RATES[row["profile"]] if row.get("tbf_burst") else float("inf")
+    """The rate a run's messages paid: the profile's under a token bucket of two frames (``tbf_burst``),
+    or where a message is larger than the default bucket (64 KiB: PPO on frames, whose weights are
+    6.8 MB and a step's observations 113 kB) and drains it; none otherwise: every message of the
+    CartPole runs fits the default bucket, which never ran dry (the busiest interface moved under
+    30 Mbit/s sustained)."""
+    w = WORKLOADS[row.get("config", "ppo_cartpole")]
+    drains = largest_message(row["preset"], row["replicas"], w) > DEFAULT_BUCKET
+    return RATES[row["profile"]] if row.get("tbf_burst") or drains else float("inf")
 
 
 def delay(row: dict) -> float:
@@ -189,7 +230,9 @@ def delay(row: dict) -> float:
 
 
 def row_traffic(row: dict) -> Traffic:
-    return traffic(row["preset"], row["replicas"], remote=remote_replicas(row))
+    """The model's traffic for a measured run, of the workload its config names."""
+    workload = WORKLOADS[row.get("config", "ppo_cartpole")]
+    return traffic(row["preset"], row["replicas"], workload, remote=remote_replicas(row))
 
 
 def busiest_bytes(row: dict) -> float:

@@ -5,17 +5,42 @@ document says (a single learner saturates, a ring all-reduce's latency grows wit
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 
 from benchmarks.multihost_scaling import model
-from msrl.core import Discrete
-from msrl.rl import ActorCritic
+from msrl.core import Box, Discrete
+from msrl.rl import ActorCritic, actor_critic
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_workload_counts_the_shipped_networks_parameters() -> None:
     net = ActorCritic(4, Discrete(2), 64)  # CartPole: 4 observations, 2 actions
     assert model.Workload().params == sum(p.numel() for p in net.parameters())
+
+
+def test_the_atari_workload_counts_the_shipped_configs_network_and_uint8_frames() -> None:
+    """configs/ppo_atari.yaml: the Nature-CNN actor-critic of 6 Pong actions, and a rollout step
+    that carries its 4x84x84 observation as one byte a pixel."""
+    config = yaml.safe_load((REPO / "configs" / "ppo_atari.yaml").read_text())["algo"]
+    w = model.WORKLOADS["ppo_atari"]
+    assert (w.num_envs, w.num_steps, w.epochs, w.minibatches) == (
+        config["num_envs"],
+        config["num_steps"],
+        config["update_epochs"],
+        config["num_minibatches"],
+    )
+    frames = Box(low=0, high=255, shape=(4, 84, 84), dtype="uint8")
+    net = actor_critic("nature_cnn", frames, Discrete(6), 0, None)
+    assert w.params == sum(p.numel() for p in net.parameters())
+    assert w.step_bytes == 4 * 84 * 84 + 8 + 4 + 4 + 4 + 1
+    # fine moves the frames of every step; coarse the same frames once, and the weights
+    fine, coarse = (model.traffic(p, 2, w) for p in ("single_learner_fine", "single_learner_coarse"))
+    assert fine.bytes == 128 * 8 * (4 * 84 * 84 + 13)
+    assert coarse.bytes == 2 * 4 * w.params + 8 * 128 * w.step_bytes
 
 
 def test_coarse_sends_weights_out_and_rollouts_in_through_the_learner() -> None:
