@@ -18,11 +18,18 @@ float32 one way, 32 int64 actions back) on each path, and over Ray Compiled Grap
   actions, receiving the observations) with msrl's call and reply between nodes
   (``cluster._callreply``) and with two one-way calls instead (``call_reply=False``).
 
+And ``--frames``: one PPO Pong rollout (8 games x 128 steps of 4x84x84 uint8 frames, 28.9 MB, with
+its other fields) delivered to a same-node listener, every page of its frames touched once by the
+receiver, through a
+shared-memory file (what msrl does from ``cluster.SHARED_MIN_BYTES`` up) and inline through the
+socket.
+
 Rounds alternate between the paths, so a slow spell of the machine hits each alike.
 
     python -m benchmarks.transport_latency            # one node
     python -m benchmarks.transport_latency --hosts    # and across two testbed hosts
     python -m benchmarks.transport_latency --hosts --fine-only   # only the fine preset's two paths
+    python -m benchmarks.transport_latency --frames --rounds 20      # a rollout of frames on one node
 """
 
 from __future__ import annotations
@@ -262,6 +269,45 @@ def print_fine(rows: dict[str, list[float]], repeats: int) -> None:
     print(f"\none-way / call-and-reply learner communication, per repeat: {', '.join(f'{x:.2f}x' for x in ratios)}")
 
 
+def frame_delivery(rounds: int, repeats: int) -> dict[str, list[float]]:
+    """Seconds to deliver a Pong-sized rollout and read its frames once, shared and inline."""
+    import cluster._direct as direct
+    from cluster import DirectListener, DirectSender, Mailbox
+    from msrl.rl import RolloutBuffer
+
+    steps, envs = 128, 8
+    buffer = RolloutBuffer(steps, envs, (4, 84, 84), obs_dtype=torch.uint8)
+    frames = torch.randint(0, 256, (steps, envs, 4, 84, 84), dtype=torch.uint8)
+    for t in range(steps):
+        zeros = torch.zeros(envs)
+        buffer.insert(frames[t], torch.zeros(envs, dtype=torch.int64), zeros, zeros, zeros, zeros, zeros)
+    batch = buffer.drain(torch.zeros(envs))
+    mailbox = Mailbox()
+    listener = DirectListener(mailbox, "learner")
+    sender = DirectSender(listener.path)
+    shared_from = direct.SHARED_MIN_BYTES
+    seq = 0
+
+    def deliver() -> None:
+        nonlocal seq
+        seq += 1
+        sender.deliver("learner", 0, seq, batch)
+        obs = mailbox.take("learner", 0, seq).obs
+        int(obs.reshape(-1)[::4096].sum())  # the learner touches every page of the frames once
+
+    rows: dict[str, list[float]] = {"shared memory": [], "inline, through the socket": []}
+    try:
+        for _ in range(repeats):
+            for label, threshold in (("shared memory", shared_from), ("inline, through the socket", 1 << 62)):
+                direct.SHARED_MIN_BYTES = threshold
+                rows[label] += timed(deliver, rounds)
+    finally:
+        direct.SHARED_MIN_BYTES = shared_from
+        sender.close()
+        listener.close()
+    return rows
+
+
 def print_table(title: str, rows: dict[str, list[float]]) -> None:
     print("\n" + table_head([title, "median", "p90"]))
     for label, times in rows.items():
@@ -275,8 +321,13 @@ def main() -> None:
     parser.add_argument("--hosts", action="store_true", help="also across two testbed hosts (root)")
     parser.add_argument("--fine-iterations", type=int, default=4, help="fine iterations per path and repeat")
     parser.add_argument("--fine-only", action="store_true", help="across hosts, only the fine preset's rows")
+    parser.add_argument("--frames", action="store_true", help="only a rollout of Atari frames on one node")
     parser.add_argument("--address", help=argparse.SUPPRESS)  # the run inside the testbed
     args = parser.parse_args()
+    if args.frames:
+        rows = frame_delivery(args.rounds, args.repeats)
+        print_table("one node, a rollout of frames (28.9 MB), delivered and its pages touched", rows)
+        return
     if args.address:
         rows = {} if args.fine_only else across_hosts(args.address, args.rounds, args.repeats)
         rows.update(fine_steps(args.address, args.fine_iterations, args.repeats))

@@ -6,7 +6,7 @@ package below this one imports Ray; the application reaches it only through
 from cluster._callreply import REPLY_SLOTS, CallRoutes, ReplySlots, call_routes
 from cluster._collective import backend_for
 from cluster._connect import CLUSTER_SWITCH, connect, loopback_only, set_ray_log_level
-from cluster._direct import DirectListener, DirectSender
+from cluster._direct import SHARED_MIN_BYTES, SOCKET_ROOT, DirectListener, DirectSender
 from cluster._placement import (
     PLACEMENT_TIMEOUT_S,
     bundles_of,
@@ -34,6 +34,8 @@ __all__ = [
     "ComputeThread",
     "DirectListener",
     "DirectSender",
+    "SHARED_MIN_BYTES",
+    "SOCKET_ROOT",
     "Mailbox",
     "MailboxClosed",
     "RayRuntime",

@@ -11,11 +11,21 @@ Frames are ``[8-byte length][pickle]`` of ``(node, src, seq, payload)``; a
 reader thread per connection hands them to the worker's mailbox.  CPU tensors
 travel as NumPy arrays: pickling a torch tensor costs ten times more (a
 rollout batch: 0.4 ms against 0.02 ms, each way).
+
+Large arrays (``SHARED_MIN_BYTES`` and up: a rollout of Atari frames is 29 MB)
+do not go through the socket: the sender writes each into a file of its own
+in the listener's private directory, on ``/dev/shm`` (memory, not disk) where
+the machine has it, and pickles its name; the receiver maps the file, unlinks
+it, and hands on an array over the mapping.  That is one copy, the sender's,
+instead of four (into the pickle, through the socket both ways, out of the
+pickle); the receiver's array is the shared memory itself.  A segment whose
+message is never read goes with the directory when the listener closes.
 """
 
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import pickle
 import shutil
@@ -25,11 +35,26 @@ import tempfile
 import threading
 from typing import Any
 
+import numpy as np
 import torch
 
 from cluster._transport import Mailbox
 
 _HEADER = struct.Struct("!Q")
+
+SHARED_MIN_BYTES = 1 << 20
+"""Arrays this large or larger cross through a shared-memory file instead of the socket."""
+
+
+def _socket_root() -> str | None:
+    """Where listeners make their private directories: ``/dev/shm`` where it is a writable
+    directory, so that shared segments are memory; else the temporary directory."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+SOCKET_ROOT = _socket_root() or tempfile.gettempdir()
+"""The parent of every listener's ``msrl-*`` directory on this machine."""
 
 
 class DirectListener:
@@ -37,7 +62,7 @@ class DirectListener:
 
     def __init__(self, mailbox: Mailbox, name: str) -> None:
         self.mailbox = mailbox
-        self.directory = tempfile.mkdtemp(prefix="msrl-")  # mkdtemp creates it 0700
+        self.directory = tempfile.mkdtemp(prefix="msrl-", dir=SOCKET_ROOT)  # mkdtemp creates it 0700
         self.path = os.path.join(self.directory, f"{name}.sock")
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.path)
@@ -82,9 +107,10 @@ class DirectSender:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(path)
         self.lock = threading.Lock()
+        self.shared = os.path.dirname(path)  # the listener's private directory: large arrays go there
 
     def deliver(self, node: str, src: int, seq: int, payload: Any) -> None:
-        body = _dumps((node, src, seq, payload))
+        body = _dumps((node, src, seq, payload), self.shared)
         with self.lock:
             self.sock.sendall(_HEADER.pack(len(body)) + body)
 
@@ -108,7 +134,13 @@ _NUMPY_DTYPES = {
 
 
 class _Pickler(pickle.Pickler):
-    """Plain CPU tensors as NumPy arrays; anything else (CUDA, autograd, other dtypes) as torch pickles it."""
+    """Plain CPU tensors as NumPy arrays, the large ones through a shared-memory file in
+    ``shared`` (see the module's docstring); anything else (CUDA, autograd, other dtypes) as torch
+    pickles it."""
+
+    def __init__(self, file: io.BytesIO, shared: str | None) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.shared = shared
 
     def reducer_override(self, obj: Any) -> Any:
         if (
@@ -118,14 +150,40 @@ class _Pickler(pickle.Pickler):
             and obj.layout == torch.strided
             and obj.dtype in _NUMPY_DTYPES
         ):
-            return torch.from_numpy, (obj.numpy(),)
+            array = obj.numpy()
+            if self.shared is not None and array.nbytes >= SHARED_MIN_BYTES:
+                return _attach, (_share(array, self.shared), array.dtype.str, array.shape)
+            return torch.from_numpy, (array,)
         return NotImplemented
 
 
-def _dumps(value: Any) -> bytes:
+def _dumps(value: Any, shared: str | None = None) -> bytes:
     buffer = io.BytesIO()
-    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    _Pickler(buffer, shared).dump(value)
     return buffer.getvalue()
+
+
+def _share(array: np.ndarray, directory: str) -> str:
+    """Write ``array``'s bytes to a new file in ``directory``: its path."""
+    fd, path = tempfile.mkstemp(prefix="segment-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as file:
+            file.write(np.ascontiguousarray(array).data)
+    finally:
+        os.close(fd)
+    return path
+
+
+def _attach(path: str, dtype: str, shape: tuple[int, ...]) -> torch.Tensor:
+    """The array a sender ``_share``d, as a tensor over the file's memory; the file is unlinked,
+    so the memory is freed when the tensor is."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        memory = mmap.mmap(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return torch.from_numpy(np.frombuffer(memory, dtype=np.dtype(dtype)).reshape(shape))
 
 
 def _recv_exact(conn: socket.socket, size: int) -> bytes | None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 import re
 import signal
-import tempfile
 from pathlib import Path
 
 import pytest
 
 import msrl
+from cluster import SOCKET_ROOT
 from msrl import WorkerLostError
 from msrl.app import Trainer, read_metrics
 
@@ -63,7 +63,7 @@ def _learning(records: list[dict]) -> list[dict]:
 def test_a_rollout_worker_killed_twice_is_recovered_from_and_the_run_learns_as_without_faults(
     undisturbed: list[dict], tmp_path: Path
 ) -> None:
-    sockets_before = set(Path(tempfile.gettempdir()).glob("msrl-*"))
+    sockets_before = set(Path(SOCKET_ROOT).glob("msrl-*"))
     with Trainer(CONFIG, [f"runs_dir={tmp_path}", *COMMON]) as trainer:
         # killed after iterations 3 and 5: the checkpoints before them are at 2 and 4
         _signal_between(trainer, {3: ("rollout", signal.SIGKILL), 5: ("rollout", signal.SIGKILL)})
@@ -76,7 +76,7 @@ def test_a_rollout_worker_killed_twice_is_recovered_from_and_the_run_learns_as_w
     assert metrics[-1]["lost_env_steps"] in {n * STEPS_PER_ITERATION for n in (2, 3, 4)}
     assert _learning(metrics) == _learning(undisturbed)  # recovered exactly: same losses, same returns
     # the killed workers could not remove their socket directories; the driver did
-    left = set(Path(tempfile.gettempdir()).glob("msrl-*")) - sockets_before
+    left = set(Path(SOCKET_ROOT).glob("msrl-*")) - sockets_before
     assert not [directory for directory in left if _abandoned(directory)]
 
 
