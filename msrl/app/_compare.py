@@ -174,7 +174,13 @@ def _checked(combo: Combination, check: Callable[..., T], *args: Any, **kwargs: 
 
 def _raw_config(base: dict[str, Any], combo: Combination, out: Path) -> dict[str, Any]:
     raw = apply_overrides(base, [f"{key}={value}" for key, value in combo.sweep])
-    raw.update(policy=policy_entry(combo), seed=combo.seed, runs_dir=str(out / "runs"), name=combo.slug, progress=False)
+    raw.update(
+        policy=policy_entry(combo, raw.get("policy")),
+        seed=combo.seed,
+        runs_dir=str(out / "runs"),
+        name=combo.slug,
+        progress=False,
+    )
     return raw
 
 

@@ -92,12 +92,16 @@ def _has_placement(policy: str) -> bool:
     return policy in PRESETS and "placement" in getattr(PRESETS[policy][0], "__dataclass_fields__", {})
 
 
-def policy_entry(combo: Combination) -> Any:
-    """The config's ``policy`` value for a combination."""
+def policy_entry(combo: Combination, own: Any = None) -> Any:
+    """The config's ``policy`` value for a combination.  A preset that is the config's own policy
+    (``own``, the config's ``policy`` value) keeps the config's settings for it (``cpus``,
+    ``device``, replica counts: ``configs/ppo_atari.yaml``'s ``local`` with both CPUs); any other
+    preset runs with its defaults."""
     if combo.policy.endswith((".yaml", ".yml")):
         entry: Any = read_yaml(combo.policy)
     elif combo.policy in PRESETS:
-        entry = {"preset": combo.policy}
+        mine = {"preset": own} if isinstance(own, str) else own if isinstance(own, dict) else {}
+        entry = dict(mine) if mine.get("preset") == combo.policy else {"preset": combo.policy}
     else:
         raise ConfigError(
             f"unknown policy {combo.policy!r} in --policies; valid choices: {', '.join(sorted(PRESETS))} "

@@ -127,10 +127,15 @@ def test_the_guides_algorithm_is_as_short_as_it_says() -> None:
 
 
 def test_a_sweep_is_a_grid_with_a_run_directory_per_point(tmp_path: Path) -> None:
+    """Each point of the grid its own run; and the preset the config names (``local`` with two
+    CPUs here, as ``configs/ppo_atari.yaml`` gives it) runs with the config's settings for it."""
+    config = yaml.safe_load(Path(CONFIG).read_text())
+    config["policy"] = {"preset": "local", "cpus": 2}
+    (tmp_path / "two_cpus.yaml").write_text(yaml.safe_dump(config))
     code, _, err = run_cli(
         [
             "compare",
-            CONFIG,
+            str(tmp_path / "two_cpus.yaml"),
             "--policies",
             "local",
             *TINY,
@@ -156,6 +161,7 @@ def test_a_sweep_is_a_grid_with_a_run_directory_per_point(tmp_path: Path) -> Non
         config = yaml.safe_load((tmp_path / "compare-sweep" / row["run_dir"] / "config.yaml").read_text())
         assert float(config["algo"]["learning_rate"]) == float(row["sweep"]["algo.learning_rate"])
         assert config["seed"] == row["seed"]
+        assert config["policy"] == {"preset": "local", "cpus": 2}
     table = list(csv.DictReader((tmp_path / "compare-sweep" / "summary.csv").open()))
     assert [(r["combination"], r["seeds"]) for r in table] == [
         ("local algo.learning_rate=1e-3", "2"),
