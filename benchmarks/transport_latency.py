@@ -271,8 +271,7 @@ def print_fine(rows: dict[str, list[float]], repeats: int) -> None:
 
 def frame_delivery(rounds: int, repeats: int) -> dict[str, list[float]]:
     """Seconds to deliver a Pong-sized rollout and read its frames once, shared and inline."""
-    import cluster._direct as direct
-    from cluster import DirectListener, DirectSender, Mailbox
+    from cluster import SHARED_MIN_BYTES, DirectListener, DirectSender, Mailbox
     from msrl.rl import RolloutBuffer
 
     steps, envs = 128, 8
@@ -285,7 +284,6 @@ def frame_delivery(rounds: int, repeats: int) -> dict[str, list[float]]:
     mailbox = Mailbox()
     listener = DirectListener(mailbox, "learner")
     sender = DirectSender(listener.path)
-    shared_from = direct.SHARED_MIN_BYTES
     seq = 0
 
     def deliver() -> None:
@@ -298,11 +296,10 @@ def frame_delivery(rounds: int, repeats: int) -> dict[str, list[float]]:
     rows: dict[str, list[float]] = {"shared memory": [], "inline, through the socket": []}
     try:
         for _ in range(repeats):
-            for label, threshold in (("shared memory", shared_from), ("inline, through the socket", 1 << 62)):
-                direct.SHARED_MIN_BYTES = threshold
+            for label, threshold in (("shared memory", SHARED_MIN_BYTES), ("inline, through the socket", 1 << 62)):
+                sender.shared_min_bytes = threshold
                 rows[label] += timed(deliver, rounds)
     finally:
-        direct.SHARED_MIN_BYTES = shared_from
         sender.close()
         listener.close()
     return rows

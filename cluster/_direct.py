@@ -108,9 +108,10 @@ class DirectSender:
         self.sock.connect(path)
         self.lock = threading.Lock()
         self.shared = os.path.dirname(path)  # the listener's private directory: large arrays go there
+        self.shared_min_bytes = SHARED_MIN_BYTES
 
     def deliver(self, node: str, src: int, seq: int, payload: Any) -> None:
-        body = _dumps((node, src, seq, payload), self.shared)
+        body = _dumps((node, src, seq, payload), self.shared, self.shared_min_bytes)
         with self.lock:
             self.sock.sendall(_HEADER.pack(len(body)) + body)
 
@@ -138,9 +139,9 @@ class _Pickler(pickle.Pickler):
     ``shared`` (see the module's docstring); anything else (CUDA, autograd, other dtypes) as torch
     pickles it."""
 
-    def __init__(self, file: io.BytesIO, shared: str | None) -> None:
+    def __init__(self, file: io.BytesIO, shared: str | None, shared_min_bytes: int) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.shared = shared
+        self.shared, self.shared_min_bytes = shared, shared_min_bytes
 
     def reducer_override(self, obj: Any) -> Any:
         if (
@@ -151,15 +152,15 @@ class _Pickler(pickle.Pickler):
             and obj.dtype in _NUMPY_DTYPES
         ):
             array = obj.numpy()
-            if self.shared is not None and array.nbytes >= SHARED_MIN_BYTES:
+            if self.shared is not None and array.nbytes >= self.shared_min_bytes:
                 return _attach, (_share(array, self.shared), array.dtype.str, array.shape)
             return torch.from_numpy, (array,)
         return NotImplemented
 
 
-def _dumps(value: Any, shared: str | None = None) -> bytes:
+def _dumps(value: Any, shared: str | None = None, shared_min_bytes: int = SHARED_MIN_BYTES) -> bytes:
     buffer = io.BytesIO()
-    _Pickler(buffer, shared).dump(value)
+    _Pickler(buffer, shared, shared_min_bytes).dump(value)
     return buffer.getvalue()
 
 
