@@ -215,18 +215,14 @@ class FrameReplayBuffer(Buffer):
     def sample(self) -> Batched:
         rows = self.batch_size if self.inserted >= self.learning_starts and self.size else 0
         draws = torch.randint(self.size or 1, (rows, self.num_batches), generator=self.generator, device=self.device)
-        index = self._rows(draws)
-        return ReplayBatch(
-            self._stacks(self.obs_ref[index]),
-            self.actions[index],
-            self.rewards[index],
-            self._stacks(self.next_ref[index]),
-            self.terminated[index],
-        )
+        return self._batch(self._rows(draws))
 
     def transitions(self) -> ReplayBatch:
         """Every live transition, oldest first (a copy: for tests and inspection)."""
-        index = self._rows(torch.arange(self.size, device=self.device))
+        return self._batch(self._rows(torch.arange(self.size, device=self.device)))
+
+    def _batch(self, index: torch.Tensor) -> ReplayBatch:
+        """The transitions at ring rows ``index``, their stacks gathered from the frames."""
         return ReplayBatch(
             self._stacks(self.obs_ref[index]),
             self.actions[index],
