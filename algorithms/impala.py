@@ -93,6 +93,10 @@ class IMPALAConfig:
     """Value loss coefficient."""
     max_grad_norm: float = 40.0
     """Global gradient-norm clip (the paper's 40)."""
+    loss_sum: bool = False
+    """Sum the loss over a minibatch's steps instead of averaging it, as the paper's code does.
+    Its RMSProp epsilon (0.01) and gradient clip (40) are sized for summed gradients: on the mean
+    of 640 steps the epsilon outweighs RMSProp's gradient scale and the policy barely moves."""
     clip_coef: float | None = None
     """None: the paper's V-trace policy gradient.  A number: APPO's (RLlib's asynchronous PPO)
     clipped surrogate on the V-trace advantages, the ratio to the behaviour policy clipped to
@@ -180,8 +184,11 @@ class IMPALALearner(Learner):
 
     def loss(self, *part: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The loss to minimise on a minibatch of trajectories, and its ``METRICS`` terms (detached)."""
-        cfg, losses = self.config, self.losses(TrajectoryBatch(*part))
+        cfg, batch = self.config, TrajectoryBatch(*part)
+        losses = self.losses(batch)
         loss = losses["policy_loss"] + cfg.vf_coef * losses["value_loss"] - cfg.ent_coef * losses["entropy"]
+        if cfg.loss_sum:  # every term is a mean over the minibatch's steps
+            loss = loss * batch.rewards.numel()
         return loss, torch.stack([losses[key].detach() for key in METRICS])
 
     def losses(self, part: TrajectoryBatch) -> dict[str, torch.Tensor]:

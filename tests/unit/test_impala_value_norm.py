@@ -2,7 +2,8 @@
 The statistics are the moments of the targets V-trace computes from the critic's outputs mapped
 back to return units; they travel in checkpoints; the compiled step, which would bake them in, is
 refused with them.  ``clip_coef``: APPO's clipped surrogate in place of the V-trace policy
-gradient."""
+gradient.  ``loss_sum``: the loss summed over a minibatch's steps, which the paper's RMSProp
+epsilon is sized for."""
 
 from __future__ import annotations
 
@@ -16,9 +17,15 @@ from msrl.rl import TrajectoryBatch, vtrace
 ENVS, STEPS = 4, 6
 
 
-def _learner(value_norm: bool = True, clip_coef: float | None = None) -> IMPALALearner:
+def _learner(value_norm: bool = True, clip_coef: float | None = None, **options: object) -> IMPALALearner:
     config = IMPALAConfig(
-        num_envs=ENVS, num_steps=STEPS, num_minibatches=1, value_norm=value_norm, clip_coef=clip_coef, compile=False
+        num_envs=ENVS,
+        num_steps=STEPS,
+        num_minibatches=1,
+        value_norm=value_norm,
+        clip_coef=clip_coef,
+        compile=False,
+        **options,  # type: ignore[arg-type]
     )
     return IMPALALearner(4, Discrete(2), config, RunInfo(seed=2, total_env_steps=1000))
 
@@ -125,3 +132,30 @@ def test_off_policy_the_surrogate_clips_the_ratio_to_the_behaviour_policy() -> N
 def test_clip_coef_outside_the_unit_interval_is_refused(clip_coef: float) -> None:
     with pytest.raises(ConfigError, match=r"algo.clip_coef must be in \(0, 1\) or null"):
         IMPALAConfig(clip_coef=clip_coef).validate()
+
+
+def test_loss_sum_is_the_mean_loss_times_the_steps() -> None:
+    batch = _batch()
+    mean_learner, sum_learner = _learner(value_norm=False), _learner(value_norm=False, loss_sum=True)
+    mean_loss, mean_terms = mean_learner.loss(*batch)
+    sum_loss, sum_terms = sum_learner.loss(*batch)
+    assert float(sum_loss) == pytest.approx(ENVS * STEPS * float(mean_loss), rel=1e-5)
+    torch.testing.assert_close(sum_terms, mean_terms)  # the reported terms stay means
+
+
+def test_rmsprop_at_the_papers_epsilon_moves_summed_losses_further() -> None:
+    """RMSProp with epsilon 0.01 divides each gradient by about ``0.1 |g| + 0.01`` on its first
+    step: with sparse rewards of one point (Pong's), the mean's gradients are small beside the
+    epsilon and the step is a fraction of the learning rate; the sum's step is several times larger."""
+    rewards = torch.zeros(ENVS, STEPS)
+    rewards[0, 3], rewards[2, 5] = 1.0, -1.0
+    batch = _batch()._replace(rewards=rewards)
+
+    def moved(loss_sum: bool) -> float:
+        learner = _learner(value_norm=False, optimizer="rmsprop", anneal_lr=False, ent_coef=0.0, loss_sum=loss_sum)
+        before = torch.cat([p.detach().flatten().clone() for p in learner.net.parameters()])
+        learner.learn(batch)
+        after = torch.cat([p.detach().flatten() for p in learner.net.parameters()])
+        return float((after - before).norm())
+
+    assert moved(True) > 3.0 * moved(False)
