@@ -18,6 +18,19 @@ learning.
     python -m benchmarks.atari_speed --sections train --frameworks msrl,sb3,cleanrl \
         --cleanrl cleanrl/ppo_atari_envpool.py --cleanrl-python ../cleanrl-venv/bin/python
 
+``--sections impala`` times IMPALA at ``configs/impala_atari.yaml`` (``async_single_learner``: an
+actor process and a learner process) beside RLlib's IMPALA and APPO (``rllib-impala``,
+``rllib-appo``) and Sample Factory's APPO (``sf``); ``--frameworks ...,rllib`` adds RLlib's PPO to
+the PPO rows (``benchmarks.atari_peers`` says how each peer is set up)::
+
+    python -m benchmarks.atari_speed --sections impala --impala-frameworks msrl,rllib-impala,rllib-appo,sf \
+        --sample-factory-python ../sf-venv/bin/python
+
+Sample Factory runs in an environment of its own too::
+
+    python -m venv ../sf-venv
+    ../sf-venv/bin/pip install torch sample-factory==2.1.1 "numpy<2" "gymnasium<1.0" ale-py==0.9.1
+
 CleanRL's script runs as it is published, in an environment of its own (it needs ``gym`` and an
 EnvPool whose ``gym`` API it was written for)::
 
@@ -35,28 +48,33 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from benchmarks.atari_peers import SAMPLE_FACTORY, run_rllib, run_sample_factory
 from benchmarks.harness import REPO, command_line, in_turn, machine_info, markdown_table
 
 CONFIG = REPO / "configs" / "ppo_atari.yaml"
+IMPALA_CONFIG = REPO / "configs" / "impala_atari.yaml"
 GAME, ENV_ID, SB3_ENV_ID = "pong", "ALE/Pong-v5", "PongNoFrameskip-v4"
 
 
 # -- training ---------------------------------------------------------------------------------------
-def run_msrl(budget: int, warmup: int, threads: int, seed: int) -> dict[str, Any]:
-    """msrl's PPO at the shipped Atari settings, one iteration at a time; steps/s after ``warmup``."""
+def run_msrl(budget: int, warmup: int, threads: int, seed: int, config: Path = CONFIG) -> dict[str, Any]:
+    """msrl at a shipped Atari config, one iteration at a time; steps/s after ``warmup``.  PPO's
+    ``local`` policy gets ``threads`` cores; IMPALA's ``async_single_learner`` a core per process."""
     from msrl.app import Trainer
 
     with tempfile.TemporaryDirectory(prefix="msrl-atari-") as runs_dir:
         overrides = ["progress=false", "eval_episodes=0", "checkpoint_every=0", f"runs_dir={runs_dir}"]
-        overrides += [f"seed={seed}", f"total_env_steps={budget}", f"policy.cpus={threads}"]
-        trainer = Trainer(str(CONFIG), overrides)
+        overrides += [f"seed={seed}", f"total_env_steps={budget}"]
+        overrides += [f"policy.cpus={threads}"] if config == CONFIG else []
+        trainer = Trainer(str(config), overrides)
         phases: dict[str, float] = {}
         try:
             steps0 = 0
@@ -73,6 +91,10 @@ def run_msrl(budget: int, warmup: int, threads: int, seed: int) -> dict[str, Any
             trainer.close()
     profile = {name: 1e3 * value / steps for name, value in phases.items()}
     return {"framework": "msrl", "steps_per_s": steps / seconds, "profile": profile}
+
+
+def run_msrl_impala(budget: int, warmup: int, threads: int, seed: int) -> dict[str, Any]:
+    return run_msrl(budget, warmup, threads, seed, IMPALA_CONFIG)
 
 
 def run_sb3(budget: int, warmup: int, threads: int, seed: int) -> dict[str, Any]:
@@ -147,15 +169,38 @@ def run_cleanrl(budget: int, warmup: int, threads: int, seed: int) -> dict[str, 
     return {"framework": "CleanRL", "steps_per_s": rate, "profile": {}}
 
 
-RUNNERS = {"msrl": run_msrl, "sb3": run_sb3, "cleanrl": run_cleanrl}
+RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "msrl": run_msrl,
+    "sb3": run_sb3,
+    "cleanrl": run_cleanrl,
+    "rllib": partial(run_rllib, "ppo"),
+}
+"""PPO at ``configs/ppo_atari.yaml``'s settings (the ``train`` section)."""
+IMPALA_RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "msrl": run_msrl_impala,
+    "rllib-impala": partial(run_rllib, "impala"),
+    "rllib-appo": partial(run_rllib, "appo"),
+    "sf": run_sample_factory,
+}
+"""IMPALA and its asynchronous kin at ``configs/impala_atari.yaml``'s batches (the ``impala`` section)."""
 
 
-def training(budget: int, warmup: int, rounds: int, threads: int, frameworks: Sequence[str]) -> list[dict[str, Any]]:
+def training(
+    budget: int,
+    warmup: int,
+    rounds: int,
+    threads: int,
+    frameworks: Sequence[str],
+    runners: dict[str, Callable[..., dict[str, Any]]] = RUNNERS,
+) -> list[dict[str, Any]]:
+    unknown = sorted(set(frameworks) - set(runners))
+    if unknown:
+        raise SystemExit(f"atari_speed: error: unknown framework {unknown[0]!r}; valid: {', '.join(runners)}")
     torch.set_num_threads(threads)
     rows = []
     for round_ in range(rounds):
         for name in in_turn(list(frameworks), round_):
-            row = RUNNERS[name](budget, warmup, threads, seed=round_ + 1)
+            row = runners[name](budget, warmup, threads, seed=round_ + 1)
             row["round"] = round_ + 1
             print(f"  round {round_ + 1} {row['framework']}: {row['steps_per_s']:.0f} agent steps/s", flush=True)
             rows.append(row)
@@ -223,18 +268,24 @@ def env_stepping(steps: int, rounds: int, threads: int, num_envs: int = 8) -> st
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="env,train", help="env, train, or both (comma-separated)")
+    parser.add_argument("--sections", default="env,train", help="env, train, impala (comma-separated)")
     parser.add_argument("--budget", type=int, default=10240, help="agent steps per training run")
     parser.add_argument("--warmup", type=int, default=2, help="iterations (rollouts) left out of the rate")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of every framework")
     parser.add_argument("--threads", type=int, default=2, help="torch and emulator threads")
-    parser.add_argument("--frameworks", default="msrl,sb3")
+    parser.add_argument("--frameworks", default="msrl,sb3", help=f"PPO's: {', '.join(RUNNERS)}")
+    parser.add_argument("--impala-frameworks", default="msrl,rllib-impala", help=f"{', '.join(IMPALA_RUNNERS)}")
+    parser.add_argument("--impala-budget", type=int, default=40960, help="agent steps per IMPALA run")
+    parser.add_argument("--impala-warmup", type=int, default=16, help="IMPALA iterations left out of the rate")
     parser.add_argument("--env-steps", type=int, default=3000, help="steps per environment-stepping round")
     parser.add_argument("--cleanrl", help="CleanRL's cleanrl/ppo_atari_envpool.py (for --frameworks ...,cleanrl)")
     parser.add_argument("--cleanrl-python", default="python", help="the interpreter of CleanRL's environment")
+    parser.add_argument("--sample-factory-python", help="the interpreter of Sample Factory's environment (sf)")
     args = parser.parse_args(argv)
     if args.cleanrl:
         CLEANRL.update(script=str(Path(args.cleanrl).resolve()), python=args.cleanrl_python)
+    if args.sample_factory_python:
+        SAMPLE_FACTORY.update(python=args.sample_factory_python)
     sections = args.sections.split(",")
     print(command_line("benchmarks.atari_speed", argv))
     print(machine_info(("torch", "numpy", "gymnasium", "ale_py", "stable_baselines3")))
@@ -242,6 +293,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(env_stepping(args.env_steps, 3, args.threads))
     if "train" in sections:
         rows = training(args.budget, args.warmup, args.rounds, args.threads, args.frameworks.split(","))
+        print(training_table(rows))
+    if "impala" in sections:
+        frameworks = args.impala_frameworks.split(",")
+        rows = training(args.impala_budget, args.impala_warmup, args.rounds, args.threads, frameworks, IMPALA_RUNNERS)
         print(training_table(rows))
 
 
