@@ -15,7 +15,7 @@ matched: RLlib's IMPALA and APPO learners use Adam (msrl's config: RMSProp), whi
 Sample Factory: its ``sf_examples.atari.train_atari`` on ``atari_pong`` (its own wrappers over
 gymnasium's ALE ids, the same preprocessing, its ``convnet_atari`` encoder: the Nature-CNN) in a
 virtual environment of its own (Sample Factory 2.1 pins ``numpy<2`` and ``gymnasium<1.0``; ale-py
-0.9.1, the oldest release that ships its ROMs), as APPO: its asynchronous PPO (rollout worker,
+0.9.1, which ships its ROMs and still runs on gymnasium 0.29), as APPO: its asynchronous PPO (rollout worker,
 inference worker and learner in processes of their own), one worker of 32 games, trajectories of
 20 steps and batches of 640, as ``configs/impala_atari.yaml``.  Its rate is read from the frames it
 reports having collected, divided by its frame skip.
@@ -42,7 +42,7 @@ def rllib_missing() -> str | None:
         import ale_py  # noqa: F401
         from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack  # noqa: F401
     except ImportError as exc:
-        return f"RLlib's Atari rows skipped: {exc}; install the bench and atari extras"
+        return f"RLlib's Atari peers need ray[rllib] and ale-py ({exc}); install the bench and atari extras"
     return None
 
 
@@ -143,6 +143,9 @@ def run_rllib(kind: str, budget: int, warmup: int, threads: int, seed: int) -> d
     """RLlib's ``kind`` on Pong, one ``train()`` at a time until ``budget`` agent steps are sampled;
     agent steps per second after ``warmup`` calls.  Ray starts first if this process has none
     (listening on 127.0.0.1 only, as msrl's own clusters do)."""
+    missing = rllib_missing()
+    if missing:
+        raise SystemExit(f"atari_speed: error: {missing}")
     import ray
     import torch
 
