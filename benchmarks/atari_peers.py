@@ -33,7 +33,6 @@ from typing import Any
 
 NATURE_CNN: list[Any] = [[32, [8, 8], 4], [64, [4, 4], 2], [64, [3, 3], 1]]
 ENV_NAME = "msrl-bench-pong"
-RAY_SETTLE_S = 20.0
 
 
 def rllib_missing() -> str | None:
@@ -146,14 +145,11 @@ def run_rllib(kind: str, budget: int, warmup: int, threads: int, seed: int) -> d
     missing = rllib_missing()
     if missing:
         raise SystemExit(f"atari_speed: error: {missing}")
-    import ray
     import torch
 
-    from cluster import connect
+    from benchmarks.harness import start_ray
 
-    if not ray.is_initialized():  # a new local Ray: let it prestart its idle workers before the clock runs
-        connect(num_cpus=2)
-        time.sleep(RAY_SETTLE_S)
+    start_ray()
     torch.set_num_threads(threads)
     trainer = rllib_config(kind, seed, budget).build_algo()
     try:

@@ -66,6 +66,25 @@ def timed(call: Callable[[], object], rounds: int) -> list[float]:
     return times
 
 
+RAY_SETTLE_S = 20.0
+
+
+def start_ray() -> None:
+    """A local Ray for a peer that runs on Ray (RLlib), listening on 127.0.0.1 only and without a
+    dashboard (msrl's own ``cluster.connect``), unless this process is connected already.  It stays
+    up for the next runs."""
+    import ray
+
+    from cluster import connect
+
+    if ray.is_initialized():
+        return
+    connect(num_cpus=2)
+    # Ray prestarts its idle workers (each imports its runtime, seconds of CPU): let that finish
+    # before the first timed run, which would otherwise share the cores with it.
+    time.sleep(RAY_SETTLE_S)
+
+
 def per_call(call: Callable[[], object], calls: int) -> float:
     """Mean seconds per call over ``calls`` calls timed together (calls too short to time one by one)."""
     start = time.perf_counter()

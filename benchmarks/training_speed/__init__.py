@@ -44,7 +44,7 @@ from collections.abc import Sequence
 
 import torch
 
-from benchmarks.harness import REPO, Stopwatch, command_line, machine_info
+from benchmarks.harness import REPO, Stopwatch, command_line, machine_info, start_ray
 from benchmarks.training_speed._records import EvalSchedule, RunRecord, device_table, markdown_table, ratio_summary
 
 MSRL_CONFIG = REPO / "configs" / "ppo_cartpole.yaml"
@@ -306,8 +306,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             peers.append(peer)
     if "rllib" in peers:  # before the first run, so that every framework runs beside the same idle Ray
-        from benchmarks.training_speed._rllib import start_ray
-
         start_ray()
     records: list[RunRecord] = []
     for seed in args.seeds:  # interleave frameworks so drifting machine load hits all alike

@@ -35,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from benchmarks.harness import Stopwatch
+from benchmarks.harness import Stopwatch, start_ray
 from benchmarks.training_speed._records import EvalSchedule, RunRecord
 
 HIDDEN_GAIN, POLICY_GAIN, VALUE_GAIN = math.sqrt(2.0), 0.01, 1.0
@@ -54,22 +54,6 @@ def ray_version() -> str:
     import ray
 
     return str(ray.__version__)
-
-
-RAY_SETTLE_S = 20.0
-
-
-def start_ray() -> None:
-    """A local Ray for RLlib, listening on 127.0.0.1 only and without a dashboard (msrl's own
-    ``cluster.connect``), unless this process is connected already.  It stays up for the next runs."""
-    import time
-
-    from cluster import connect
-
-    connect(num_cpus=2)
-    # Ray prestarts its idle workers (each imports its runtime, seconds of CPU): let that finish
-    # before the first timed run, which would otherwise share the cores with it.
-    time.sleep(RAY_SETTLE_S)
 
 
 def shipped_settings(config: Path) -> Any:
