@@ -151,8 +151,8 @@ class FrameEnv(Environment):
                 f"{type(self).__name__} checkpoint lacks {missing}; expected keys ['episodes', 'seed', 'steps']"
             )
         self._seed, self._steps = int(state["seed"]), int(state["steps"])
-        self._start(restart_seed(self._seed, self._steps))
         self._episodes.load_state_dict(state["episodes"])
+        self._start(restart_seed(self._seed, self._steps))  # drops the games that were running
 
     def close(self) -> None:
         self._engine.close()

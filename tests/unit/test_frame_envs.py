@@ -207,3 +207,21 @@ def test_a_greedy_evaluation_scores_whole_games_with_their_own_rewards(tmp_path:
             rewards.append(float(reward[0]))
             running = not (terminated[0] or truncated[0])
     assert evaluation.returns == [sum(rewards)] and max(rewards) > 1  # unclipped: a hit scores 5 to 30
+
+
+def test_a_game_restarted_from_a_checkpoint_reports_only_its_own_rewards() -> None:
+    """The game running when the checkpoint was taken is dropped on load: the first game the
+    restored environment finishes reports what it scored since, not that game's points too."""
+    env, rng = msrl.envs.make("MinAtar/Breakout-v1", 1, seed=2), np.random.default_rng(0)
+    running = 0.0
+    while running <= 0:  # into a game that has scored
+        _, reward, terminated, truncated = env.step(rng.integers(0, 3, 1))
+        running = 0.0 if terminated[0] or truncated[0] else running + float(reward[0])
+    restored = msrl.envs.make("MinAtar/Breakout-v1", 1, seed=5)
+    restored.load_state_dict(env.state_dict())
+    restored.metrics()
+    scored, ended = 0.0, False
+    while not ended:
+        _, reward, terminated, truncated = restored.step(rng.integers(0, 3, 1))
+        scored, ended = scored + float(reward[0]), bool(terminated[0] or truncated[0])
+    assert restored.metrics()["episode_return"] == pytest.approx(scored)
