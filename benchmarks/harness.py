@@ -69,17 +69,17 @@ def timed(call: Callable[[], object], rounds: int) -> list[float]:
 RAY_SETTLE_S = 20.0
 
 
-def start_ray() -> None:
+def start_ray(num_cpus: int = 2) -> None:
     """A local Ray for a peer that runs on Ray (RLlib), listening on 127.0.0.1 only and without a
     dashboard (msrl's own ``cluster.connect``), unless this process is connected already.  It stays
-    up for the next runs."""
+    up for the next runs, offering ``num_cpus`` logical CPUs."""
     import ray
 
     from cluster import connect
 
     if ray.is_initialized():
         return
-    connect(num_cpus=2)
+    connect(num_cpus=num_cpus)
     # Ray prestarts its idle workers (each imports its runtime, seconds of CPU): let that finish
     # before the first timed run, which would otherwise share the cores with it.
     time.sleep(RAY_SETTLE_S)

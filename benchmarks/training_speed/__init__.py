@@ -55,6 +55,16 @@ PEERS = ("sb3", "rllib")
 
 
 # -- msrl -------------------------------------------------------------------------------------------
+def ray_cpus(overrides: Sequence[str]) -> int:
+    """Logical CPUs of the Ray that msrl shares with RLlib: two, or under a policy other than
+    ``local`` (``--set policy=...``) what that policy reserves, as msrl's own embedded Ray offers."""
+    from cluster import demand_of
+    from msrl.app import load_config
+
+    policy = load_config(str(MSRL_CONFIG), ["policy=local", *overrides]).policy
+    return max(2, math.ceil(demand_of(policy).get("CPU", 0.0)))
+
+
 def run_msrl(seed: int, budget: int, eval_every: int, eval_episodes: int, overrides: Sequence[str] = ()) -> RunRecord:
     """Train msrl's PPO with the local policy, one iteration at a time (``msrl.app.Trainer``).
 
@@ -95,10 +105,9 @@ def run_msrl(seed: int, budget: int, eval_every: int, eval_episodes: int, overri
                 if record.iterations == 1:
                     record.first = (record.env_steps, clock.seconds, dict(record.phase_seconds))
                 schedule.maybe_evaluate(record.env_steps)
-            clock.stop()
+            schedule.finish()  # the final policy lives in the workers of a distributed run: before close
         finally:
             trainer.close()
-    schedule.finish()
     return record
 
 
@@ -306,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             peers.append(peer)
     if "rllib" in peers:  # before the first run, so that every framework runs beside the same idle Ray
-        start_ray()
+        start_ray(num_cpus=ray_cpus(args.overrides))
     records: list[RunRecord] = []
     for seed in args.seeds:  # interleave frameworks so drifting machine load hits all alike
         records.append(run_msrl(seed, args.budget, args.eval_every, args.eval_episodes, args.overrides))

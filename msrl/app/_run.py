@@ -124,6 +124,7 @@ class Trainer:
         self.last_return, self.steps_per_iteration = float("nan"), 0
         self.compiling: tuple[str, ...] = ()  # compiled regions still being built, after the last iteration
         self.switched: dict[str, float] = {}  # those switched to after it, and how long they took to build
+        self.closed = False
 
     def __enter__(self) -> Trainer:
         return self
@@ -149,6 +150,7 @@ class Trainer:
         A fragment worker lost meanwhile (``WorkerLostError``) sends the run back to its last
         checkpoint on fresh workers, ``max_restarts`` times at most; the record returned is then
         that of the first iteration after the checkpoint."""
+        self._check_open("step")
         return self._recovering(self._step)
 
     def _step(self) -> dict[str, Any]:
@@ -202,6 +204,7 @@ class Trainer:
 
     def save(self) -> None:
         """Write the checkpoint (atomically): config, counters and every component's state."""
+        self._check_open("save")
         components = self.runtime.state_dict()
         payload = {"config": self.config.raw, **self._counters(), "wall_time": self.wall_time, "components": components}
         self.directory.save_checkpoint(payload)
@@ -264,6 +267,7 @@ class Trainer:
     def evaluate(self, episodes: int, seed: int | None = None) -> Evaluation:
         """Greedy evaluation of the current weights on ``episodes`` fresh environments, from the
         run's evaluation seed by default: what ``msrl eval`` of the checkpoint saved now gives."""
+        self._check_open("evaluate")
         seed = eval_seed(self.config) if seed is None else seed
         algorithm = getattr(self.runtime, "algorithm", None)  # the live one, when it runs in this process
         if algorithm is None:  # the trained weights live in the workers
@@ -275,10 +279,15 @@ class Trainer:
 
     def close(self) -> None:
         """Stop the workers and close the run directory (its logs, then its lock)."""
+        self.closed = True
         try:
             self.runtime.close()
         finally:
             self.directory.close()
+
+    def _check_open(self, action: str) -> None:
+        if self.closed:
+            raise RuntimeError(f"msrl Trainer: cannot {action} after close(): its workers are stopped")
 
 
 def train(

@@ -189,3 +189,15 @@ def test_a_torch_environment_resumes_from_a_generator_state_saved_on_a_gpu() -> 
     first.load_state_dict(saved)
     second.load_state_dict(saved)
     assert torch.equal(first.reset(), second.reset())  # the same stream from the same checkpoint
+
+
+def test_a_closed_trainer_says_so_instead_of_reading_stopped_workers(tmp_path: Path) -> None:
+    """After ``close`` a distributed run's weights are gone with its workers, so evaluating,
+    stepping or saving names the cause rather than reporting a state missing from them."""
+    trainer = Trainer(str(CONFIGS / "ppo_cartpole.yaml"), [f"runs_dir={tmp_path}", *OVERRIDES])
+    trainer.step()
+    assert trainer.evaluate(episodes=1).episodes == 1
+    trainer.close()
+    for action in (lambda: trainer.evaluate(episodes=1), trainer.step, trainer.save):
+        with pytest.raises(RuntimeError, match=r"after close\(\)"):
+            action()
