@@ -45,7 +45,14 @@ from collections.abc import Sequence
 import torch
 
 from benchmarks.harness import REPO, Stopwatch, command_line, machine_info, start_ray
-from benchmarks.training_speed._records import EvalSchedule, RunRecord, device_table, markdown_table, ratio_summary
+from benchmarks.training_speed._records import (
+    EvalSchedule,
+    RunRecord,
+    device_table,
+    markdown_table,
+    profile_table,
+    ratio_summary,
+)
 
 MSRL_CONFIG = REPO / "configs" / "ppo_cartpole.yaml"
 TORCH_THREADS = 1
@@ -326,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"every {args.eval_every:,} steps (eval time excluded), torch threads {TORCH_THREADS}.\n"
     )
     print(markdown_table(records, args.threshold))
+    print("", profile_table(records), sep="\n")
     print("", *ratio_summary(records, args.threshold), sep="\n")
     print(f"\n`{command}` -- {machine(peers)}")
     return 0

@@ -203,9 +203,28 @@ def ratio_summary(records: Sequence[RunRecord], threshold: float) -> list[str]:
     return lines
 
 
+PROFILE_PHASES = ("env", "inference", "buffer", "learn", "communication")
+"""msrl's phases, as its iteration records time them (communication: sending, receiving and
+waiting between fragments, zero under ``local``)."""
+
+
+def profile_table(records: Sequence[RunRecord]) -> str:
+    """Where each msrl run's training seconds went: its phases summed over the run's iterations
+    (under a distributed policy, over its fragments, so they can pass the wall time)."""
+    lines = [
+        "| msrl seed | training s | " + " | ".join(f"{p} s" for p in PROFILE_PHASES) + " |",
+        "|---:|---:|" + "---:|" * len(PROFILE_PHASES),
+    ]
+    for r in records:
+        if r.framework == "msrl":
+            phases = " | ".join(f"{r.phase_seconds.get(p, 0.0):.2f}" for p in PROFILE_PHASES)
+            lines.append(f"| {r.seed} | {r.train_seconds:.2f} | {phases} |")
+    return "\n".join(lines)
+
+
 def device_table(records: Sequence[RunRecord], threshold: float) -> str:
     """Device mode: one row per number of environments and seed, with the time split per iteration."""
-    phases = ("env", "inference", "buffer", "learn", "communication")
+    phases = PROFILE_PHASES
     lines = [
         "| num_envs | seed | env steps | env steps/s | s/iter | "
         + " | ".join(f"{p} s/iter" for p in phases)
