@@ -11,6 +11,12 @@ Training:
     warpdrive           WarpDrive on the same GPU: the peer of the GPU training, env stepping and
                         Tag rows (its own environment: see its docstring).
 
+Pixels:
+    atari_speed         How fast does msrl train PPO and IMPALA on Atari Pong, against SB3, CleanRL,
+                        RLlib and Sample Factory (``atari_peers``: the peers' runners), and step it?
+    pixel_policy        How far has a pixel policy moved from uniform, and how much of its torso
+                        does it use (a checkpoint's entropy, logits and dead features)?
+
 Environments:
     env_stepping        How fast do msrl's environments step, against gymnasium and EnvPool?
     tag_scaling         How does Tag scale with environments and agents?
