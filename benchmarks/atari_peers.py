@@ -16,9 +16,10 @@ Sample Factory: its ``sf_examples.atari.train_atari`` on ``atari_pong`` (its own
 gymnasium's ALE ids, the same preprocessing, its ``convnet_atari`` encoder: the Nature-CNN) in a
 virtual environment of its own (Sample Factory 2.1 pins ``numpy<2`` and ``gymnasium<1.0``; ale-py
 0.9.1, which ships its ROMs and still runs on gymnasium 0.29), as APPO: its asynchronous PPO (rollout worker,
-inference worker and learner in processes of their own), one worker of 32 games, trajectories of
-20 steps and batches of 640, as ``configs/impala_atari.yaml``.  Its rate is read from the frames it
-reports having collected, divided by its frame skip.
+inference worker and learner in processes of their own), one worker of as many games as
+``configs/impala_atari.yaml`` steps, with its trajectories, batches, minibatches, learning rate,
+entropy cost and clip.  Its rate is read from the frames it reports having collected, divided by
+its frame skip.
 """
 
 from __future__ import annotations
@@ -117,8 +118,11 @@ def rllib_config(kind: str, seed: int, budget: int) -> Any:
         config = (APPOConfig() if kind == "appo" else IMPALAConfig()).env_runners(
             num_env_runners=1, num_envs_per_env_runner=algo.num_envs, rollout_fragment_length=algo.num_steps
         )
+        batch = algo.num_envs * algo.num_steps
         config = config.training(
-            train_batch_size_per_learner=algo.num_envs * algo.num_steps,
+            train_batch_size_per_learner=batch,
+            minibatch_size=batch // algo.num_minibatches,
+            num_epochs=algo.update_epochs,
             lr=algo.learning_rate,
             gamma=algo.gamma,
             vf_loss_coeff=algo.vf_coef,
@@ -173,18 +177,25 @@ FRAMES = re.compile(r"Fps is \(10 sec: [^)]*\)\. Total num frames: (\d+)")
 
 
 def run_sample_factory(budget: int, warmup: int, threads: int, seed: int) -> dict[str, Any]:
-    """Sample Factory's APPO on ``atari_pong`` in its own environment, one worker of 32 games,
-    trajectories of 20 steps, batches of 640; agent steps per second between its first report
-    past ``warmup`` batches and its last (it reports every 5 s)."""
+    """Sample Factory's APPO on ``atari_pong`` in its own environment at ``configs/impala_atari.yaml``'s
+    layout: one worker of its games, its trajectories, batches and minibatches, its learning rate,
+    entropy cost and clip; agent steps per second between its first report past ``warmup`` batches
+    and its last (it reports every 5 s)."""
     if not SAMPLE_FACTORY:
         raise SystemExit("atari_speed: error: the sf framework needs --sample-factory-python PY")
+    import algorithms.impala
+
+    algo = _algo("impala_atari", algorithms.impala.IMPALAConfig)
+    batch = algo.num_envs * algo.num_steps
     frame_skip, deadline_s = 4, 120 + budget / 20  # 20 agent steps/s: far slower than any run here
     command = [SAMPLE_FACTORY["python"], "-m", "sf_examples.atari.train_atari", "--env=atari_pong"]
     # APPO as Sample Factory means it: asynchronous PPO (clipped, GAE); its V-trace option fails in
     # 2.1.1's learner without a recurrent core (it records minibatch advantages V-trace never sets).
-    command += ["--async_rl=True", "--num_workers=1", "--num_envs_per_worker=32", "--worker_num_splits=1"]
-    command += ["--rollout=20", "--batch_size=640", "--num_batches_per_epoch=1"]
-    command += ["--num_epochs=1", "--learning_rate=0.0006", "--max_grad_norm=40", "--device=cpu"]
+    command += ["--async_rl=True", "--num_workers=1", f"--num_envs_per_worker={algo.num_envs}", "--worker_num_splits=1"]
+    command += [f"--rollout={algo.num_steps}", f"--batch_size={batch // algo.num_minibatches}"]
+    command += [f"--num_batches_per_epoch={algo.num_minibatches}", f"--num_epochs={algo.update_epochs}"]
+    command += [f"--learning_rate={algo.learning_rate}", f"--exploration_loss_coeff={algo.ent_coef}"]
+    command += [f"--max_grad_norm={algo.max_grad_norm}", "--device=cpu"]
     command += [f"--seed={seed}", f"--env_frameskip={frame_skip}", "--save_every_sec=100000"]
     command += [f"--train_for_env_steps={budget * frame_skip}", "--with_wandb=False", "--experiment=bench"]
     with tempfile.TemporaryDirectory(prefix="sample-factory-") as train_dir:
@@ -207,7 +218,7 @@ def run_sample_factory(budget: int, warmup: int, threads: int, seed: int) -> dic
             if "Unhandled exception" in line or time.perf_counter() - start > deadline_s:
                 process.kill()  # a crashed learner leaves the other processes waiting for it
         process.wait()
-    after = [mark for mark in marks if mark[0] >= warmup * 640]
+    after = [mark for mark in marks if mark[0] >= warmup * batch]
     if process.returncode or len(after) < 2:
         raise SystemExit(
             f"atari_speed: error: Sample Factory failed (exit {process.returncode}): {''.join(tail)[-800:]}"
