@@ -5,9 +5,9 @@ is made whose ``bI`` joins the bridge, and a relay (``python testbed/_delay.py v
 this module, run as a script in that namespace) forwards every Ethernet frame between ``vI`` and
 ``dI`` through AF_PACKET sockets, each released ``SECONDS`` after the relay read it, in the order
 it came; so each direction pays the delay once, as netem on both ends of the veth pair would (a
-ping's round trip rises by twice it).  It learns how late its timed wake-ups come and wakes that
-much early, so a frame leaves within microseconds of its time (what the relay costs:
-``benchmarks.relay_cost``).  The sockets carry a virtio-net header (``PACKET_VNET_HDR``): a TCP segment the
+ping's round trip rises by twice it).  It learns how late its timed wake-ups come, wakes that
+much early and spins the rest, so a frame leaves within microseconds of its time and never before
+it (what the relay costs: ``benchmarks.relay_cost``).  The sockets carry a virtio-net header (``PACKET_VNET_HDR``): a TCP segment the
 sender left unsegmented (GSO, up to 64 KiB) and its checksum left to the hardware pass as they came,
 so nothing has to turn the veths' offloads off.  A rate stays tc tbf's, on the same ends as without
 the relay (the relay's sends to ``vI`` go through ``vI``'s queue).
@@ -213,6 +213,8 @@ def relay(devices: tuple[str, str], delay_s: float) -> None:
         now = time.monotonic()
         for out, queue in enumerate(waiting):
             while queue and not blocked[out] and queue[0][0] - early <= now:
+                while now < queue[0][0]:  # woken early on purpose: never release a frame before its time
+                    now = time.monotonic()
                 try:
                     socks[out].send(queue[0][1])
                 except BlockingIOError:
