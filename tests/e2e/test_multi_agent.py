@@ -58,6 +58,7 @@ def random_spread_return() -> float:
     return random_policy_return("simple_spread_v3", EVAL_SPREAD, seed=7, **SPREAD_KWARGS)
 
 
+@pytest.mark.landing  # a learning run of 26-33 s on the 2-core VM: CI's tier after the default suite
 def test_mappo_beats_a_random_policy_on_simple_spread(tmp_path: Path) -> None:
     random_return = random_spread_return()
     run = msrl.train(SPREAD, [f"runs_dir={tmp_path}", "total_env_steps=100000", *CI_SPREAD])

@@ -30,6 +30,7 @@ def test_one_replica_layouts_match_local_exactly(layout: list[str], tmp_path: Pa
     assert [[r[k] for k in keys] for r in remote] == [[r[k] for k in keys] for r in local]
 
 
+@pytest.mark.landing  # two Ray runs and a resume, 23-26 s: CI's tier after the default suite
 def test_resume_under_a_distributed_policy_continues_exactly(tmp_path: Path) -> None:
     """A copy of a run directory taken at a mid-run checkpoint, resumed, ends as the run itself did."""
     # a constant learning rate: the annealing schedule follows total_env_steps, which the two halves change

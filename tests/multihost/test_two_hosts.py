@@ -1,5 +1,6 @@
-"""The default suite's one multi-host test: a run spread over two hosts, each with its own address,
-Ray node, /dev/shm and (the worker host) /tmp, and a testbed that leaves nothing behind."""
+"""CI's one multi-host training run (the landing tier, `make test-landing`): a run spread over two
+hosts, each with its own address, Ray node, /dev/shm and (the worker host) /tmp, and a testbed that
+leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from multihost_helpers import REPO, output, train_command
 
 import msrl
@@ -15,6 +17,7 @@ from testbed import Testbed, namespace_pids, namespaces
 STEPS = 8192
 
 
+@pytest.mark.landing  # two namespace hosts with Ray on each, 27-33 s: CI's tier after the default suite
 def test_a_run_spread_over_two_hosts_trains_and_the_testbed_leaves_nothing(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     with Testbed(hosts=2, cpus=2) as bed:
