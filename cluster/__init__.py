@@ -5,7 +5,7 @@ package below this one imports Ray; the application reaches it only through
 
 from cluster._callreply import REPLY_SLOTS, CallRoutes, ReplySlots, call_routes
 from cluster._collective import backend_for
-from cluster._connect import CLUSTER_SWITCH, connect, loopback_only, set_ray_log_level
+from cluster._connect import CLUSTER_SWITCH, connect, loopback_only, node_resources, set_ray_log_level
 from cluster._direct import SHARED_MIN_BYTES, SOCKET_ROOT, DirectListener, DirectSender
 from cluster._placement import (
     PLACEMENT_TIMEOUT_S,
@@ -20,12 +20,13 @@ from cluster._placement import (
 from cluster._reports import merge_replica_metrics, merge_reports
 from cluster._runtime import RayRuntime
 from cluster._schedule import SCHEDULES, AsyncSchedule, SyncSchedule
-from cluster._startup import actor_resources, starts_embedded
+from cluster._startup import MAX_CPUS_PER_CORE, actor_resources, starts_embedded
 from cluster._transport import Mailbox, MailboxClosed, RayTransport
 from cluster._worker import ComputeThread
 
 __all__ = [
     "CLUSTER_SWITCH",
+    "MAX_CPUS_PER_CORE",
     "PLACEMENT_TIMEOUT_S",
     "REPLY_SLOTS",
     "SCHEDULES",
@@ -54,6 +55,7 @@ __all__ = [
     "loopback_only",
     "merge_replica_metrics",
     "merge_reports",
+    "node_resources",
     "resources_in_use",
     "set_ray_log_level",
     "starts_embedded",

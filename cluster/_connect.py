@@ -137,3 +137,12 @@ def loopback_only() -> Iterator[None]:
             os.environ.pop(CLUSTER_SWITCH, None)
         else:
             os.environ[CLUSTER_SWITCH] = saved_env
+
+
+def node_resources(address: str) -> list[dict[str, float]]:
+    """Join the cluster at ``address`` and return the total resources of each node it counts as
+    alive (``CPU``, ``GPU``, custom ones): what a plan places the replicas on."""
+    from cluster._hosts import alive_nodes
+
+    connect(address)
+    return [node.resources for node in alive_nodes()]

@@ -25,6 +25,8 @@ from fragments._build import (
     declare,
     run_info,
 )
+from fragments._calibrate import calibrate
+from fragments._cost import Calibration, ClusterShape, CostConstants, Link, Prediction, place, predict
 from fragments._fdg import PER_ITERATION, PER_STEP, Fragment, FragmentedGraph, Interface, ReplicaId
 from fragments._flat import FLAT_RULE, CutEdgeError, check_flat, flat_violation
 from fragments._interfaces import combine, concat_batched, route, sources, split_batched
@@ -48,6 +50,14 @@ def register_env_backends(register) -> None:
 
 __all__ = [
     "FLAT_RULE",
+    "Calibration",
+    "ClusterShape",
+    "CostConstants",
+    "Link",
+    "Prediction",
+    "calibrate",
+    "place",
+    "predict",
     "BuildRecipe",
     "CutEdgeError",
     "check_flat",

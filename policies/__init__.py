@@ -9,7 +9,22 @@ Example::
     'cpu'
 """
 
+from policies._auto import ASYNC_PRESETS, AUTO, AutoParams, auto_params, candidates, label
 from policies._presets import PRESETS, load_policy, preset_names
 from policies._spec import MODES, PLACEMENTS, DistributionPolicy, FragmentSpec
 
-__all__ = ["MODES", "PLACEMENTS", "PRESETS", "DistributionPolicy", "FragmentSpec", "load_policy", "preset_names"]
+__all__ = [
+    "ASYNC_PRESETS",
+    "AUTO",
+    "MODES",
+    "PLACEMENTS",
+    "PRESETS",
+    "AutoParams",
+    "DistributionPolicy",
+    "FragmentSpec",
+    "auto_params",
+    "candidates",
+    "label",
+    "load_policy",
+    "preset_names",
+]

@@ -11,6 +11,7 @@ steps it takes, are looked up by node name, not worked out per call.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -54,6 +55,8 @@ class Instrumentation:
         self._weights = {
             name for name, component, method in calls if roles[component] is Role.LEARNER and method == "get_weights"
         }
+        self.profile: NodeProfile | None = None
+        """Where set (``profile_nodes``), each call's seconds and the bytes it returned, by node."""
 
     def around(self, node: Node, run: Callable[[Node, tuple, dict], Any], args: tuple, kwargs: dict) -> Any:
         """Run ``run(node, args, kwargs)``, measured."""
@@ -63,7 +66,10 @@ class Instrumentation:
         component, method = node.target  # a call_component node's
         start = time.perf_counter()
         result = run(node, args, kwargs)
-        self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        self.timings[phase] = self.timings.get(phase, 0.0) + seconds
+        if self.profile is not None:
+            self.profile.add(node.name, seconds, result)
         for value in result:
             if type(value) is Deferred:
                 value.phase = phase  # computed later, but counted as this component's time
@@ -92,6 +98,40 @@ class Instrumentation:
         timings, steps = self.timings, self.env_steps
         self.timings, self.env_steps = {}, 0
         return timings, steps
+
+
+class NodeProfile:
+    """Seconds of every component call node (its calls summed) and the bytes of each output of its
+    last call: what the cost model (``fragments.predict``) needs of a measured iteration."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.output_bytes: dict[str, list[int]] = {}
+
+    def add(self, node: str, seconds: float, outputs: tuple) -> None:
+        self.seconds[node] = self.seconds.get(node, 0.0) + seconds
+        if node not in self.output_bytes:  # a node's outputs keep their shapes from call to call
+            self.output_bytes[node] = [value_bytes(value) for value in outputs]
+
+
+def value_bytes(value: Any) -> int:
+    """The bytes a value takes in a message: its arrays' and tensors' data, 8 a number, a string's
+    length (what pickling adds around them is left out)."""
+    total = 0
+    for leaf in iter_leaves(value):
+        if isinstance(leaf, torch.Tensor):
+            total += leaf.element_size() * leaf.numel()
+        elif isinstance(leaf, np.ndarray):
+            total += leaf.nbytes
+        elif isinstance(leaf, (str, bytes)):
+            total += len(leaf)
+        elif isinstance(leaf, (int, float, bool, np.generic)):
+            total += 8
+        elif type(leaf) is Deferred:
+            total += 8  # diagnostics: a few numbers
+        elif dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            total += value_bytes([getattr(leaf, f.name) for f in dataclasses.fields(leaf)])
+    return total
 
 
 def check_weights(values: tuple, component: str) -> None:
