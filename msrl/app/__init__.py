@@ -18,6 +18,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from msrl.app._auto import (
+        PlacementPlan,
+        calibrate_run,
+        hypothetical_cluster,
+        rank_policies,
+        read_calibration,
+        this_machine,
+    )
     from msrl.app._checkpoint import load_checkpoint, save_checkpoint
     from msrl.app._cli import main
     from msrl.app._compare import Comparison, compare
@@ -38,6 +46,14 @@ if TYPE_CHECKING:
     )
 
 _WHERE = {
+    "_auto": (
+        "PlacementPlan",
+        "calibrate_run",
+        "hypothetical_cluster",
+        "rank_policies",
+        "read_calibration",
+        "this_machine",
+    ),
     "_checkpoint": ("load_checkpoint", "save_checkpoint"),
     "_cli": ("main",),
     "_compare": ("Comparison", "compare"),
@@ -61,16 +77,19 @@ __all__ = [
     "Evaluation",
     "LoadedConfig",
     "Plan",
+    "PlacementPlan",
     "Position",
     "Run",
     "RunConfig",
     "RunDirectory",
     "Trainer",
     "algorithm_names",
+    "calibrate_run",
     "compare",
     "config_fields",
     "evaluate",
     "get_algorithm",
+    "hypothetical_cluster",
     "load",
     "load_checkpoint",
     "load_config",
@@ -78,9 +97,12 @@ __all__ = [
     "make_runtime",
     "plan",
     "plot_curves",
+    "rank_policies",
+    "read_calibration",
     "plot_time_split",
     "read_metrics",
     "save_checkpoint",
+    "this_machine",
     "train",
 ]
 

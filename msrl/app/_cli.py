@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import re
@@ -119,7 +120,42 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--address", help="Ray cluster to join: 'auto' or 'ray://host:port' (default: start a local one)"
     )
+    compare.add_argument(
+        "--predict",
+        action="store_true",
+        help="put the cost model's prediction (msrl plan's) beside each measured row, with its error",
+    )
     compare.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+
+    plan = commands.add_parser(
+        "plan",
+        help="predict every distribution policy for a config on a cluster, and rank them",
+        description="Measures a few iterations of the config unsplit (the local policy, in this process), then "
+        "predicts each preset at each replica count from the traced graph on this machine, the --address "
+        "cluster or a --hosts cluster: iteration time split into compute and communication, env steps/s, "
+        "what it needs. Writes <runs_dir>/plan-<name>/plan.json. policy: auto trains under the first row.",
+    )
+    plan.add_argument("config")
+    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    plan.add_argument("--address", help="plan for the Ray cluster there: 'auto' or 'ray://host:port'")
+    plan.add_argument("--hosts", type=int, metavar="N", help="plan for N hosts you do not have yet")
+    plan.add_argument(
+        "--link",
+        metavar="RATE/DELAY",
+        help="with --hosts: the link between hosts, e.g. 1gbit/0.5ms, 100mbit/2ms, 10gbit (default: none)",
+    )
+    plan.add_argument("--cpus-per-host", type=float, metavar="C", help="with --hosts (default: this machine's cores)")
+    plan.add_argument("--gpus-per-host", type=float, default=0.0, metavar="G", help="with --hosts (default: 0)")
+    plan.add_argument(
+        "--allow-async",
+        action="store_true",
+        help="rank async_single_learner too (its actors act with weights an update old: it learns differently)",
+    )
+    plan.add_argument(
+        "--calibration",
+        metavar="PLAN_JSON",
+        help="reuse the calibration in a plan.json (msrl plan's, or a policy: auto run's) instead of measuring",
+    )
 
     plot = commands.add_parser("plot", help="draw learning curves of finished runs into a PNG")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -144,7 +180,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"train": _train, "eval": _eval, "graph": _graph, "compare": _compare, "plot": _plot}[args.command](args)
+        commands = {"train": _train, "eval": _eval, "graph": _graph, "compare": _compare, "plan": _plan, "plot": _plot}
+        return commands[args.command](args)
     except MsrlError as exc:
         print(f"msrl: error: {' '.join(str(exc).split())}", file=sys.stderr)
         if isinstance(exc, HeadLostError):  # Ray's shutdown at exit would hang on the lost head
@@ -219,8 +256,36 @@ def _compare(args: argparse.Namespace) -> int:
             address=args.address,
             target=args.target,
             name=args.name,
+            predict=args.predict,
         )
     print(f"results in {result.out_dir}: " + ", ".join(os.path.basename(f) for f in result.files.values()))
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    hypothetical = args.link is not None or args.cpus_per_host is not None or args.gpus_per_host
+    if hypothetical and args.hosts is None:
+        raise ConfigError("--link, --cpus-per-host and --gpus-per-host describe a --hosts cluster; give --hosts N")
+    if args.hosts is not None and args.address is not None:
+        raise ConfigError("give --address (a cluster you have) or --hosts (one you do not), not both")
+    config = _check_config(args.config, args.overrides)
+    from msrl.app import _auto
+    from policies import AutoParams
+
+    if args.hosts is not None:  # a bad link or size is answered before anything is measured
+        shape = _auto.hypothetical_cluster(args.hosts, args.link or "none", args.cpus_per_host, args.gpus_per_host)
+    recorded = _auto.read_calibration(args.calibration) if args.calibration else None
+    if args.hosts is None:
+        shape = _auto.this_machine() if args.address is None else _auto.cluster_shape(args.address)
+    calibration = recorded if recorded is not None else _auto.calibrate_run(config)
+    plan = _auto.rank_policies(config, calibration, shape, params=AutoParams(allow_async=args.allow_async))
+    print(plan.table())
+    directory = os.path.join(config.run.runs_dir, f"plan-{config.run.name}")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "plan.json")
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump(plan.to_dict(), out, indent=1, sort_keys=True)
+    print(f"wrote {path}")
     return 0
 
 

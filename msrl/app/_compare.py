@@ -83,9 +83,12 @@ def compare(
     name: str | None = None,
     stream: TextIO | None = None,
     table_stream: TextIO | None = None,
+    predict: bool = False,
 ) -> Comparison:
     """Run ``config`` under every combination not already done, then write the table and plots.
-    Progress goes to ``stream`` (stderr), the table to ``table_stream`` (stdout).
+    Progress goes to ``stream`` (stderr), the table to ``table_stream`` (stdout).  With ``predict``
+    the cost model's prediction for each combination (``msrl plan``'s, from one calibration of each
+    grid point on this machine) stands beside its measurement in the table.
 
     Example::
 
@@ -137,6 +140,8 @@ def compare(
     else:
         target = float(target)
 
+    predicted = _predictions(configs, address, stream) if predict else {}
+
     (out / "runs").mkdir(parents=True, exist_ok=True)
     rows = _read_rows(out / RESULTS_NAME)
     done = {row["key"] for row in rows}
@@ -160,8 +165,35 @@ def compare(
     finally:  # interrupted or not, the table shows every finished run: what results.jsonl holds
         wanted = {c.key for c in combos}  # (an interrupt may land between writing a row and keeping it here)
         mine = [r for r in _read_rows(out / RESULTS_NAME) if r["key"] in wanted]
-        table, files = write_summary(out, combos, mine, target, first.run.name, stream, table_stream)
+        table, files = write_summary(out, combos, mine, target, first.run.name, stream, table_stream, predicted)
     return Comparison(str(out), mine, table, files)
+
+
+def _predictions(configs: dict[Combination, Any], address: str | None, stream: TextIO) -> dict[str, dict[str, Any]]:
+    """Combination label -> the cost model's prediction for it on the cluster the runs will use,
+    calibrated once per grid point (the policy does not change what is calibrated)."""
+    import fragments
+    from msrl.app import _auto
+    from msrl.app._plan import plan
+
+    shape = _auto.this_machine() if address is None else _auto.cluster_shape(address)
+    calibrations: dict[tuple, fragments.Calibration] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for combo, loaded in configs.items():
+        if combo.label in out:
+            continue
+        if combo.sweep not in calibrations:
+            print(f"msrl compare: calibrating {dict(combo.sweep) or loaded.run.name} for --predict", file=stream)
+            calibrations[combo.sweep] = _auto.calibrate_run(loaded)
+        p = fragments.predict(plan(loaded).fdg, calibrations[combo.sweep], shape, fragments.CostConstants())
+        out[combo.label] = {
+            "predicted_env_steps_per_s": p.env_steps_per_s,
+            "predicted_seconds_per_iteration": p.iteration_s,
+            "predicted_compute_s": p.compute_s,
+            "predicted_communication_s": p.communication_s,
+            "predicted_dominant": p.dominant if p.feasible else f"cannot run: {p.reason}",
+        }
+    return out
 
 
 def _checked(combo: Combination, check: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -19,7 +19,7 @@ from typing import Any
 
 from msrl.app._registry import config_fields, get_algorithm
 from msrl.core import ConfigError, apply_overrides, build_dataclass, check_keys, read_yaml
-from policies import DistributionPolicy, load_policy
+from policies import DistributionPolicy, auto_params, load_policy
 
 MAX_NAME = 100
 """Longest run name: run directories get suffixes (``_2``...) and files inside, all within the
@@ -48,7 +48,9 @@ class RunConfig:
     total_env_steps: int = 100_000
     """Training stops after the first iteration that reaches this many environment steps."""
     policy: Any = "local"
-    """Distribution policy: a preset name, ``{preset: name, ...params}``, or a custom policy."""
+    """Distribution policy: a preset name, ``{preset: name, ...params}``, a custom policy, or ``auto``
+    (``{preset: auto, allow_async: true}``): the one ``msrl plan`` ranks first for this machine or
+    the ``--address`` cluster, chosen when the run starts."""
     checkpoint_every: int = 10
     """Write a checkpoint every this many iterations (and always at the end); 0 = only at the end."""
     eval_episodes: int = 20
@@ -144,7 +146,9 @@ def validate_run(raw: dict[str, Any]) -> tuple[RunConfig, DistributionPolicy]:
         raise ConfigError(f"max_restarts must be in [0, 1000], got {run.max_restarts}")
     if not 1.0 <= run.liveness_timeout_s <= 86_400.0:
         raise ConfigError(f"liveness_timeout_s must be in [1, 86400] seconds, got {run.liveness_timeout_s:g}")
-    policy = load_policy(run.policy)
+    # ``auto`` is chosen when the run starts (msrl.app._auto.resolve_auto): until then it reads as
+    # ``local``, the policy every candidate is calibrated under.
+    policy = load_policy("local" if auto_params(run.policy) is not None else run.policy)
     fields = config_fields(run.algorithm)
     if fields is not None and isinstance(run.algo, dict):
         check_keys(run.algo, fields, "algo.")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 from fragments import Runtime
+from msrl.app._auto import resolve_auto
 from msrl.app._checkpoint import load_checkpoint
 from msrl.app._config import LoadedConfig, RunConfig, load_config
 from msrl.app._evaluate import Evaluation
@@ -113,10 +114,15 @@ class Trainer:
         stream: TextIO = sys.stderr,
     ) -> None:
         self.config, checkpoint = read_config(config, overrides, resume)
+        self.config, placement = resolve_auto(self.config, address)
+        if placement is not None:
+            print(placement.choice_line(), file=stream)
         self.plan = plan(self.config)
         self.stream, self.address = stream, address
         self.runtime, self.directory = _open_run(self.plan, address, checkpoint, resume)
         self.run_dir = self.directory.path
+        if placement is not None:
+            self.directory.write_plan(placement.to_dict())
         saved = checkpoint or {}  # a resumed run's counters go on from its checkpoint's
         self.iteration, self.env_steps, self.restarts, self.lost_env_steps = (int(saved.get(k, 0)) for k in COUNTERS)
         self.resumed_at = None if checkpoint is None else self.iteration

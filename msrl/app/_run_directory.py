@@ -38,6 +38,7 @@ EVAL_NAME = "eval.json"
 CONFIG_NAME = "config.yaml"
 LOCK_NAME = ".lock"
 PLACEMENT_NAME = "placement.txt"
+PLAN_NAME = "plan.json"
 """Which node runs each fragment replica (runs on Ray), as printed at the start."""
 MAX_SAME_NAME = 10_000
 """Most runs of one name in one ``runs_dir`` (``name``, ``name_2``, ...)."""
@@ -147,6 +148,10 @@ class RunDirectory:
         """Write ``placement.txt``: which node runs each fragment replica, one line each."""
         with open(os.path.join(self.path, PLACEMENT_NAME), "w", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
+
+    def write_plan(self, plan: Mapping[str, Any]) -> None:
+        """Write ``plan.json``: the ranking a ``policy: auto`` run chose its policy by."""
+        _write_atomically(os.path.join(self.path, PLAN_NAME), json.dumps(plan, indent=1, sort_keys=True))
 
     def metrics(self) -> list[dict[str, Any]]:
         """Every record in ``metrics.jsonl`` (a cut-short last line left out)."""

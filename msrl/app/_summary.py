@@ -91,8 +91,13 @@ def _last_return(records: Sequence[Mapping[str, Any]]) -> float | None:
     return None
 
 
-def aggregate(combos: Sequence[Combination], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One table row per combination label (seeds together), in the order of ``combos``."""
+def aggregate(
+    combos: Sequence[Combination],
+    rows: Sequence[Mapping[str, Any]],
+    predicted: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """One table row per combination label (seeds together), in the order of ``combos``, with its
+    prediction (``msrl compare --predict``) and the prediction's error against the measurement."""
     table = []
     for label in dict.fromkeys(c.label for c in combos):
         mine = [r for r in rows if r["label"] == label]
@@ -123,7 +128,19 @@ def aggregate(combos: Sequence[Combination], rows: Sequence[Mapping[str, Any]]) 
                 },
             }
         )
+        guess = (predicted or {}).get(label)
+        if guess is not None:
+            measured = table[-1]["seconds_per_iteration"]
+            table[-1].update(guess)
+            seconds = guess["predicted_seconds_per_iteration"]
+            table[-1]["prediction_error"] = seconds / measured - 1 if measured > 0 and math.isfinite(seconds) else None
     return table
+
+
+def _cell(value: Any, key: str, digits: int | None) -> str:
+    if key == "prediction_error" and isinstance(value, float):
+        return f"{value:+.0%}"
+    return _fmt(value, digits) if digits is not None else _fmt(value)
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -149,13 +166,21 @@ MARKDOWN_COLUMNS = [
 ]
 
 
+PREDICTED_COLUMNS = [
+    ("predicted env steps/s", "predicted_env_steps_per_s", 0),
+    ("predicted s/iter", "predicted_seconds_per_iteration", 3),
+    ("error", "prediction_error", None),
+    ("predicted to dominate", "predicted_dominant", None),
+]
+"""The columns ``msrl compare --predict`` adds: the cost model's figures beside the measured ones."""
+
+
 def markdown_table(table: Sequence[Mapping[str, Any]], target: float | None) -> str:
-    header = [name for name, _, _ in MARKDOWN_COLUMNS] + ["final return (mean ± std)", "resources (replicas, nodes)"]
+    columns = MARKDOWN_COLUMNS + (PREDICTED_COLUMNS if any("prediction_error" in row for row in table) else [])
+    header = [name for name, _, _ in columns] + ["final return (mean ± std)", "resources (replicas, nodes)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table:
-        cells = [
-            _fmt(row[key], digits) if digits is not None else _fmt(row[key]) for _, key, digits in MARKDOWN_COLUMNS
-        ]
+        cells = [_cell(row.get(key), key, digits) for _, key, digits in columns]
         final = (
             "-"
             if row["final_return_mean"] is None
@@ -205,11 +230,12 @@ def write_summary(
     config_name: str,
     stream: TextIO,
     table_stream: TextIO,
+    predicted: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The table of ``rows`` (one row per combination), printed to ``table_stream`` and written
     into ``out`` as CSV and Markdown, with the plots; returns it and the files written, by kind.
     Nothing is written while no run has finished."""
-    table = aggregate(combos, rows)
+    table = aggregate(combos, rows, predicted)
     files: dict[str, str] = {}
     if table:
         files["csv"] = str(out / "summary.csv")

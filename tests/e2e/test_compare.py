@@ -169,6 +169,20 @@ def test_a_sweep_is_a_grid_with_a_run_directory_per_point(tmp_path: Path) -> Non
     ]
 
 
+def test_predict_puts_the_cost_models_prediction_beside_each_measured_row(tmp_path: Path) -> None:
+    """``--predict``: the calibration of the config (what ``msrl plan`` measures) predicts each row;
+    the table shows it beside the measurement with its error, worked out from the two."""
+    argv = ["compare", CONFIG, "--policies", "local", *TINY, "--set", f"runs_dir={tmp_path}", "--predict"]
+    code, out, err = run_cli([*argv, "--name", "predicted"])
+    assert code == 0, err
+    assert "calibrating" in err and "predicted env steps/s" in out and "predicted to dominate" in out
+    (row,) = list(csv.DictReader((tmp_path / "compare-predicted" / "summary.csv").open()))
+    predicted, measured = float(row["predicted_seconds_per_iteration"]), float(row["seconds_per_iteration"])
+    assert predicted > 0 and float(row["prediction_error"]) == pytest.approx(predicted / measured - 1)
+    assert row["predicted_dominant"] == "local's compute"
+    assert f"{predicted / measured - 1:+.0%}" in (tmp_path / "compare-predicted" / "summary.md").read_text()
+
+
 def _ctrl_c_as_at_a_terminal() -> None:
     """The child's SIGINT as a terminal's Ctrl-C finds it. A shell starts background jobs (``pytest
     ... &``) with SIGINT ignored, and the child would inherit that and never see the signal."""
