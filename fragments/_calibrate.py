@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 import time
 from typing import Any
 
@@ -45,13 +46,25 @@ class _CountingSync:
 
 @dataclasses.dataclass
 class _Measured:
-    profile: NodeProfile
-    iteration_s: float
-    env_steps: int
-    count: int = 0
-    """Iterations measured: ``profile``'s seconds and ``env_steps`` are their sums."""
+    """The measured iterations: each call's seconds and each iteration's, by iteration."""
+
+    profiles: list[NodeProfile] = dataclasses.field(default_factory=list)
+    seconds: list[float] = dataclasses.field(default_factory=list)
+    env_steps: int = 0
+    """Of the last measured iteration."""
     allreduces: int = 0
     allreduce_bytes: int = 0
+
+    @property
+    def iteration_s(self) -> float:
+        """The median iteration: one that a busy machine held up does not move it."""
+        return statistics.median(self.seconds)
+
+    @property
+    def node_seconds(self) -> dict[str, float]:
+        """Each node's median seconds an iteration."""
+        names = self.profiles[0].seconds
+        return {name: statistics.median(p.seconds.get(name, 0.0) for p in self.profiles) for name in names}
 
 
 def calibrate(
@@ -66,8 +79,9 @@ def calibrate(
     that takes a core from the measurement, and compiled steps speed the same code under every
     policy): after a warm-up (``WARMUP_ITERATIONS``, and as many more as it takes to pass
     ``warmup_env_steps`` env steps: an off-policy learner's ``learning_starts``, before which it
-    does not learn), at least ``iterations`` iterations and ``MEASURE_S`` seconds; then one
-    iteration more with a counting gradient hook on every learner.  Then the same at half of every
+    does not learn), at least ``iterations`` iterations and ``MEASURE_S`` seconds, each node taken
+    at its median over them; then one iteration more with a counting gradient hook on every
+    learner.  Then the same at half of every
     per-run quantity, where they divide by two.  A run that cannot finish within ``budget_s``
     seconds in all, or fails, is a ``ConfigError`` naming why."""
     if not policy.in_process:
@@ -83,13 +97,13 @@ def calibrate(
     if halved is not None:
         half_recipe = dataclasses.replace(recipe, config=halved, total_env_steps=max(1, recipe.total_env_steps // 2))
         measured = _measure(half_recipe, policy, iterations, warmup_env_steps // 2, started, budget_s)
-        half = {name: value / measured.count for name, value in measured.profile.seconds.items()}
+        half = measured.node_seconds
     if not math.isfinite(whole.iteration_s) or whole.iteration_s <= 0 or whole.env_steps <= 0:
         raise ConfigError("calibration failed: the measured iterations took no env steps")
     return Calibration(
-        node_seconds={name: value / whole.count for name, value in whole.profile.seconds.items()},
-        output_bytes=whole.profile.output_bytes,
-        env_steps=whole.env_steps // whole.count,
+        node_seconds=whole.node_seconds,
+        output_bytes=whole.profiles[0].output_bytes,
+        env_steps=whole.env_steps,
         iteration_s=whole.iteration_s,
         allreduces=whole.allreduces,
         allreduce_bytes=whole.allreduce_bytes,
@@ -132,14 +146,15 @@ def _measure(
                 break
             _check_budget(started, budget_s, f"the warm-up of {warmup_env_steps:,} env steps")
         instrument = runtime.executor.instrument
-        profile = instrument.profile = NodeProfile()
-        measured = _Measured(profile, 0.0, 0)
+        measured = _Measured()
         begin = time.perf_counter()
-        while measured.count < iterations or time.perf_counter() - begin < MEASURE_S:
-            measured.env_steps += _iterate(runtime).env_steps
-            measured.count += 1
+        while len(measured.seconds) < iterations or time.perf_counter() - begin < MEASURE_S:
+            profile = instrument.profile = NodeProfile()
+            start = time.perf_counter()
+            measured.env_steps = _iterate(runtime).env_steps
+            measured.seconds.append(time.perf_counter() - start)
+            measured.profiles.append(profile)
             _check_budget(started, budget_s, f"{iterations} measured iterations")
-        measured.iteration_s = (time.perf_counter() - begin) / measured.count
         instrument.profile = None
         if count_allreduces:
             counter = _CountingSync()

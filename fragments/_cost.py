@@ -158,6 +158,9 @@ class ClusterShape:
     gpus: float = 0.0
     link: Link = field(default_factory=Link)
     cpus: float | None = None
+    shared_cores: float | None = None
+    """Hosts that are namespaces or VMs of one machine share its cores: this many in all (None:
+    every host has its own)."""
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.cores <= 0 or self.gpus < 0:
@@ -331,13 +334,16 @@ class _Walk:
         Sync: the fragment's own replicas, which run at once.  Async: every replica there, each
         other fragment's for the share of the iteration it computes (``utilization``)."""
         host = self.where[f"{fragment}[0]"]
+        shared = self.shape.shared_cores is not None
         busy = 0.0
         for name, other in self.fdg.fragments.items():
             if name == fragment or self.asynchronous:
                 share = 1.0 if name == fragment else self.utilization.get(name, 1.0)
                 threads = max(1.0, other.spec.resources.get("CPU", 1.0))
-                busy += threads * share * sum(1 for h in self._hosts(name) if h == host)
-        cores = self.shape.cores if self.fdg.policy.in_process else max(self.shape.cores - self.k.ray_cores, 0.25)
+                busy += threads * share * sum(1 for h in self._hosts(name) if shared or h == host)
+        cores = self.shape.shared_cores if self.shape.shared_cores is not None else self.shape.cores
+        if not self.fdg.policy.in_process:
+            cores = max(cores - self.k.ray_cores, 0.25)
         return max(1.0, busy / cores)
 
     def _allreduce(self, fragment: str) -> dict[str, float]:

@@ -130,6 +130,18 @@ def test_replicas_run_their_share_and_a_busy_host_stretches_them(cartpole) -> No
     assert alone.iteration_s == pytest.approx(cal.iteration_s + k.record_s, rel=1e-6)
 
 
+def test_hosts_that_share_one_machines_cores_take_turns_on_them(cartpole) -> None:
+    """Two learners on two hosts of their own compute at once; on two namespaces of a one-core
+    machine (the testbed) they share its core."""
+    _, graph, cal = cartpole
+    fdg = _fdg(graph, {"preset": "multi_learner", "learners": 2, "placement": "STRICT_SPREAD"})
+    bare = fragments.CostConstants(ray_cores=0.0)
+    apart = fragments.predict(fdg, cal, fragments.ClusterShape(hosts=2, cores=1.0), bare)
+    together = fragments.predict(fdg, cal, fragments.ClusterShape(hosts=2, cores=1.0, shared_cores=1.0), bare)
+    assert set(apart.placement.values()) == set(together.placement.values()) == {0, 1}
+    assert together.fragment_busy["worker"] == pytest.approx(2 * apart.fragment_busy["worker"], rel=1e-6)
+
+
 def test_a_cluster_that_cannot_host_a_policy_says_what_it_needs(cartpole) -> None:
     _, graph, cal = cartpole
     small = fragments.ClusterShape(hosts=1, cores=2.0)  # a real cluster: 2 CPUs offered, no more
