@@ -22,6 +22,8 @@ Environments:
     tag_scaling         How does Tag scale with environments and agents?
 
 Distribution:
+    plan_accuracy       How well does ``msrl plan``'s cost model predict each preset, and does
+                        ``policy: auto`` pick the fastest?
     preset_overhead     What does each distribution policy cost on one machine?
     transport_latency   What does one per-step round trip cost on each transport?
     multihost_scaling   How do the presets scale across hosts on shaped links (and the model's

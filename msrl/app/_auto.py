@@ -40,7 +40,6 @@ class PlacementPlan:
     constants: fragments.CostConstants
     calibration: fragments.Calibration
     rows: list[PlanRow] = field(default_factory=list)
-    agents_per_env: int = 1
 
     @property
     def best(self) -> PlanRow:
@@ -91,6 +90,8 @@ class PlacementPlan:
                 by_preset.setdefault(row.spec["preset"], []).append((counts[0], row.prediction.env_steps_per_s))
         out = {}
         for preset, points in by_preset.items():
+            if len(points) < 2:  # one count ranked: nothing says where it stops
+                continue
             points.sort()
             stop = points[-1][0]
             for (n, rate), (m, more) in zip(points, points[1:]):
