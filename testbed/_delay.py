@@ -7,7 +7,8 @@ this module, run as a script in that namespace) forwards every Ethernet frame be
 it came; so each direction pays the delay once, as netem on both ends of the veth pair would (a
 ping's round trip rises by twice it).  It learns how late its timed wake-ups come, wakes that
 much early and spins the rest, so a frame leaves within microseconds of its time and never before
-it (what the relay costs: ``benchmarks.relay_cost``).  The sockets carry a virtio-net header (``PACKET_VNET_HDR``): a TCP segment the
+it (what the relay costs: ``benchmarks.relay_cost``).  The sockets carry a virtio-net header
+(``PACKET_VNET_HDR``): a TCP segment the
 sender left unsegmented (GSO, up to 64 KiB) and its checksum left to the hardware pass as they came,
 so nothing has to turn the veths' offloads off.  A rate stays tc tbf's, on the same ends as without
 the relay (the relay's sends to ``vI`` go through ``vI``'s queue).
