@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import statistics
@@ -176,16 +177,18 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return list(latest.values())
 
 
+@functools.cache
+def _graph(config: str, overrides: tuple[str, ...]) -> Any:
+    """The traced graph of a config: traced once, however many constants a fit tries on it."""
+    return plan(load_config(config, list(overrides))).fdg.graph
+
+
 def predictions(
     record: dict[str, Any], shape: fragments.ClusterShape, constants: fragments.CostConstants
 ) -> dict[str, fragments.Prediction]:
     """Every preset of a measured record predicted from its stored calibration."""
-    config = load_config(record["config"], record["overrides"])
+    graph = _graph(record["config"], tuple(record["overrides"]))
     calibration = fragments.Calibration.from_dict(record["calibration"])
-    graph_plan = plan(config)
-    from msrl.core import trace
-
-    graph = trace(fragments.declare(graph_plan.recipe))
     out = {}
     for label, spec in PRESETS.items():
         fdg = fragments.partition(graph, policies.load_policy(spec))
@@ -283,11 +286,8 @@ def testbed_report(results: Path, machine: Path, constants: fragments.CostConsta
     data = json.loads(results.read_text())
     meta, rows = data["meta"], data["rows"]
     record = next(r for r in _records(machine) if r["workload"] == "ppo_cartpole" and "skipped" not in r)
-    config = load_config(record["config"], record["overrides"])
     calibration = fragments.Calibration.from_dict(record["calibration"])
-    from msrl.core import trace
-
-    graph = trace(fragments.declare(plan(config).recipe))
+    graph = _graph(record["config"], tuple(record["overrides"]))
     cores = float(this_machine().cores)
     errors: list[float] = []
     print("| hosts | link | preset | replicas | measured ms/iter | predicted | error | model's largest term |")

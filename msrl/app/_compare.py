@@ -132,15 +132,14 @@ def compare(
     from msrl.app._plan import plan
     from msrl.app._summary import run_row, write_summary
 
-    for combo, loaded in configs.items():
-        _checked(combo, plan, loaded)
+    fdgs = {combo: _checked(combo, plan, loaded).fdg for combo, loaded in configs.items()}
     env_id = getattr(first.algo, "env_id", None)
     if target is None:  # the env's own, when known
         target = default_target(env_id) if isinstance(env_id, str) else None
     else:
         target = float(target)
 
-    predicted = _predictions(configs, address, stream) if predict else {}
+    predicted = _predictions(configs, fdgs, address, stream) if predict else {}
 
     (out / "runs").mkdir(parents=True, exist_ok=True)
     rows = _read_rows(out / RESULTS_NAME)
@@ -169,12 +168,14 @@ def compare(
     return Comparison(str(out), mine, table, files)
 
 
-def _predictions(configs: dict[Combination, Any], address: str | None, stream: TextIO) -> dict[str, dict[str, Any]]:
-    """Combination label -> the cost model's prediction for it on the cluster the runs will use,
+def _predictions(
+    configs: dict[Combination, Any], fdgs: dict[Combination, Any], address: str | None, stream: TextIO
+) -> dict[str, dict[str, Any]]:
+    """Combination label -> the cost model's prediction for it (``fdgs``: each combination's
+    fragmented graph, as the checks before the runs cut it) on the cluster the runs will use,
     calibrated once per grid point (the policy does not change what is calibrated)."""
     import fragments
     from msrl.app import _auto
-    from msrl.app._plan import plan
 
     shape = _auto.this_machine() if address is None else _auto.cluster_shape(address)
     calibrations: dict[tuple, fragments.Calibration] = {}
@@ -185,7 +186,7 @@ def _predictions(configs: dict[Combination, Any], address: str | None, stream: T
         if combo.sweep not in calibrations:
             print(f"msrl compare: calibrating {dict(combo.sweep) or loaded.run.name} for --predict", file=stream)
             calibrations[combo.sweep] = _auto.calibrate_run(loaded)
-        p = fragments.predict(plan(loaded).fdg, calibrations[combo.sweep], shape, fragments.CostConstants())
+        p = fragments.predict(fdgs[combo], calibrations[combo.sweep], shape, fragments.CostConstants())
         out[combo.label] = {
             "predicted_env_steps_per_s": p.env_steps_per_s,
             "predicted_seconds_per_iteration": p.iteration_s,
