@@ -15,6 +15,8 @@ constants that minimise the median error over the stored rows.
     python -m benchmarks.plan_accuracy --workloads ppo_cartpole,ippo_simple_tag
     python -m benchmarks.plan_accuracy --report [--fit]
     python -m benchmarks.plan_accuracy --holdout              # fitted on the other workloads
+    python -m benchmarks.plan_accuracy --testbed benchmarks/figures/plan/hosts3-ppo_cartpole.json
+    python -m benchmarks.plan_accuracy --testbed FILE --workloads ippo_simple_tag
 """
 
 from __future__ import annotations
@@ -278,20 +280,25 @@ TESTBED_DELAYS = {"none": 0.0, "1gbit-0.5ms": 0.5e-3, "100mbit-2ms": 2e-3}
 hosts crosses two: twice it, one way)."""
 
 
-def testbed_report(results: Path, machine: Path, constants: fragments.CostConstants) -> list[float]:
-    """Predict the runs of ``benchmarks.multihost_scaling`` (``results``: its hosts*.json, PPO
-    CartPole eager) from the CartPole calibration in ``machine``: hosts that share this machine's
-    cores, each offering Ray its CPUs, the profile's link; print them beside the measurements, and
-    per profile whether the plan's first row measured within 10% of the fastest."""
+def testbed_report(
+    results: Path, machine: Path, constants: fragments.CostConstants, workload: str = "ppo_cartpole"
+) -> list[float]:
+    """Predict the runs of ``benchmarks.multihost_scaling`` (``results``: its hosts*.json of
+    ``workload``'s config and overrides, eager) from that workload's calibration in ``machine``:
+    hosts that share this machine's cores, each offering Ray its CPUs, the profile's link; print
+    them beside the measurements, and per profile whether the plan's first row measured within 10%
+    of the fastest."""
     data = json.loads(results.read_text())
     meta, rows = data["meta"], data["rows"]
-    record = next(r for r in _records(machine) if r["workload"] == "ppo_cartpole" and "skipped" not in r)
+    record = next((r for r in _records(machine) if r["workload"] == workload and "skipped" not in r), None)
+    if record is None:
+        raise SystemExit(f"plan_accuracy: error: no calibration of {workload!r} in {machine}")
     calibration = fragments.Calibration.from_dict(record["calibration"])
     graph = _graph(record["config"], tuple(record["overrides"]))
     cores = float(this_machine().cores)
     errors: list[float] = []
-    print("| hosts | link | preset | replicas | measured ms/iter | predicted | error | model's largest term |")
-    print("|---:|---|---|---:|---:|---:|---:|---|")
+    print("| workload | hosts | link | preset | replicas | measured ms/iter | predicted | error | largest term |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---|")
     by_profile: dict[str, list[tuple[str, float, float]]] = {}
     for row in rows:
         delay = TESTBED_DELAYS[row["profile"]]
@@ -319,7 +326,7 @@ def testbed_report(results: Path, machine: Path, constants: fragments.CostConsta
         errors.append(error)
         by_profile.setdefault(row["profile"], []).append((row["preset"], predicted.iteration_s, row["iteration_s"]))
         print(
-            f"| {meta['hosts']} | {row['profile']} | {row['preset']} | {row['replicas']} | "
+            f"| {workload} | {meta['hosts']} | {row['profile']} | {row['preset']} | {row['replicas']} | "
             f"{row['iteration_s'] * 1e3:.1f} | {predicted.iteration_s * 1e3:.1f} | {error:+.0%} | "
             f"{predicted.dominant} |"
         )
@@ -339,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--testbed",
         type=Path,
-        help="predict benchmarks.multihost_scaling's runs in this hosts*.json (PPO CartPole, eager) instead",
+        help="predict benchmarks.multihost_scaling's runs in this hosts*.json (of --workloads' first, eager) instead",
     )
     parser.add_argument(
         "--holdout", action="store_true", help="each workload's rows predicted with constants fitted on the others"
@@ -351,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     shape = this_machine() if args.hosts is None else hypothetical_cluster(args.hosts, args.link)
     if args.testbed is not None:
         constants = fit(path, this_machine()) if args.fit else fragments.CostConstants()
-        errors = testbed_report(args.testbed, path, constants)
+        errors = testbed_report(args.testbed, path, constants, args.workloads.split(",")[0])
         within = sum(abs(e) <= 0.2 for e in errors) / len(errors)
         print(
             f"{len(errors)} rows: median |error| {statistics.median(abs(e) for e in errors):.0%}, "

@@ -192,6 +192,10 @@ class CostConstants:
     header_bytes: float = 1400.0
     ray_cores: float = 0.4
     """Cores a host that runs Ray replicas gives to Ray's own processes and the driver's polling."""
+    ring_step_delays: float = 3.0
+    """One-way delays a ring all-reduce step pays between hosts: gloo's step sends only once the
+    peer has said its buffer is free, so the data and the notice cross the link in turn (fitted on
+    the testbed's delayed multi_learner runs: docs/scaling.md, "Constants")."""
     record_s: float = 0.0
     """The run loop's own work an iteration, under every policy (its record, a share of checkpoints)."""
 
@@ -366,7 +370,7 @@ class _Walk:
         self.trips += steps
         return {
             "messages": steps * self.k.ring_step_s,
-            "delay": steps * self.shape.link.delay_s,
+            "delay": steps * self.k.ring_step_delays * self.shape.link.delay_s,
             "wire": sent * 8 / self.shape.link.rate_bits,
         }
 
@@ -430,17 +434,25 @@ class _Walk:
         clocks = {name: _Clock() for name in names}
         ends: list[_Clock] = []
         driver = 0.0 if self.fdg.policy.in_process else self.k.driver_s
+        # the driver runs on the first host; its round is a call and a reply to every replica it drives
+        driver_trip = 2 * self.shape.link.delay_s
+        output_far = any(h != 0 for h in self._hosts(self.output))
+        any_far = any(h != 0 for h in self.where.values())
         for iteration in range(_ITERATIONS):
             counting = iteration == _ITERATIONS - 1
             if self.asynchronous:  # the others run ahead, at most ASYNC_AHEAD iterations
-                gate = ends[iteration - 1 - ASYNC_AHEAD] if iteration - 1 - ASYNC_AHEAD >= 0 else None
                 for name in names:
+                    gate = self._gate(ends, iteration, name)
                     if name != self.output and gate is not None and gate.t > clocks[name].t:
-                        clocks[name] = gate.copy()
+                        clocks[name] = gate
                 clocks[self.output].advance("messages", driver)
+                if output_far and not self.fdg.policy.in_process:
+                    clocks[self.output].advance("delay", driver_trip)
             else:  # every fragment starts the iteration together, after the driver's round
                 start = max(clocks.values(), key=lambda c: c.t).copy()
                 start.advance("messages", driver)
+                if any_far and not self.fdg.policy.in_process:
+                    start.advance("delay", driver_trip)
                 clocks = {name: start.copy() for name in names}
             for node in self._order():
                 fragment = self.fdg.assignment[node.name]
@@ -455,6 +467,20 @@ class _Walk:
             clocks[self.output].advance("compute", self.cal.other_s + self.k.record_s)
             ends.append(clocks[self.output].copy())
         return ends
+
+    def _gate(self, ends: list[_Clock], iteration: int, fragment: str) -> _Clock | None:
+        """When an async fragment may start ``iteration``: once the output fragment's global values
+        (weights) of ``ASYNC_AHEAD`` iterations before have reached it; None while it may not lag."""
+        if iteration - 1 - ASYNC_AHEAD < 0:
+            return None
+        gate = ends[iteration - 1 - ASYNC_AHEAD]
+        latest = gate
+        for source, by_dst in self.outgoing.items():
+            interfaces = by_dst.get(fragment, [])
+            if interfaces and self.fdg.assignment[source] == self.output and interfaces[0].kind is ValueKind.GLOBAL:
+                arrived = self.crossing(interfaces, gate, counting=False)
+                latest = arrived if arrived.t > latest.t else latest
+        return latest.copy()
 
     def _order(self) -> Iterator[Node]:
         """The graph's nodes in their global order, each loop body repeated its trip count."""

@@ -41,6 +41,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -205,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"multihost: error: no testbed here: {why_not}", file=sys.stderr)
         return 2
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # a SIGTERM ends the benchmark as Ctrl-C does: through the testbed's teardown, not around it
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     runs: list[Run] = []
     no_netem = netem_missing()
     delayed = not args.no_delay
@@ -220,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 bed,
                 Run(preset, profile, args.hosts, count),
                 [*overrides(preset, count, args.hosts), *args.set],
-                args.iterations * steps_per_iteration(args.config),
+                args.iterations * steps_per_iteration(args.config, args.set),
                 Path(tmp) / f"run{n}",
                 args.idle_s,
                 args.config,
@@ -273,6 +276,7 @@ def _meta(args: argparse.Namespace, argv: list[str] | None) -> dict[str, Any]:
     return {
         "hosts": args.hosts,
         "config": run_name(args.config),
+        "overrides": list(args.set),
         "cpus_per_host": args.cpus,
         "iterations": args.iterations,
         "rounds": args.rounds,

@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,14 +147,16 @@ def timed_run(
     iteration."""
     run.idle = idle_rate(bed, idle_s)
     runs_dir.mkdir(parents=True, exist_ok=True)
-    metrics = runs_dir / run_name(config) / "metrics.jsonl"
     log = (runs_dir / "train.log").open("w")
     proc = bed.popen(
         0, train_command(bed, runs_dir, overrides, steps, config), cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT
     )
     seen = 0
+    metrics = runs_dir / run_name(config) / "metrics.jsonl"
     while True:
         finished = proc.poll() is not None
+        # the run's directory is the config's name, or longer where an override names another env
+        metrics = next(iter(sorted(runs_dir.glob("*/metrics.jsonl"))), metrics)
         lines = _count_lines(metrics)
         if lines > seen:
             run.samples.append((lines, time.monotonic(), read_counters(bed)))
@@ -177,9 +180,14 @@ def run_name(config: str) -> str:
     return str(yaml.safe_load(Path(config).read_text())["name"])
 
 
-def steps_per_iteration(config: str) -> int:
-    """Env steps of one iteration of an on-policy config: ``algo.num_envs x algo.num_steps``."""
-    algo = yaml.safe_load(Path(config).read_text())["algo"]
+def steps_per_iteration(config: str, overrides: Sequence[str] = ()) -> int:
+    """Env steps of one iteration of an on-policy config: ``algo.num_envs x algo.num_steps``, as
+    the config sets them or ``overrides`` (``algo.num_envs=32``) change them."""
+    algo = dict(yaml.safe_load(Path(config).read_text())["algo"])
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key in ("algo.num_envs", "algo.num_steps"):
+            algo[key.removeprefix("algo.")] = value
     return int(algo["num_envs"]) * int(algo["num_steps"])
 
 

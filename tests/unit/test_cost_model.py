@@ -79,8 +79,11 @@ def test_the_hand_written_ppo_cartpole_model_is_one_case_of_the_general_one(cart
     link = fragments.Link(1e9, 0.5e-3)
     shape = fragments.ClusterShape(hosts=3, cores=1.0, link=link)
     alpha, ring, header = 1.8e-3, 0.1e-3, 1400.0
-    driver = 2 * alpha + 2 * link.delay_s  # the hand model's driver: a call and its reply across the link
-    constants = fragments.CostConstants(message_s=alpha, ring_step_s=ring, driver_s=driver, header_bytes=header)
+    # the hand model's driver is a call and its reply across the link (the walk adds their delay) and
+    # its ring step pays one delay
+    constants = fragments.CostConstants(
+        message_s=alpha, ring_step_s=ring, driver_s=2 * alpha, header_bytes=header, ring_step_delays=1.0
+    )
     fdg = _fdg(graph, spec)
     got = fragments.predict(fdg, _pure_communication(cal), shape, constants)
     assert got.feasible and len(set(got.placement.values())) == (2 if preset == "multi_learner" else 3)
@@ -140,6 +143,48 @@ def test_hosts_that_share_one_machines_cores_take_turns_on_them(cartpole) -> Non
     together = fragments.predict(fdg, cal, fragments.ClusterShape(hosts=2, cores=1.0, shared_cores=1.0), bare)
     assert set(apart.placement.values()) == set(together.placement.values()) == {0, 1}
     assert together.fragment_busy["worker"] == pytest.approx(2 * apart.fragment_busy["worker"], rel=1e-6)
+
+
+def test_a_ring_step_between_hosts_pays_its_delays_and_the_driver_a_round_trip(cartpole) -> None:
+    """Two learners on two hosts: each of the 2(R-1) steps of every all-reduce pays
+    ``ring_step_delays`` one-way delays, and the driver's call and reply cross the link once each."""
+    _, graph, cal = cartpole
+    fdg = _fdg(graph, {"preset": "multi_learner", "learners": 2, "placement": "STRICT_SPREAD"})
+    link = fragments.Link(math.inf, 1e-3)
+    shape = fragments.ClusterShape(hosts=2, cores=1.0, link=link)
+    delays = {}
+    for per_step in (1.0, 3.0):
+        k = fragments.CostConstants(ring_step_delays=per_step)
+        delays[per_step] = fragments.predict(fdg, _pure_communication(cal), shape, k).communication["delay"]
+    steps = 2 * (2 - 1) * cal.allreduces
+    assert delays[1.0] == pytest.approx(steps * link.delay_s + 2 * link.delay_s, rel=1e-6)
+    assert delays[3.0] - delays[1.0] == pytest.approx(2 * steps * link.delay_s, rel=1e-6)
+
+
+def test_an_async_rollout_waits_for_the_weights_it_may_lag_to_arrive(cartpole) -> None:
+    """An async rollout starts an iteration once the weights it may lag behind have crossed the
+    link. Two hosts, the learner on the driver's (no round trip of the driver's on the link), a
+    rollout on the other, 50 ms each way: a learner slower than the weights' trip, the rollout and
+    its data's trip hides them; a quicker one waits for them, for half of them an iteration (the
+    rollout runs one iteration ahead) less its own update."""
+    _, graph, cal = cartpole
+    fdg = _fdg(graph, {"preset": "async_single_learner", "actors": 2, "placement": "SPREAD"})
+    k = fragments.CostConstants()
+    d = 50e-3
+    near = fragments.ClusterShape(hosts=2, cores=4.0, link=fragments.Link(math.inf, 0.0))
+    far = fragments.ClusterShape(hosts=2, cores=4.0, link=fragments.Link(math.inf, d))
+    growth = {}
+    for learn_s in (1.0, 1e-3):
+        timed = dataclasses.replace(
+            cal,
+            node_seconds={**cal.node_seconds, "learner.learn": learn_s},
+            half_node_seconds={**cal.half_node_seconds, "learner.learn": learn_s / 2},
+        )
+        quick, slow = (fragments.predict(fdg, timed, shape, k) for shape in (near, far))
+        assert slow.placement["learner[0]"] == 0 and slow.placement["rollout[1]"] == 1
+        growth[learn_s] = slow.iteration_s - quick.iteration_s
+    assert abs(growth[1.0]) < 1e-3
+    assert d / 4 < growth[1e-3] < d
 
 
 def test_a_cluster_that_cannot_host_a_policy_says_what_it_needs(cartpole) -> None:
