@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from msrl.app._plan import Plan, make_runtime, plan
     from msrl.app._plots import plot_curves, plot_time_split
     from msrl.app._registry import algorithm_names, config_fields, get_algorithm
-    from msrl.app._run import Run, Trainer, train
+    from msrl.app._run import Interrupted, Run, Trainer, train
     from msrl.app._run_directory import (
         CHECKPOINT_NAME,
         EVAL_NAME,
@@ -63,7 +63,7 @@ _WHERE = {
     "_plan": ("Plan", "make_runtime", "plan"),
     "_plots": ("plot_curves", "plot_time_split"),
     "_registry": ("algorithm_names", "config_fields", "get_algorithm"),
-    "_run": ("Run", "Trainer", "train"),
+    "_run": ("Interrupted", "Run", "Trainer", "train"),
     "_run_directory": ("CHECKPOINT_NAME", "EVAL_NAME", "METRICS_NAME", "Position", "RunDirectory", "read_metrics"),
 }
 """The module of this package that defines each public name."""
@@ -75,6 +75,7 @@ __all__ = [
     "METRICS_NAME",
     "Comparison",
     "Evaluation",
+    "Interrupted",
     "LoadedConfig",
     "Plan",
     "PlacementPlan",

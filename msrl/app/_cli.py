@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, NoReturn
@@ -189,9 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.flush()
             os._exit(EXIT_BAD_INPUT)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("msrl: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C outside a run's loop, or a second stop signal within it
+        print(f"msrl: {exc}" if str(exc) else "msrl: interrupted", file=sys.stderr)
+        return 128 + getattr(exc, "signum", signal.SIGINT)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -202,6 +203,9 @@ def _train(args: argparse.Namespace) -> int:
     with _ray_logging(args.verbose):
         run = train(args.config, args.overrides, resume=args.resume, address=args.address)
     print(run.summary())
+    if run.stopped_by is not None:  # a preemption's notice or Ctrl-C: checkpointed, not finished
+        print(run.stop_line(), file=sys.stderr)
+        return 128 + signal.Signals[run.stopped_by].value
     if run.evaluation is not None:
         print(run.evaluation)
     return 0

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
@@ -61,6 +63,8 @@ class Run:
     env_steps: int
     wall_time: float
     resumed_at: int | None = None
+    stopped_by: str | None = None
+    """The signal (``SIGTERM``, ``SIGINT``) that stopped the run before its budget, at a checkpoint."""
 
     def summary(self) -> str:
         """The line ``msrl train`` ends with: what the run trained, and where its results are."""
@@ -73,6 +77,22 @@ class Run:
     @property
     def checkpoint(self) -> str:
         return os.path.join(self.run_dir, CHECKPOINT_NAME)
+
+    def stop_line(self) -> str:
+        """The line a run stopped by a signal ends with: where it stopped and how to go on."""
+        return (
+            f"msrl: stopped by {self.stopped_by} at iteration {self.iterations} ({self.env_steps:,} env steps); "
+            f"checkpoint {self.checkpoint}; continue with: msrl train --resume {self.checkpoint}"
+        )
+
+
+class Interrupted(KeyboardInterrupt):
+    """A second stop signal: the run stops at once, its last checkpoint (if any) as it was.
+    ``signum``: the signal."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
 
 
 def read_config(
@@ -131,6 +151,10 @@ class Trainer:
         self.compiling: tuple[str, ...] = ()  # compiled regions still being built, after the last iteration
         self.switched: dict[str, float] = {}  # those switched to after it, and how long they took to build
         self.closed = False
+        self.stop_requested: str | None = None  # why the run should stop at its next iteration boundary
+        self.started_next = False  # the last iteration let the next one start early in the workers
+        self.last_iteration_s = 0.0
+        self.last_save_s = 0.0
 
     def __enter__(self) -> Trainer:
         return self
@@ -161,12 +185,16 @@ class Trainer:
 
     def _step(self) -> dict[str, Any]:
         start = time.perf_counter()
+        more = self._another_follows()
         try:
-            result = self.runtime.run_iteration(more=self._another_follows())
+            result = self.runtime.run_iteration(more=more)
         except (DivergenceError, EnvError) as exc:  # where it happened, and in which iteration of the run
             raise type(exc)(f"iteration {self.iteration + 1}: {exc}") from exc
         check_losses(result.output, self.iteration + 1)
         elapsed = time.perf_counter() - start
+        # an in-process run starts nothing early; Ray workers may have begun the next iteration
+        self.started_next = more and not self.plan.fdg.policy.in_process
+        self.last_iteration_s = elapsed
         self.iteration += 1
         self.env_steps += result.env_steps
         self.steps_per_iteration = result.env_steps
@@ -182,11 +210,24 @@ class Trainer:
             self.wall_time += time.perf_counter() - start
         return record
 
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was asked for and every iteration already started has finished."""
+        return self.stop_requested is not None and not self.started_next
+
+    def request_stop(self, reason: str) -> None:
+        """Stop at the next iteration boundary: ``run`` then checkpoints and returns. An iteration
+        that let the next one start early in the workers is followed by that one first, so the
+        checkpoint is taken where the workers hold no iteration in flight, as a due one is."""
+        self.stop_requested = reason
+
     def run(self) -> None:
-        """Iterate until the budget is spent, with a progress bar; then checkpoint."""
-        with _ProgressBar(self.config.run, self.env_steps, self.stream) as bar:
+        """Iterate until the budget is spent (or a stop is requested: ``request_stop``, or
+        ``SIGTERM``/``SIGINT`` while this runs on the main thread), with a progress bar; then
+        checkpoint. A second signal stops at once (``Interrupted``), the last checkpoint intact."""
+        with _ProgressBar(self.config.run, self.env_steps, self.stream) as bar, self._stop_signals(bar):
             while True:
-                while not self.done:
+                while not self.done and not self.stopping:
                     record = self.step()
                     if self.switched:
                         bar.note(switch_line(self.switched, self.iteration + 1))
@@ -201,19 +242,59 @@ class Trainer:
                 them = "them" if len(self.compiling) > 1 else "it"
                 bar.note(f"msrl: compiled {names} still building in the background; the next run starts with {them}")
 
+    @contextmanager
+    def _stop_signals(self, bar: _ProgressBar) -> Iterator[None]:
+        """``SIGTERM`` and ``SIGINT`` ask the run to stop at its next iteration boundary (a
+        preemption's notice, ``ray job stop``, Ctrl-C); a second one stops it at once. Handlers are
+        only the main thread's to set: elsewhere, and after ``run``, signals act as before."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        kept = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+
+        def handle(number: int, frame: object) -> None:
+            name = signal.Signals(number).name
+            if self.stop_requested is not None:
+                where = self.directory.checkpoint_path
+                kept = f"its last checkpoint {where} kept" if os.path.exists(where) else "no checkpoint written yet"
+                raise Interrupted(f"a second {name}: stopped at once in iteration {self.iteration + 1}; {kept}", number)
+            self.request_stop(name)
+            iterations = 1 + int(self.started_next)
+            bound = iterations * self.last_iteration_s + self.last_save_s
+            after = "this iteration and the next" if iterations > 1 else "this iteration"
+            try:  # the handler may have interrupted a write to the same stream: then the final line says it
+                bar.note(
+                    f"msrl: {name}: stopping after {after} and a checkpoint (about {max(bound, 0.1):.1f} s); "
+                    "a second signal stops at once"
+                )
+            except (RuntimeError, OSError):
+                pass
+
+        for number in kept:
+            signal.signal(number, handle)
+        try:
+            yield
+        finally:
+            for number, previous in kept.items():
+                signal.signal(number, previous)
+
     def _another_follows(self) -> bool:
         """Whether another iteration follows the next one with no checkpoint between (it may start early)."""
         every = self.config.run.checkpoint_every
         if not self.steps_per_iteration or (every and (self.iteration + 1) % every == 0):
+            return False
+        if self.stop_requested is not None:
             return False
         return self.env_steps + self.steps_per_iteration < self.config.run.total_env_steps
 
     def save(self) -> None:
         """Write the checkpoint (atomically): config, counters and every component's state."""
         self._check_open("save")
+        start = time.perf_counter()
         components = self.runtime.state_dict()
         payload = {"config": self.config.raw, **self._counters(), "wall_time": self.wall_time, "components": components}
         self.directory.save_checkpoint(payload)
+        self.last_save_s = time.perf_counter() - start
 
     def _seconds_at(self, checkpoint: Mapping[str, Any] | None) -> float:
         """The run's training seconds up to ``checkpoint`` (none at the start): saved in it, or, in
@@ -324,7 +405,7 @@ def train(
             trainer.directory.write_placement(lines)
         trainer.run()
         evaluation = None
-        if trainer.config.run.eval_episodes:
+        if trainer.config.run.eval_episodes and trainer.stop_requested is None:
             evaluation = trainer.evaluate(trainer.config.run.eval_episodes)
             trainer.directory.write_evaluation(evaluation)
         return Run(
@@ -335,6 +416,7 @@ def train(
             trainer.env_steps,
             trainer.wall_time,
             trainer.resumed_at,
+            trainer.stop_requested,
         )
 
 
