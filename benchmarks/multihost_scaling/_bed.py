@@ -181,14 +181,15 @@ def run_name(config: str) -> str:
 
 
 def steps_per_iteration(config: str, overrides: Sequence[str] = ()) -> int:
-    """Env steps of one iteration of an on-policy config: ``algo.num_envs x algo.num_steps``, as
-    the config sets them or ``overrides`` (``algo.num_envs=32``) change them."""
+    """Env steps of one iteration: ``algo.num_envs x algo.num_steps`` (on-policy) or
+    ``x algo.train_frequency`` (off-policy, one env step of every env between updates), as the
+    config sets them or ``overrides`` (``algo.num_envs=32``) change them."""
     algo = dict(yaml.safe_load(Path(config).read_text())["algo"])
     for override in overrides:
         key, _, value = override.partition("=")
-        if key in ("algo.num_envs", "algo.num_steps"):
+        if key in ("algo.num_envs", "algo.num_steps", "algo.train_frequency"):
             algo[key.removeprefix("algo.")] = value
-    return int(algo["num_envs"]) * int(algo["num_steps"])
+    return int(algo["num_envs"]) * int(algo.get("num_steps", algo.get("train_frequency", 1)))
 
 
 def _count_lines(path: Path) -> int:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from typing import Any
+from typing import IO, Any, cast
 
 import torch
 
-from msrl.core import CheckpointError, ConfigError, check_plain_tree
+from msrl.app._run_directory import free_bytes, storage_message
+from msrl.core import CheckpointError, ConfigError, StorageError, check_plain_tree
 
 FORMAT = "msrl-checkpoint/2"
 _REQUIRED = ("format", "config", "iteration", "env_steps", "components")
@@ -98,20 +99,73 @@ def digest(payload: Any) -> str:
 
 
 def save_checkpoint(path: str, payload: dict[str, Any]) -> None:
-    """Write to a temporary file in the same directory, then rename: a crash
-    mid-write never leaves a truncated checkpoint behind."""
+    """Write to a temporary file in the same directory, make it durable (``fsync``), then rename:
+    a crash or a full disk mid-write never leaves a truncated checkpoint behind, and the one
+    before stays as it was.  A directory that cannot take the file (full, read-only, gone) is a
+    ``StorageError`` naming the path and the bytes the checkpoint needs."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", dir=directory)
+    content = {"format": FORMAT, **payload}
+    whole = {**content, "manifest": {"sha256": digest(content)}}
+    tmp = None
     try:
-        content = {"format": FORMAT, **payload}
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".ckpt-", dir=directory)
         with os.fdopen(fd, "wb") as handle:
-            torch.save({**content, "manifest": {"sha256": digest(content)}}, handle)
+            torch.save(whole, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+        tmp = None
+        _sync_directory(directory)
+    except (OSError, RuntimeError) as exc:
+        # torch's zip writer reports a short write as a RuntimeError ("unexpected pos ..."): a
+        # storage fault wherever the directory cannot take the bytes; anything else is torch's own
+        if tmp is not None and os.path.exists(tmp):  # its bytes are not free space: gone before counting
             os.unlink(tmp)
-        raise
+            tmp = None
+        needed = serialized_size(whole)
+        free = free_bytes(directory)
+        if isinstance(exc, RuntimeError) and os.access(directory, os.W_OK) and (free is None or free >= needed):
+            raise
+        raise StorageError(storage_message(f"checkpoint {path}", exc, needed, free)) from exc
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class _Counter:
+    """A file-like sink that only counts what is written to it."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def serialized_size(value: Any) -> int:
+    """The bytes ``torch.save(value)`` writes, counted without keeping them."""
+    counter = _Counter()
+    torch.save(value, cast(IO[bytes], counter))  # torch's writer calls write and flush only
+    return counter.size
+
+
+def _sync_directory(directory: str) -> None:
+    """Make a rename in ``directory`` durable: ``fsync`` of the directory itself, where allowed."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def load_checkpoint(path: str) -> dict[str, Any]:

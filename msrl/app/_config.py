@@ -33,6 +33,9 @@ MAX_SEED = 2**32 - 1
 """Seeds are 32-bit unsigned integers, as numpy and gymnasium take them."""
 
 
+CHECKPOINT_ERROR_CHOICES = ("stop", "continue")
+
+
 @dataclass
 class RunConfig:
     """Everything about a run that is not the algorithm's own hyper-parameters."""
@@ -66,6 +69,10 @@ class RunConfig:
     """Ray runs: a worker that answers no liveness check for this long while the run waits on it
     counts as stuck (killed and recovered from, like a lost one).  The cluster's head gets at most
     45 s of it: Ray ends a driver that lost its head for 60 s."""
+    on_checkpoint_error: str = "stop"
+    """A checkpoint the run directory cannot take (a full disk, a read-only directory): ``stop`` the
+    run with one line naming the path and the bytes it needed, or ``continue`` without it, saying
+    so each time. Either way the last checkpoint written stays as it was, the one to resume from."""
     algo: dict = field(default_factory=dict)
     """The algorithm's hyper-parameters, checked against its Config dataclass."""
 
@@ -144,6 +151,10 @@ def validate_run(raw: dict[str, Any]) -> tuple[RunConfig, DistributionPolicy]:
             raise ConfigError(f"{key} must be >= 0, got {getattr(run, key)}")
     if not 0 <= run.max_restarts <= 1000:
         raise ConfigError(f"max_restarts must be in [0, 1000], got {run.max_restarts}")
+    if run.on_checkpoint_error not in CHECKPOINT_ERROR_CHOICES:
+        raise ConfigError(
+            f"on_checkpoint_error must be one of {', '.join(CHECKPOINT_ERROR_CHOICES)}, got {run.on_checkpoint_error!r}"
+        )
     if not 1.0 <= run.liveness_timeout_s <= 86_400.0:
         raise ConfigError(f"liveness_timeout_s must be in [1, 86400] seconds, got {run.liveness_timeout_s:g}")
     # ``auto`` is chosen when the run starts (msrl.app._auto.resolve_auto): until then it reads as

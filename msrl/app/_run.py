@@ -35,6 +35,7 @@ from msrl.core import (
     EnvError,
     HeadLostError,
     HostLostError,
+    StorageError,
     WorkerLostError,
     role_of,
 )
@@ -65,6 +66,8 @@ class Run:
     resumed_at: int | None = None
     stopped_by: str | None = None
     """The signal (``SIGTERM``, ``SIGINT``) that stopped the run before its budget, at a checkpoint."""
+    checkpoint_iteration: int | None = None
+    """The iteration of the run's last checkpoint written (None: none could be)."""
 
     def summary(self) -> str:
         """The line ``msrl train`` ends with: what the run trained, and where its results are."""
@@ -80,10 +83,11 @@ class Run:
 
     def stop_line(self) -> str:
         """The line a run stopped by a signal ends with: where it stopped and how to go on."""
-        return (
-            f"msrl: stopped by {self.stopped_by} at iteration {self.iterations} ({self.env_steps:,} env steps); "
-            f"checkpoint {self.checkpoint}; continue with: msrl train --resume {self.checkpoint}"
-        )
+        where = f"msrl: stopped by {self.stopped_by} at iteration {self.iterations} ({self.env_steps:,} env steps)"
+        if self.checkpoint_iteration is None:
+            return f"{where}; no checkpoint could be written"
+        at = "" if self.checkpoint_iteration == self.iterations else f" (iteration {self.checkpoint_iteration})"
+        return f"{where}; checkpoint {self.checkpoint}{at}; continue with: msrl train --resume {self.checkpoint}"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -155,6 +159,8 @@ class Trainer:
         self.started_next = False  # the last iteration let the next one start early in the workers
         self.last_iteration_s = 0.0
         self.last_save_s = 0.0
+        self.checkpoint_iteration = self.resumed_at  # the last checkpoint written, None before the first
+        self.note: Callable[[str], None] = lambda line: print(line, file=stream)
 
     def __enter__(self) -> Trainer:
         return self
@@ -201,14 +207,42 @@ class Trainer:
         self.last_return = result.component_metrics.get("episode_return", self.last_return)
         self.compiling, self.switched = result.compiling, result.compiled
         record = iteration_record(result, elapsed, self.plan.agents_per_env, **self._counters())
-        self.directory.record(record)
+        try:
+            self.directory.record(record)
+        except StorageError as exc:  # a record that cannot be kept: the run stops rather than lose it
+            raise StorageError(
+                f"{exc}; iteration {self.iteration} is not recorded and the run stops, {self._kept()}"
+            ) from None
         self.wall_time += time.perf_counter() - start
         every = self.config.run.checkpoint_every
         if every and self.iteration % every == 0:
             start = time.perf_counter()
-            self.save()
+            self._checkpoint()
             self.wall_time += time.perf_counter() - start
         return record
+
+    def _checkpoint(self) -> None:
+        """``save``, where the run directory cannot take the checkpoint doing what
+        ``on_checkpoint_error`` says: stop with one line, or go on without it and say so."""
+        try:
+            self.save()
+        except StorageError as exc:
+            kept = self._kept()
+            if self.config.run.on_checkpoint_error != "continue":
+                raise StorageError(f"{exc}; the run stops at iteration {self.iteration}, {kept}") from None
+            self.note(
+                f"msrl: the checkpoint of iteration {self.iteration} not written: {exc}; the run goes on "
+                f"without it (on_checkpoint_error: continue), {kept}"
+            )
+        else:
+            self.checkpoint_iteration = self.iteration
+
+    def _kept(self) -> str:
+        """What a run that stops now leaves to resume from."""
+        where = self.directory.checkpoint_path
+        if self.checkpoint_iteration is None or not os.path.exists(where):
+            return "it has written no checkpoint yet"
+        return f"its last checkpoint {where} (iteration {self.checkpoint_iteration}) kept"
 
     @property
     def stopping(self) -> bool:
@@ -226,6 +260,7 @@ class Trainer:
         ``SIGTERM``/``SIGINT`` while this runs on the main thread), with a progress bar; then
         checkpoint. A second signal stops at once (``Interrupted``), the last checkpoint intact."""
         with _ProgressBar(self.config.run, self.env_steps, self.stream) as bar, self._stop_signals(bar):
+            self.note = bar.note
             while True:
                 while not self.done and not self.stopping:
                     record = self.step()
@@ -233,7 +268,7 @@ class Trainer:
                         bar.note(switch_line(self.switched, self.iteration + 1))
                     bar.show(record, self.last_return, self.compiling)
                 try:
-                    self.save()
+                    self._checkpoint()
                     break
                 except WorkerLostError as exc:  # back to the last checkpoint: train from there again
                     self._recover(exc)
@@ -255,9 +290,9 @@ class Trainer:
         def handle(number: int, frame: object) -> None:
             name = signal.Signals(number).name
             if self.stop_requested is not None:
-                where = self.directory.checkpoint_path
-                kept = f"its last checkpoint {where} kept" if os.path.exists(where) else "no checkpoint written yet"
-                raise Interrupted(f"a second {name}: stopped at once in iteration {self.iteration + 1}; {kept}", number)
+                raise Interrupted(
+                    f"a second {name}: stopped at once in iteration {self.iteration + 1}; {self._kept()}", number
+                )
             self.request_stop(name)
             iterations = 1 + int(self.started_next)
             bound = iterations * self.last_iteration_s + self.last_save_s
@@ -417,6 +452,7 @@ def train(
             trainer.wall_time,
             trainer.resumed_at,
             trainer.stop_requested,
+            trainer.checkpoint_iteration,
         )
 
 

@@ -17,16 +17,19 @@ lost worker rewind the metrics and TensorBoard the same way, through one path (`
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
-from collections.abc import Mapping, Sequence
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
-from msrl.core import ConfigError
+from msrl.core import ConfigError, StorageError
 
 if TYPE_CHECKING:  # torch and tensorboardX are imported by what writes a run, not by what reads its metrics
     from msrl.app._evaluate import Evaluation
@@ -72,11 +75,13 @@ class RunDirectory:
     @classmethod
     def create(cls, runs_dir: str, name: str) -> RunDirectory:
         """A new, locked ``runs_dir/name``, or ``name_2``... so an earlier run's results are never overwritten."""
-        os.makedirs(runs_dir, exist_ok=True)
+        with writing(runs_dir, what="runs_dir"):
+            os.makedirs(runs_dir, exist_ok=True)
         for suffix in range(1, MAX_SAME_NAME):
             path = os.path.join(runs_dir, name if suffix == 1 else f"{name}_{suffix}")
             try:
-                os.mkdir(path)
+                with writing(path, what="the run directory"):
+                    os.mkdir(path)
             except FileExistsError:
                 continue
             return cls(path, _lock(path))
@@ -105,15 +110,19 @@ class RunDirectory:
         """Write ``config.yaml`` (on a resume too: the config the run goes on with) and open the
         metrics and TensorBoard logs; a resumed run's logs are first rewound to ``resumed_at``."""
         _write_atomically(os.path.join(self.path, CONFIG_NAME), yaml.safe_dump(dict(config), sort_keys=False))
-        self._open_logs(resumed_at)
+        with writing(os.path.join(self.path, METRICS_NAME)):
+            self._open_logs(resumed_at)
 
     def record(self, record: Mapping[str, Any]) -> None:
         """Append one iteration's record to ``metrics.jsonl`` and the event file, both flushed."""
         if self._metrics is None or self._scalars is None:
             raise RuntimeError("RunDirectory.record before start (or after close)")
-        self._metrics.write(json.dumps(record) + "\n")
-        self._metrics.flush()
-        self._scalars.write(record)
+        line = json.dumps(record) + "\n"
+        with writing(os.path.join(self.path, METRICS_NAME), len(line.encode())):
+            self._metrics.write(line)
+            self._metrics.flush()
+        with writing(self._scalars.path, len(line)):  # about as many bytes as the record's line
+            self._scalars.write(record)
 
     def rewind(self, to: Position) -> None:
         """Go back to ``to`` (the last checkpoint, or the start), as a resume from there would: the
@@ -128,9 +137,10 @@ class RunDirectory:
         from msrl.app._checkpoint import save_checkpoint
 
         if self._metrics is not None and self._scalars is not None:
-            self._metrics.flush()
-            os.fsync(self._metrics.fileno())
-            self._scalars.sync()
+            with writing(os.path.join(self.path, METRICS_NAME)):
+                self._metrics.flush()
+                os.fsync(self._metrics.fileno())
+                self._scalars.sync()
         save_checkpoint(self.checkpoint_path, payload)
 
     def load_checkpoint(self) -> dict[str, Any] | None:
@@ -146,8 +156,10 @@ class RunDirectory:
 
     def write_placement(self, lines: Sequence[str]) -> None:
         """Write ``placement.txt``: which node runs each fragment replica, one line each."""
-        with open(os.path.join(self.path, PLACEMENT_NAME), "w", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
+        text = "\n".join(lines) + "\n"
+        with writing(os.path.join(self.path, PLACEMENT_NAME), len(text)):
+            with open(os.path.join(self.path, PLACEMENT_NAME), "w", encoding="utf-8") as handle:
+                handle.write(text)
 
     def write_plan(self, plan: Mapping[str, Any]) -> None:
         """Write ``plan.json``: the ranking a ``policy: auto`` run chose its policy by."""
@@ -175,11 +187,15 @@ class RunDirectory:
         self._scalars = ScalarLog(self.path, purge_step=None if rewound_to is None else rewound_to.env_steps + 1)
 
     def _close_logs(self) -> None:
+        """Close both logs. What a failed write left in a buffer cannot be written at close either:
+        that write has already stopped the run with its ``StorageError``."""
         if self._metrics is not None:
-            self._metrics.close()
+            with contextlib.suppress(OSError):
+                self._metrics.close()
             self._metrics = None
         if self._scalars is not None:
-            self._scalars.close()
+            with contextlib.suppress(OSError):
+                self._scalars.close()
             self._scalars = None
 
 
@@ -203,7 +219,8 @@ def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def _lock(run_dir: str) -> IO[str]:
     """An exclusive lock on ``run_dir`` for this process (``flock``, released when the process ends
     however it ends), or a one-line error naming the process that holds it."""
-    handle = open(os.path.join(run_dir, LOCK_NAME), "a+", encoding="utf-8")
+    with writing(os.path.join(run_dir, LOCK_NAME)):
+        handle = open(os.path.join(run_dir, LOCK_NAME), "a+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -245,9 +262,47 @@ def _truncate_metrics(path: str, iteration: int) -> None:
 
 
 def _write_atomically(path: str, text: str) -> None:
-    """Write beside ``path``, then rename: a crash mid-write leaves the old file or the new, never half."""
+    """Write beside ``path``, then rename: a crash mid-write leaves the old file or the new, never
+    half; a directory that cannot take it is a ``StorageError`` (the temporary file removed)."""
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".{name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    try:
+        with writing(path, len(text.encode())):
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def writing(path: str, needed: int | None = None, what: str = "") -> Iterator[None]:
+    """A write to the run's storage at ``path``: an ``OSError`` in it (a full disk, a read-only or
+    vanished directory) becomes a one-line ``StorageError`` naming the path (as ``what``, where
+    given) and the bytes it needed. ``FileExistsError`` passes: the callers that expect it handle it."""
+    try:
+        yield
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        free = free_bytes(os.path.dirname(os.path.abspath(path)))
+        raise StorageError(storage_message(f"{what} {path}" if what else path, exc, needed, free)) from exc
+
+
+def free_bytes(directory: str) -> int | None:
+    """Bytes free to this process on ``directory``'s file system (None where it cannot be read)."""
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None
+
+
+def storage_message(what: str, exc: BaseException, needed: int | None, free: int | None) -> str:
+    """One line for a write that failed: what, why, how many bytes it needed and how many are free."""
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "the write failed"
+    if not isinstance(exc, OSError) and free is not None and needed is not None and free < needed:
+        why = os.strerror(errno.ENOSPC)
+    room = f"{free:,} bytes free there" if free is not None else "the free space cannot be read"
+    need = f"it needs {needed:,} bytes; " if needed is not None else ""
+    return f"cannot write {what}: {why} ({need}{room})"

@@ -19,6 +19,11 @@ class CheckpointError(MsrlError):
     """A checkpoint is missing, corrupt or belongs to another run."""
 
 
+class StorageError(MsrlError):
+    """The run directory cannot take a write (a full disk, a read-only or vanished directory): the
+    run stops with the path and the bytes it needed, its last checkpoint as it was."""
+
+
 class EnvError(MsrlError):
     """An environment produced something training cannot use (NaN, wrong shape)."""
 

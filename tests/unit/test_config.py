@@ -348,6 +348,7 @@ def test_python_tags_are_refused_and_run_nothing(tmp_path):
         ("max_restarts=-1", "max_restarts must be in [0, 1000], got -1"),
         ("max_restarts=1001", "max_restarts must be in [0, 1000], got 1001"),
         ("liveness_timeout_s=0.5", "liveness_timeout_s must be in [1, 86400] seconds, got 0.5"),
+        ("on_checkpoint_error=ignore", "on_checkpoint_error must be one of stop, continue, got 'ignore'"),
     ],
 )
 def test_fault_tolerance_settings_are_range_checked(override, words):

@@ -35,6 +35,7 @@ RUN_KEYS = [
     "progress",
     "max_restarts",
     "liveness_timeout_s",
+    "on_checkpoint_error",
     "algo",
 ]
 ALGO_KEYS = [
