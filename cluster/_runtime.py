@@ -13,6 +13,8 @@ state for checkpoints, placement for reports, and closing.
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Any
 
 from cluster._hosts import node_addresses
@@ -61,6 +63,27 @@ class RayRuntime:
         return self.schedule.merge(self.schedule.run_iteration(more))
 
     # -- placement -----------------------------------------------------------------------------------
+    def draining(self) -> dict[str, float]:
+        """Node address -> seconds left to its deadline (``inf``: none given), for every node that
+        holds a replica of this run and that Ray is draining (``ray drain-node``; the autoscaler's
+        preemption and idle termination). Ray schedules nothing new on such a node."""
+        import ray._private.state
+
+        try:  # Ray has no public call for it; Ray Serve and Ray Data read it here too
+            drained = ray._private.state.state.get_draining_nodes()
+        except Exception:  # noqa: BLE001 - a Ray without it, or a GCS that does not answer now: nothing known
+            return {}
+        ours = {node for replicas in self.started.endpoints.values() for node, _ in replicas}
+        if not ours.intersection(drained):
+            return {}
+        addresses = node_addresses()
+        now_ms = time.time() * 1000
+        return {
+            addresses.get(node, node[:8]): math.inf if not deadline_ms else max(0.0, (deadline_ms - now_ms) / 1000)
+            for node, deadline_ms in drained.items()
+            if node in ours
+        }
+
     def placement(self) -> dict[str, list[str]]:
         """Fragment -> the Ray node id of each replica (for tests and ``msrl graph``)."""
         return self._each("node_id")

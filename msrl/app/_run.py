@@ -160,6 +160,7 @@ class Trainer:
         self.last_iteration_s = 0.0
         self.last_save_s = 0.0
         self.checkpoint_iteration = self.resumed_at  # the last checkpoint written, None before the first
+        self.draining: dict[str, float] | None = None  # nodes Ray drains, whose fragments move at the next boundary
         self.note: Callable[[str], None] = lambda line: print(line, file=stream)
 
     def __enter__(self) -> Trainer:
@@ -267,6 +268,7 @@ class Trainer:
                     if self.switched:
                         bar.note(switch_line(self.switched, self.iteration + 1))
                     bar.show(record, self.last_return, self.compiling)
+                    self._watch_drain()
                 try:
                     self._checkpoint()
                     break
@@ -318,9 +320,63 @@ class Trainer:
         every = self.config.run.checkpoint_every
         if not self.steps_per_iteration or (every and (self.iteration + 1) % every == 0):
             return False
-        if self.stop_requested is not None:
+        if self.stop_requested is not None or self.draining is not None:
             return False
         return self.env_steps + self.steps_per_iteration < self.config.run.total_env_steps
+
+    def _watch_drain(self) -> None:
+        """Between iterations: where Ray drains a node that holds replicas of the run (a preemption's
+        notice, ``ray drain-node``), move them at the next iteration boundary (once the workers hold
+        no iteration begun early): checkpoint, then the same workers started anew on the nodes Ray
+        still schedules on, from that checkpoint. Nothing is lost; where the checkpoint could not be
+        written, the move goes back to the last one, as a lost worker's restart does."""
+        if self.done or self.stop_requested is not None:  # the run's own checkpoint comes next
+            return
+        if self.draining is None:
+            draining = getattr(self.runtime, "draining", None)
+            nodes = draining() if draining is not None else {}
+            if not nodes:
+                return
+            self.draining = nodes
+            deadlines = ", ".join(
+                f"{node} ({'no deadline' if math.isinf(left) else f'{left:.0f} s left'})"
+                for node, left in nodes.items()
+            )
+            self.note(f"msrl: draining {deadlines}: its fragments move after a checkpoint at this iteration's end")
+        if not self.started_next:
+            self._move()
+
+    def _move(self) -> None:
+        """Checkpoint, then start the workers anew away from the draining nodes and load it."""
+        assert self.draining is not None
+        nodes = ", ".join(self.draining)
+        started = time.perf_counter()
+        self._checkpoint()
+        before = Position(self.iteration, self.env_steps)
+        self.runtime.close()
+        try:
+            self.runtime = make_runtime(self.plan, self.address)
+            checkpoint = self.directory.load_checkpoint()
+            back = Position(0, 0) if checkpoint is None else _restore(self.runtime, checkpoint, self.config)
+        except WorkerLostError as lost:  # a worker lost while the new ones start: a restart, as any loss
+            self.draining = None
+            self._recover(lost)
+            return
+        except (HostLostError, ConfigError) as short:  # the nodes left cannot hold the policy
+            raise HostLostError(
+                f"node {nodes} is draining and the rest of the cluster cannot hold the policy: {short}; {self._kept()}"
+            ) from None
+        self.draining = None
+        if back != before:  # the checkpoint of this boundary could not be written: back to the last one
+            self.lost_env_steps += before.env_steps - back.env_steps
+            self.iteration, self.env_steps = back
+            self.directory.rewind(back)
+            self.wall_time = self._seconds_at(checkpoint)
+        report = getattr(self.runtime, "placement_report", None)
+        lines = report() if report is not None else []
+        self.directory.write_placement(lines)
+        took = time.perf_counter() - started
+        self.note(f"msrl: moved off {nodes} in {took:.1f} s, from iteration {back.iteration}: {'; '.join(lines)}")
 
     def save(self) -> None:
         """Write the checkpoint (atomically): config, counters and every component's state."""
