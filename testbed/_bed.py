@@ -210,8 +210,9 @@ class Testbed:
         kwargs.setdefault("text", True)
         return subprocess.run(self.command(host, argv, kwargs.pop("cwd", None)), env=env, timeout=timeout, **kwargs)
 
-    def start_ray(self, hosts: Sequence[int] | None = None, timeout_s: float = 120.0) -> None:
-        """``ray start --block`` on each host (the head first), then wait until every node is alive."""
+    def start_ray(self, hosts: Sequence[int] | None = None, timeout_s: float = 120.0, alive: int | None = None) -> None:
+        """``ray start --block`` on each host (the head first), then wait until every node is alive
+        (``alive`` of them, where some were never started or are gone: a host joining later)."""
         ray_bin = str(Path(sys.executable).with_name("ray"))
         for host in hosts if hosts is not None else range(self.hosts):
             common = [
@@ -233,7 +234,7 @@ class Testbed:
                 argv = [ray_bin, "start", f"--address={self.head_address}", *common]
             log = (self.logs / f"ray-h{host}.log").open("w")
             self.ray[host] = self.popen(host, argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.wait_for_nodes(self.hosts, timeout_s)
+        self.wait_for_nodes(self.hosts if alive is None else alive, timeout_s)
 
     def wait_for_nodes(self, count: int, timeout_s: float = 120.0) -> None:
         """Until the head's GCS counts ``count`` alive nodes (asked from the head host)."""

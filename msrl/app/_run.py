@@ -238,6 +238,16 @@ class Trainer:
         else:
             self.checkpoint_iteration = self.iteration
 
+    def record_placement(self) -> list[str]:
+        """Which node runs each fragment replica (Ray runtimes), written to ``placement.txt`` and
+        returned as lines; nothing for an in-process run. Called again whenever workers restart."""
+        report = getattr(self.runtime, "placement_report", None)
+        if report is None:
+            return []
+        lines = report()
+        self.directory.write_placement(lines)
+        return lines
+
     def _kept(self) -> str:
         """What a run that stops now leaves to resume from."""
         where = self.directory.checkpoint_path
@@ -372,9 +382,7 @@ class Trainer:
             self.iteration, self.env_steps = back
             self.directory.rewind(back)
             self.wall_time = self._seconds_at(checkpoint)
-        report = getattr(self.runtime, "placement_report", None)
-        lines = report() if report is not None else []
-        self.directory.write_placement(lines)
+        lines = self.record_placement()
         took = time.perf_counter() - started
         self.note(f"msrl: moved off {nodes} in {took:.1f} s, from iteration {back.iteration}: {'; '.join(lines)}")
 
@@ -441,6 +449,7 @@ class Trainer:
         self.iteration, self.env_steps = back
         self.directory.rewind(back)
         self.wall_time = self._seconds_at(checkpoint)  # the seconds of the steps it goes back on, like them
+        self.record_placement()  # the new workers may be elsewhere
 
     def evaluate(self, episodes: int, seed: int | None = None) -> Evaluation:
         """Greedy evaluation of the current weights on ``episodes`` fresh environments, from the
@@ -488,12 +497,8 @@ def train(
     """
     with Trainer(config, overrides, resume=resume, address=address, stream=stream) as trainer:
         print(f"msrl: run directory {trainer.run_dir} (policy {trainer.plan.fdg.policy.name})", file=stream)
-        report = getattr(trainer.runtime, "placement_report", None)  # Ray runtimes: which node runs what
-        if report is not None:
-            lines = report()
-            for line in lines:
-                print(f"msrl: {line}", file=stream)
-            trainer.directory.write_placement(lines)
+        for line in trainer.record_placement():
+            print(f"msrl: {line}", file=stream)
         trainer.run()
         evaluation = None
         if trainer.config.run.eval_episodes and trainer.stop_requested is None:
