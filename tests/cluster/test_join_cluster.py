@@ -208,3 +208,43 @@ def test_ray_job_submit_runs_msrl_unchanged(tmp_path: Path) -> None:
     assert "greedy evaluation return" in submit.stdout
     (run_dir,) = runs.iterdir()
     assert (run_dir / "metrics.jsonl").read_text().count("\n") >= 4
+
+
+@pytest.mark.slow  # a head node with its dashboard, a job stopped mid-run and its logs: about 60 s on 2 cores
+def test_ray_job_stop_checkpoints_the_run_and_names_its_resume_command(tmp_path: Path) -> None:
+    """``ray job stop`` sends the job's driver SIGTERM: the run checkpoints at the iteration's end
+    and its log names the checkpoint and the ``--resume`` command, inside the time the job's
+    ``RAY_JOB_STOP_WAIT_TIME_S`` gives it before Ray's SIGKILL."""
+    dashboard_port = _free_port()
+    address = f"http://127.0.0.1:{dashboard_port}"
+    runs = tmp_path / "runs"
+    job = "msrl-stop-test"
+
+    def ray_job(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(RAY_BIN), "job", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=CLIENT_ENV
+        )
+
+    with _head_node(dashboard_port):
+        submit = ray_job(
+            *("submit", "--address", address, "--submission-id", job, "--no-wait", "--working-dir", "."),
+            *("--runtime-env-json", json.dumps({"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": "60"}})),
+            *("--", "msrl", "train", "configs/ppo_cartpole.yaml", "--address", "auto"),
+            *("--set", "total_env_steps=100000000", "--set", "progress=false", "--set", f"runs_dir={runs}"),
+        )
+        assert submit.returncode == 0, (submit.stdout + submit.stderr)[-3000:]
+        metrics = runs / "ppo_cartpole" / "metrics.jsonl"
+        deadline = time.monotonic() + 180
+        while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+            assert time.monotonic() < deadline, ray_job("logs", "--address", address, job).stdout[-3000:]
+            time.sleep(0.2)
+        stop = ray_job("stop", "--address", address, job)
+        assert stop.returncode == 0, (stop.stdout + stop.stderr)[-3000:]
+        logs = ray_job("logs", "--address", address, job).stdout
+        status = ray_job("status", "--address", address, job).stdout
+    checkpoint = runs / "ppo_cartpole" / "checkpoint.pt"
+    assert f"Job {job!r} was stopped" in status, status[-2000:]
+    assert f"continue with: msrl train --resume {checkpoint}" in logs, logs[-3000:]
+    from msrl.app import load_checkpoint
+
+    assert load_checkpoint(str(checkpoint))["iteration"] == metrics.read_text().count("\n")
