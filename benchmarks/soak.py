@@ -259,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"soak: error: no testbed here: {why_not}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # through the testbed's teardown
+    started_utc = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     runs = args.keep or Path(os.environ.get("TMPDIR", "/tmp")) / f"msrl-soak-{os.getpid()}"
     runs.mkdir(parents=True, exist_ok=True)
     bed = Testbed(hosts=HOSTS, cpus=2)
@@ -290,8 +291,9 @@ def main(argv: list[str] | None = None) -> int:
             "command": command_line("benchmarks.soak", argv),
             "minutes": args.minutes,
             "every_s": args.every,
-            "hosts": f"{len(FIRST)} (+1 joining) testbed hosts of 2 CPUs on one VM of {os.cpu_count()} cores",
-            "started_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "hosts": f"{len(FIRST)} testbed hosts of 2 CPUs (up to {len(SPARES)} more joining, one after each"
+            f" host lost) on one VM of {os.cpu_count()} cores",
+            "started_utc": started_utc,
             "drivers": soak.drivers,
         },
         "faults": [dataclasses.asdict(f) for f in soak.faults],
