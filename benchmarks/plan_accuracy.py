@@ -275,7 +275,7 @@ def fit(path: Path, shape: fragments.ClusterShape, leave_out: str | None = None)
     return best
 
 
-TESTBED_DELAYS = {"none": 0.0, "1gbit-0.5ms": 0.5e-3, "100mbit-2ms": 2e-3}
+TESTBED_LINKS = {"none": (math.inf, 0.0), "1gbit-0.5ms": (1e9, 0.5e-3), "100mbit-2ms": (100e6, 2e-3)}
 """``benchmarks.multihost_scaling``'s link profiles: each shaped link's delay (a message between two
 hosts crosses two: twice it, one way)."""
 
@@ -301,15 +301,16 @@ def testbed_report(
     print("|---|---:|---|---|---:|---:|---:|---:|---|")
     by_profile: dict[str, list[tuple[str, float, float]]] = {}
     for row in rows:
-        delay = TESTBED_DELAYS[row["profile"]]
+        rate, delay = TESTBED_LINKS[row["profile"]]
         shape = fragments.ClusterShape(
             hosts=meta["hosts"],
             cores=float(meta["cpus_per_host"]),
             cpus=float(meta["cpus_per_host"]),
             shared_cores=cores,
-            # the rate is tc tbf's, whose bucket (64 KiB) passes every message of these runs at the
-            # veth's speed and never runs dry (docs/scaling.md, "Limits"): the delay alone binds
-            link=fragments.Link(math.inf, 2 * delay),
+            # a message crosses two shaped links (the sender's and the receiver's): twice the delay;
+            # the rate is tc tbf's, whose 64 KiB bucket lets a small message pass at the veth's speed
+            # while a bulk one (frames, weights, an all-reduce) pays the rate
+            link=fragments.Link(rate, 2 * delay),
         )
         spec: dict[str, Any] = {"preset": row["preset"]}
         if row["preset"] == "gpu_only":
