@@ -235,8 +235,6 @@ class Trainer:
                 f"msrl: the checkpoint of iteration {self.iteration} not written: {exc}; the run goes on "
                 f"without it (on_checkpoint_error: continue), {kept}"
             )
-        else:
-            self.checkpoint_iteration = self.iteration
 
     def record_placement(self) -> list[str]:
         """Which node runs each fragment replica (Ray runtimes), written to ``placement.txt`` and
@@ -393,6 +391,7 @@ class Trainer:
         components = self.runtime.state_dict()
         payload = {"config": self.config.raw, **self._counters(), "wall_time": self.wall_time, "components": components}
         self.directory.save_checkpoint(payload)
+        self.checkpoint_iteration = self.iteration
         self.last_save_s = time.perf_counter() - start
 
     def _seconds_at(self, checkpoint: Mapping[str, Any] | None) -> float:
