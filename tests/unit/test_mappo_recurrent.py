@@ -189,6 +189,7 @@ def greedy_return(algo: MAPPO, episodes: int = 200) -> float:
     return total
 
 
+@pytest.mark.landing  # trains two policies, about 30 s: CI's tier after the default suite (6-minute budget)
 def test_a_recurrent_policy_remembers_what_a_feed_forward_one_cannot() -> None:
     """On Cue the recurrent policies learn to name the cue they saw a step before (seed 1: 1.0
     within 40 iterations); the feed-forward ones stay at a guess (0.47)."""
