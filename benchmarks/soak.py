@@ -143,16 +143,7 @@ class Soak:
             if len(self.alive) < len(FIRST):  # the policy needs three CPUs besides the head's work
                 return None
             host = max(self.alive - {0})
-            node = self._node_ids().get(self.bed.address(host))
-            ray = str(Path(sys.executable).parent / "ray")
-            self.bed.run(
-                0,
-                [
-                    *(ray, "drain-node", "--address", self.bed.head_address, "--node-id", str(node)),
-                    *("--reason", "DRAIN_NODE_REASON_PREEMPTION", "--reason-message", "soak: preemption notice"),
-                    "--deadline-remaining-seconds=60",
-                ],
-            )
+            self.bed.drain(host, deadline_s=60, reason="soak: preemption notice")
             self._wait_moved(host, timeout_s=60)
             self.bed.kill_host(host)
             self.alive.discard(host)
@@ -190,14 +181,6 @@ class Soak:
             return None
         pids = [int(pid) for address, pid in json.loads(done.stdout.strip().splitlines()[-1]) if address == ip]
         return (hosts[ip], pids) if pids else None
-
-    def _node_ids(self) -> dict[str, str]:
-        script = (
-            f"import json, ray; ray.init(address={self.bed.head_address!r}, logging_level='ERROR'); "
-            "print(json.dumps({n['NodeManagerAddress']: n['NodeID'] for n in ray.nodes() if n['Alive']}))"
-        )
-        done = self.bed.run(0, [sys.executable, "-c", script], timeout=120)
-        return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
 
     def _wait_moved(self, host: int, timeout_s: float) -> None:
         """Until the run says it moved off ``host`` (or the notice's deadline passes)."""

@@ -262,6 +262,28 @@ class Testbed:
         kill_all(self.namespace(host))
         self.init_pids[host] = None
 
+    def drain(self, host: int, deadline_s: int, reason: str = "preemption notice") -> None:
+        """Ray drains the host with a deadline, as its autoscaler does before a preemption (``ray
+        drain-node``, asked from the head host): nothing new is scheduled there, nothing is killed."""
+        probe = (
+            f"import ray\nray.init(address={self.head_address!r}, logging_level='ERROR')\n"
+            f"print(next(n['NodeID'] for n in ray.nodes()\n"
+            f"    if n['Alive'] and n['NodeManagerAddress'] == {self.address(host)!r}))"
+        )
+        found = self.run(0, [sys.executable, "-c", probe], timeout=120)
+        if found.returncode:
+            raise TestbedError(f"host {host} is not a live Ray node: {found.stderr[-1500:]}")
+        node = found.stdout.strip().splitlines()[-1]
+        ray_bin = str(Path(sys.executable).with_name("ray"))
+        argv = [
+            *(ray_bin, "drain-node", f"--address={self.head_address}", f"--node-id={node}"),
+            *("--reason=DRAIN_NODE_REASON_PREEMPTION", f"--reason-message={reason}"),
+            f"--deadline-remaining-seconds={deadline_s}",
+        ]
+        done = self.run(0, argv, timeout=120)
+        if done.returncode:
+            raise TestbedError(f"ray drain-node of host {host} failed: {done.stderr[-1500:]}")
+
     def set_link(self, host: int, up: bool) -> None:
         """Cut the host off the bridge (a partition) or connect it again."""
         run_ip("-n", self.bridge, "link", "set", f"v{host}", "up" if up else "down")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,17 +20,6 @@ pytestmark = pytest.mark.slow
 
 ITERATIONS = 40
 STEPS = ITERATIONS * 64 * 32  # the quick-start config's 64 envs x 32 steps an iteration
-
-
-def _node_ids(bed: Testbed) -> dict[str, str]:
-    """Address -> Ray node id of every live node, asked from the head host."""
-    script = (
-        f"import json, ray; ray.init(address={bed.head_address!r}, logging_level='ERROR'); "
-        "print(json.dumps({n['NodeManagerAddress']: n['NodeID'] for n in ray.nodes() if n['Alive']}))"
-    )
-    done = bed.run(0, [sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_a_drained_hosts_fragments_move_at_the_next_boundary_and_nothing_is_lost(tmp_path: Path) -> None:
@@ -58,15 +46,7 @@ def test_a_drained_hosts_fragments_move_at_the_next_boundary_and_nothing_is_lost
             before = (run_dir / "placement.txt").read_text()
             drained = bed.address(2)
             assert f"on node {drained} " in before, before  # SPREAD: a replica on every host
-            node = _node_ids(bed)[drained]
-            ray = str(Path(sys.executable).parent / "ray")
-            drain = [
-                *(ray, "drain-node", "--address", bed.head_address, "--node-id", node),
-                *("--reason", "DRAIN_NODE_REASON_PREEMPTION", "--reason-message", "spot instance notice"),
-                *("--deadline-remaining-seconds", "300"),
-            ]
-            done = bed.run(0, drain, capture_output=True, text=True, timeout=120)
-            assert done.returncode == 0, done.stderr[-2000:]
+            bed.drain(2, deadline_s=300, reason="spot instance notice")
             out, err = proc.communicate(timeout=300)
         finally:
             if proc.poll() is None:
