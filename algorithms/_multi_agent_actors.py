@@ -5,6 +5,7 @@ replays the rollout from there."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -112,3 +113,8 @@ class RecurrentMultiAgentActor(MultiAgentActor):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.memory = state.get("memory")
+
+    def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
+        """The weights as any actor's; blank memories, as the environments start new episodes."""
+        super().load_regrouped(states, replica, count)
+        self.memory = None

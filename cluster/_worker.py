@@ -250,6 +250,16 @@ class FragmentWorker:
 
         self.compute.run(load)
 
+    def load_regrouped(self, states: list[dict[str, Any]], count: int) -> None:
+        """Load this replica's share of a checkpoint that holds ``states``, one per replica of this
+        fragment when it ran with another count (``Component.load_regrouped``)."""
+
+        def load() -> None:
+            for name in self.fdg.fragments[self.fragment].components:
+                self.built.components[name].load_regrouped([s.get(name, {}) for s in states], self.replica, count)
+
+        self.compute.run(load)
+
     def close(self) -> None:
         if self.init_error is not None:
             return

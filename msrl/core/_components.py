@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from msrl.core._build import Declared, declaring
@@ -102,6 +103,26 @@ class Component:
         if state:
             raise ValueError(f"{type(self).__name__} has no state but the checkpoint holds {sorted(state)}")
 
+    def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
+        """Load this component's share of a checkpoint taken with another number of replicas of its
+        fragment (an elastic fragment that shrank or grew): ``states`` are the component's states in
+        each replica the checkpoint holds, and this is replica ``replica`` of ``count``, built with
+        its share of the per-run quantities and its own seeds.
+
+        The default suits state every replica holds alike (weights, optimiser state): the same
+        replica's state where the checkpoint has one, else replica 0's with this replica's own
+        random generators (entries named as in ``OWN_STATE``), as built; counts of a replica's
+        share of the work (``SHARED_COUNTS``) are summed over the checkpoint's replicas and shared
+        out anew. Environments and buffers override it (``Environment``, ``Buffer``)."""
+        state = dict(states[replica] if replica < len(states) else states[0])
+        if replica >= len(states):
+            own = self.state_dict()
+            state.update({key: own[key] for key in OWN_STATE if key in state and key in own})
+        for key in SHARED_COUNTS:
+            if key in state:
+                state[key] = sum(int(s[key]) for s in states) // count
+        self.load_state_dict(state)
+
     def metrics(self) -> dict[str, float]:
         return {}
 
@@ -109,8 +130,14 @@ class Component:
         """Release threads, processes or devices; called once when the run ends."""
 
 
+OWN_STATE = ("generator",)
+"""State entries that belong to one replica (its random stream), never copied to another."""
+SHARED_COUNTS = ("env_steps",)
+"""State entries counting one replica's share of the run's work (the steps an actor took, which
+its exploration schedule follows)."""
+
 # Methods that the runtime (not train_step) calls, so tracing never sees them.
-_UNGUARDED = {"state_dict", "load_state_dict", "metrics", "close"}
+_UNGUARDED = {"state_dict", "load_state_dict", "load_regrouped", "metrics", "close"}
 
 
 def _known_from_arguments(cls: type, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -172,6 +199,10 @@ class Environment(Component):
     observation_space: Space
     action_space: Space
 
+    def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
+        """Environments start new episodes, as built with this replica's seeds, after their
+        fragment changed its replica count: each replica now steps another number of them."""
+
     def reset(self, seed: int | None = None) -> Batched:
         """Reset every environment and return the batch of first observations."""
         raise NotImplementedError
@@ -208,6 +239,11 @@ class Buffer(Component):
 
     def insert(self, *values: Any) -> NoValue:
         raise NotImplementedError
+
+    def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
+        """A buffer starts empty, as built, after its fragment changed its replica count: what an
+        on-policy buffer holds between iterations. A replay keeps its transitions only where it
+        deals them out anew itself (``msrl.rl.ReplayBuffer`` does)."""
 
 
 class Learner(Component):

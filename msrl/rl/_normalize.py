@@ -71,6 +71,13 @@ class RunningMeanStd:
         self.var = (self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)) / total
         self.count = total
 
+    def fold_in(self, state: dict[str, Any]) -> None:
+        """Fold in the statistics another one saved (``state_dict``): the moments of both sets of samples."""
+        count = float(state["count"])
+        if count > 0:
+            device = self.mean.device
+            self._merge(state["mean"].to(device, torch.float64), state["var"].to(device, torch.float64), count)
+
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.as_tensor(x)
         mean, std = self.mean.to(x.device, torch.float32), (self.var + self.epsilon).sqrt().to(x.device, torch.float32)

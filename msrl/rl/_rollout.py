@@ -3,7 +3,7 @@ their multi-agent forms (MAPPO, IPPO): one buffer, one GAE, whatever the number 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -236,3 +236,11 @@ class RolloutBuffer(Buffer):
         self.position = int(state.get("position", 0))
         if self.reward_scaler is not None:
             self.reward_scaler.load_state_dict(state["reward_scaler"])
+
+    def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
+        """Empty, as between iterations; the reward scale goes on from the statistics of every
+        replica the checkpoint holds, folded together (the environments start new episodes, so
+        the returns being accumulated restart at zero)."""
+        if self.reward_scaler is not None:
+            for state in states:
+                self.reward_scaler.stats.fold_in(state["reward_scaler"]["stats"])
