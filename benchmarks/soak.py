@@ -100,8 +100,7 @@ class Soak:
         """SIGTERM to the driver (``msrl train``, the child of the ``nsenter`` that entered the head
         host for it): it checkpoints at the iteration's end and exits 143, as ``nsenter`` then does."""
         assert self.driver is not None
-        children = Path(f"/proc/{self.driver.pid}/task/{self.driver.pid}/children").read_text().split()
-        os.kill(int(children[0]) if children else self.driver.pid, signal.SIGTERM)
+        self.bed.send_signal(self.driver, signal.SIGTERM)
         return self.driver.wait(timeout=300)
 
     def iteration(self) -> int:

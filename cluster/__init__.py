@@ -7,6 +7,7 @@ from cluster._callreply import REPLY_SLOTS, CallRoutes, ReplySlots, call_routes
 from cluster._collective import backend_for
 from cluster._connect import CLUSTER_SWITCH, connect, loopback_only, node_resources, set_ray_log_level
 from cluster._direct import SHARED_MIN_BYTES, SOCKET_ROOT, DirectListener, DirectSender
+from cluster._hosts import answering_nodes
 from cluster._placement import (
     PLACEMENT_TIMEOUT_S,
     bundles_of,
@@ -44,6 +45,7 @@ __all__ = [
     "ReplySlots",
     "SyncSchedule",
     "actor_resources",
+    "answering_nodes",
     "backend_for",
     "bundles_of",
     "call_routes",

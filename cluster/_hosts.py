@@ -65,6 +65,14 @@ def silent_nodes(nodes: list[Node], timeout_s: float = PROBE_TIMEOUT_S) -> list[
     return [node for node, ok in zip(nodes, replies) if not ok]
 
 
+def answering_nodes() -> list[dict[str, float]]:
+    """The total resources of each node the GCS counts as alive and that answers now: what a run
+    can be placed on after a host was lost (the GCS may still count it for a while)."""
+    nodes = alive_nodes()
+    silent = {node.node_id for node in silent_nodes(nodes)}
+    return [node.resources for node in nodes if node.node_id not in silent]
+
+
 def head_address() -> str | None:
     """``host:port`` of the cluster's GCS (on its head node), or None outside a Ray run."""
     import ray

@@ -115,12 +115,23 @@ class RayRuntime:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load a checkpoint: each replica its own state, or, for an elastic fragment that the
+        checkpoint holds with another number of replicas, its share of theirs (regrouped)."""
+        import ray
+
         self.schedule.drain()
         replicas = state.get("_replicas")
         calls: list[tuple[ReplicaId, Any]] = []
         for name, handles in self.workers.items():
             saved = replicas.get(name) if replicas else None
             if replicas is not None and (saved is None or len(saved) != len(handles)):
+                if saved and self.policy.fragment(name).elastic is not None:
+                    shared = ray.put(saved)  # once, for every replica to read its share from
+                    calls += [
+                        (ReplicaId(name, replica), handle.load_regrouped.remote(shared, len(handles)))
+                        for replica, handle in enumerate(handles)
+                    ]
+                    continue
                 raise ValueError(
                     f"the checkpoint has {len(saved or [])} replicas of fragment {name!r}, this policy {len(handles)}"
                 )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from msrl.core import ConfigError, build_dataclass
-from policies._spec import DistributionPolicy, FragmentSpec
+from policies._spec import DistributionPolicy, FragmentSpec, replica_count
 
 
 @dataclass
@@ -50,6 +50,12 @@ def _executor(executor: str, device: str) -> str:
     return executor or ("torch" if device.startswith("cuda") else "cpu")
 
 
+def _counted(value: int | str, what: str) -> dict[str, Any]:
+    """A preset fragment's ``replicas`` and ``elastic`` from its parameter (``N`` or ``LO..HI``)."""
+    replicas, elastic = replica_count(value, what)
+    return {"replicas": replicas, "elastic": elastic}
+
+
 def _resources(cpus: float, gpus: float) -> dict[str, float]:
     return {"CPU": float(cpus), **({"GPU": float(gpus)} if gpus else {})}
 
@@ -58,9 +64,10 @@ def _resources(cpus: float, gpus: float) -> dict[str, float]:
 class CoarseParams:
     """``single_learner_coarse`` (Acme, RLlib): ``actors`` x {env, actor, buffer}
     collect whole rollouts on CPU; one learner gathers them and broadcasts weights.
-    The run's ``num_envs`` is split evenly across the actor replicas."""
+    The run's ``num_envs`` is split evenly across the actor replicas; ``actors`` may be a
+    range (``2..8``): the run uses what the cluster offers within it."""
 
-    actors: int = 2
+    actors: int | str = 2
     actor_executor: str = "cpu"
     actor_cpus: float = 1.0
     learner_executor: str = ""
@@ -92,7 +99,7 @@ def _coarse(params: CoarseParams, name: str = "single_learner_coarse", mode: str
             FragmentSpec(
                 "rollout",
                 ["env", "actor", "buffer"],
-                replicas=params.actors,
+                **_counted(params.actors, "policy.actors"),
                 executor=params.actor_executor,
                 resources=_resources(params.actor_cpus, 0),
             ),
@@ -118,9 +125,10 @@ def _async(params: AsyncParams) -> DistributionPolicy:
 class FineParams:
     """``single_learner_fine`` (SEED RL): ``envs`` x {env} on CPU; one fragment
     holds actor, buffer and learner.  Observations go up and actions come down
-    every step.  The run's ``num_envs`` is split evenly across the env replicas."""
+    every step.  The run's ``num_envs`` is split evenly across the env replicas; ``envs``
+    may be a range (``2..8``)."""
 
-    envs: int = 2
+    envs: int | str = 2
     env_executor: str = "cpu"
     env_cpus: float = 1.0
     learner_executor: str = ""
@@ -138,7 +146,7 @@ def _fine(params: FineParams) -> DistributionPolicy:
             FragmentSpec(
                 "env",
                 ["env"],
-                replicas=params.envs,
+                **_counted(params.envs, "policy.envs"),
                 executor=params.env_executor,
                 resources=_resources(params.env_cpus, 0),
             ),
@@ -152,9 +160,10 @@ def _fine(params: FineParams) -> DistributionPolicy:
 class MultiLearnerParams:
     """``multi_learner`` (DD-PPO): ``learners`` x {env, actor, buffer, learner};
     each replica learns on its own rollouts and gradients are all-reduced, so the
-    replicas keep identical weights.  ``num_envs`` is split evenly across them."""
+    replicas keep identical weights.  ``num_envs`` is split evenly across them; ``learners``
+    may be a range (``2..8``)."""
 
-    learners: int = 2
+    learners: int | str = 2
     executor: str = ""
     """Empty means ``torch`` when the replicas are on GPUs (``gpus`` or a cuda ``device``), ``cpu`` otherwise."""
     cpus: float = 1.0
@@ -171,7 +180,7 @@ def _multi_learner(params: MultiLearnerParams) -> DistributionPolicy:
             FragmentSpec(
                 "worker",
                 ["*"],
-                replicas=params.learners,
+                **_counted(params.learners, "policy.learners"),
                 executor=_executor(params.executor, device),
                 resources=_resources(params.cpus, params.gpus),
                 device=device,
@@ -260,7 +269,7 @@ def _custom(spec: dict[str, Any]) -> DistributionPolicy:
         raise ConfigError(f"unknown policy key {unknown[0]!r}; valid choices: {', '.join(sorted(allowed))}")
     if not isinstance(spec["fragments"], list):
         raise ConfigError("policy.fragments must be a list of fragments")
-    fragment_keys = {f.name for f in dataclasses.fields(FragmentSpec)}
+    fragment_keys = {f.name for f in dataclasses.fields(FragmentSpec)} - {"elastic"}  # a range is written in replicas
     fragments = []
     for index, raw in enumerate(spec["fragments"]):
         if not isinstance(raw, dict):

@@ -4,7 +4,10 @@ asks for, and how the replicas are placed on the cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +17,27 @@ PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 MODES = ("sync", "async")
 EVERY_COMPONENT = "*"
 """A fragment entry that takes every component no other entry places."""
+_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+
+
+def replica_range(value: Any, what: str) -> tuple[int, int]:
+    """``(least, most)`` replicas from a count written ``N`` or ``LO..HI`` (``2..8``); ``what`` names
+    the setting in the error."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value, value
+    match = _RANGE.match(value) if isinstance(value, str) else None
+    if match is not None and 1 <= int(match[1]) <= int(match[2]):
+        return int(match[1]), int(match[2])
+    raise ConfigError(
+        f"{what} must be a positive integer or a range LO..HI with 1 <= LO <= HI (e.g. 2..8), got {value!r}"
+    )
+
+
+def replica_count(value: Any, what: str) -> tuple[int, tuple[int, int] | None]:
+    """A fragment's ``(replicas, elastic)`` from a count written ``N`` or ``LO..HI``: a range starts
+    at its most, and one of a single value (``3..3``) is a fixed count."""
+    least, most = replica_range(value, what)
+    return most, None if least == most else (least, most)
 
 
 @dataclass
@@ -21,7 +45,12 @@ class FragmentSpec:
     """One fragment.  ``components`` lists component names or roles
     (``env``, ``actor``, ``buffer``, ``learner``); a role takes every component
     of that role not named elsewhere, and ``*`` every component not placed
-    anywhere else."""
+    anywhere else.
+
+    ``replicas`` may be a range ``LO..HI``: the fragment is elastic, and the run chooses its count
+    within the range from what the cluster offers, at start, when a host is lost and when one
+    joins. ``replicas`` is then the count in use (``HI`` until one is chosen) and ``elastic`` the
+    range."""
 
     name: str
     components: list[str]
@@ -29,6 +58,7 @@ class FragmentSpec:
     executor: str = "cpu"
     resources: dict[str, float] = field(default_factory=lambda: {"CPU": 1.0})
     device: str = "cpu"
+    elastic: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -41,8 +71,15 @@ class FragmentSpec:
             raise ConfigError(
                 f"fragment {self.name!r}: components must be a non-empty list of names, got {self.components!r}"
             )
-        if not isinstance(self.replicas, int) or isinstance(self.replicas, bool) or self.replicas < 1:
-            raise ConfigError(f"fragment {self.name!r}: replicas must be a positive integer, got {self.replicas!r}")
+        written: Any = self.replicas  # a custom policy's YAML may hold a range here
+        if isinstance(written, str):
+            self.replicas, self.elastic = replica_count(written, f"fragment {self.name!r}: replicas")
+        replica_range(self.replicas, f"fragment {self.name!r}: replicas")
+        if self.elastic is not None and not self.elastic[0] <= self.replicas <= self.elastic[1]:
+            raise ConfigError(
+                f"fragment {self.name!r}: {self.replicas} replicas is outside its range "
+                f"{self.elastic[0]}..{self.elastic[1]}"
+            )
         if not isinstance(self.executor, str) or not self.executor:
             raise ConfigError(f"fragment {self.name!r}: executor must be a name, got {self.executor!r}")
         if not isinstance(self.device, str) or not self.device:
@@ -114,6 +151,27 @@ class DistributionPolicy:
         if self.in_process and (len(self.fragments) != 1 or self.fragments[0].replicas != 1):
             raise ConfigError("an in-process policy has exactly one fragment with one replica")
 
+    @property
+    def elastic(self) -> dict[str, tuple[int, int]]:
+        """Fragment -> ``(least, most)`` replicas, for each fragment whose count is a range."""
+        return {f.name: f.elastic for f in self.fragments if f.elastic is not None}
+
+    def counts(self) -> dict[str, int]:
+        """Fragment -> the replicas in use."""
+        return {f.name: f.replicas for f in self.fragments}
+
+    def with_counts(self, counts: Mapping[str, int]) -> DistributionPolicy:
+        """This policy with ``counts`` replicas of the named elastic fragments (each within its range)."""
+        unknown = sorted(set(counts) - set(self.elastic))
+        if unknown:
+            raise ConfigError(f"fragment {unknown[0]!r} has no replica range; elastic: {', '.join(self.elastic)}")
+        return dataclasses.replace(
+            self,
+            fragments=[
+                dataclasses.replace(f, replicas=counts[f.name]) if f.name in counts else f for f in self.fragments
+            ],
+        )
+
     def fragment(self, name: str) -> FragmentSpec:
         for fragment in self.fragments:
             if fragment.name == name:
@@ -175,7 +233,7 @@ class DistributionPolicy:
                 {
                     "name": f.name,
                     "components": list(f.components),
-                    "replicas": f.replicas,
+                    "replicas": f.replicas if f.elastic is None else f"{f.elastic[0]}..{f.elastic[1]}",
                     "executor": f.executor,
                     "resources": dict(f.resources),
                     "device": f.device,

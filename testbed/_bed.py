@@ -204,6 +204,13 @@ class Testbed:
         env = {**self.env, **kwargs.pop("env", {})}
         return subprocess.Popen(self.command(host, argv, kwargs.pop("cwd", None)), env=env, **kwargs)
 
+    @staticmethod
+    def send_signal(proc: subprocess.Popen, signum: int) -> None:
+        """Send ``signum`` to the command ``popen`` started (the child of the ``nsenter`` that entered
+        its host, which does not pass signals on; it exits with its child's status)."""
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        os.kill(int(children[0]) if children else proc.pid, signum)
+
     def run(self, host: int, argv: Sequence[str], timeout: float = 300, **kwargs: Any) -> subprocess.CompletedProcess:
         env = {**self.env, **kwargs.pop("env", {})}
         kwargs.setdefault("capture_output", True)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from msrl.app._cli import main
     from msrl.app._compare import Comparison, compare
     from msrl.app._config import LoadedConfig, RunConfig, load_config
+    from msrl.app._elastic import fitting_counts
     from msrl.app._evaluate import Evaluation
     from msrl.app._load import evaluate, load
     from msrl.app._plan import Plan, make_runtime, plan
@@ -58,6 +59,7 @@ _WHERE = {
     "_cli": ("main",),
     "_compare": ("Comparison", "compare"),
     "_config": ("LoadedConfig", "RunConfig", "load_config"),
+    "_elastic": ("fitting_counts",),
     "_evaluate": ("Evaluation",),
     "_load": ("evaluate", "load"),
     "_plan": ("Plan", "make_runtime", "plan"),
@@ -89,6 +91,7 @@ __all__ = [
     "compare",
     "config_fields",
     "evaluate",
+    "fitting_counts",
     "get_algorithm",
     "hypothetical_cluster",
     "load",

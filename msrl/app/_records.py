@@ -4,6 +4,7 @@ returned, and the check that stops a run whose learner reported a non-finite los
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from fragments import IterationResult
@@ -19,10 +20,12 @@ def iteration_record(
     env_steps: int,
     restarts: int,
     lost_env_steps: int,
+    replicas: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The record of iteration ``iteration``: the run's counters after it, its throughput, every
     component metric and learner output (numbers as floats, anything else as text), and the time
-    split into phases, the slowest replica's overall and, with several fragments, each one's."""
+    split into phases, the slowest replica's overall and, with several fragments, each one's; and
+    the replicas each elastic fragment (``replicas``) ran it with."""
     record: dict[str, Any] = {
         "iteration": iteration,
         "env_steps": env_steps,
@@ -32,6 +35,7 @@ def iteration_record(
         "restarts": restarts,
         "lost_env_steps": lost_env_steps,
     }
+    record.update({f"replicas/{fragment}": count for fragment, count in (replicas or {}).items()})
     record.update({k: _number(v) for k, v in result.component_metrics.items()})
     if isinstance(result.output, dict):
         record.update({k: _number(v) for k, v in result.output.items()})

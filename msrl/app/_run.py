@@ -23,6 +23,7 @@ from fragments import Runtime
 from msrl.app._auto import resolve_auto
 from msrl.app._checkpoint import load_checkpoint
 from msrl.app._config import LoadedConfig, RunConfig, load_config
+from msrl.app._elastic import change_line, cluster_nodes, fitting_counts, start_counts, with_counts
 from msrl.app._evaluate import Evaluation
 from msrl.app._load import LOADED_ROLES, eval_seed, evaluate_states
 from msrl.app._plan import Plan, make_runtime, plan
@@ -141,6 +142,9 @@ class Trainer:
         self.config, placement = resolve_auto(self.config, address)
         if placement is not None:
             print(placement.choice_line(), file=stream)
+        self.config, chosen = start_counts(self.config, address)
+        if chosen is not None:
+            print(chosen, file=stream)
         self.plan = plan(self.config)
         self.stream, self.address = stream, address
         self.runtime, self.directory = _open_run(self.plan, address, checkpoint, resume)
@@ -161,6 +165,7 @@ class Trainer:
         self.last_save_s = 0.0
         self.checkpoint_iteration = self.resumed_at  # the last checkpoint written, None before the first
         self.draining: dict[str, float] | None = None  # nodes Ray drains, whose fragments move at the next boundary
+        self.nodes_seen: list[dict[str, float]] | None = None  # the cluster an elastic run last sized itself for
         self.note: Callable[[str], None] = lambda line: print(line, file=stream)
 
     def __enter__(self) -> Trainer:
@@ -207,7 +212,9 @@ class Trainer:
         self.steps_per_iteration = result.env_steps
         self.last_return = result.component_metrics.get("episode_return", self.last_return)
         self.compiling, self.switched = result.compiling, result.compiled
-        record = iteration_record(result, elapsed, self.plan.agents_per_env, **self._counters())
+        record = iteration_record(
+            result, elapsed, self.plan.agents_per_env, replicas=self._elastic_counts(), **self._counters()
+        )
         try:
             self.directory.record(record)
         except StorageError as exc:  # a record that cannot be kept: the run stops rather than lose it
@@ -277,6 +284,7 @@ class Trainer:
                         bar.note(switch_line(self.switched, self.iteration + 1))
                     bar.show(record, self.last_return, self.compiling)
                     self._watch_drain()
+                    self._watch_growth()
                 try:
                     self._checkpoint()
                     break
@@ -363,9 +371,7 @@ class Trainer:
         before = Position(self.iteration, self.env_steps)
         self.runtime.close()
         try:
-            self.runtime = make_runtime(self.plan, self.address)
-            checkpoint = self.directory.load_checkpoint()
-            back = Position(0, 0) if checkpoint is None else _restore(self.runtime, checkpoint, self.config)
+            back, checkpoint = self._restart_workers(f"node {nodes} drained")
         except WorkerLostError as lost:  # a worker lost while the new ones start: a restart, as any loss
             self.draining = None
             self._recover(lost)
@@ -383,6 +389,72 @@ class Trainer:
         lines = self.record_placement()
         took = time.perf_counter() - started
         self.note(f"msrl: moved off {nodes} in {took:.1f} s, from iteration {back.iteration}: {'; '.join(lines)}")
+
+    def _start_workers(self) -> tuple[Position, dict[str, Any] | None]:
+        """Start the plan's workers and load the last checkpoint into them (none: from the start)."""
+        self.runtime = make_runtime(self.plan, self.address)
+        checkpoint = self.directory.load_checkpoint()
+        back = Position(0, 0) if checkpoint is None else _restore(self.runtime, checkpoint, self.config)
+        return back, checkpoint
+
+    def _restart_workers(self, why: str) -> tuple[Position, dict[str, Any] | None]:
+        """``_start_workers`` after workers were lost or moved. Where the cluster left cannot hold
+        the policy, an elastic one goes on with as many replicas as it does, saying what changed."""
+        try:
+            return self._start_workers()
+        except (HostLostError, ConfigError):
+            counts = fitting_counts(self.config, cluster_nodes()) if self.config.policy.elastic else None
+            if counts is None or counts == self._elastic_counts():
+                raise
+            self._use_counts(counts, why)
+            return self._start_workers()
+
+    def _use_counts(self, counts: Mapping[str, int], why: str) -> None:
+        """Run the elastic fragments with ``counts`` replicas from now on (the next workers started)."""
+        line = change_line(self.config, self._elastic_counts(), counts, why)
+        self.config = with_counts(self.config, counts)
+        self.plan = plan(self.config)
+        self.note(line)
+
+    def _elastic_counts(self) -> dict[str, int]:
+        """Elastic fragment -> the replicas it runs with now (nothing for a policy with fixed counts)."""
+        policy = self.config.policy
+        return {name: count for name, count in policy.counts().items() if name in policy.elastic}
+
+    def _watch_growth(self) -> None:
+        """At a checkpoint boundary of an elastic run: where the cluster changed since the run last
+        sized itself and now holds more replicas, start them from the checkpoint just written.
+        Where they cannot be placed after all (other work holds the resources), the run goes on
+        with the replicas it had, and tries again once the cluster changes."""
+        now = self._elastic_counts()
+        if not now or self.done or self.stop_requested is not None or self.draining is not None:
+            return
+        if self.checkpoint_iteration != self.iteration or self.started_next:
+            return
+        nodes = cluster_nodes()
+        if nodes == self.nodes_seen:
+            return
+        self.nodes_seen = nodes
+        counts = fitting_counts(self.config, nodes)
+        if counts is None or counts == now or any(counts[name] < now[name] for name in now):
+            return
+        before_config, before_plan = self.config, self.plan
+        self.runtime.close()
+        self._use_counts(counts, f"the cluster grew to {len(nodes)} nodes")
+        try:
+            self._start_workers()
+        except WorkerLostError as lost:
+            self._recover(lost)
+            return
+        except (HostLostError, ConfigError) as short:
+            self.note(f"msrl: elastic policy: cannot grow now ({short}); it goes on as it was")
+            self.config, self.plan = before_config, before_plan
+            try:
+                self._start_workers()
+            except WorkerLostError as lost:
+                self._recover(lost)
+                return
+        self.record_placement()
 
     def save(self) -> None:
         """Write the checkpoint (atomically): config, counters and every component's state."""
@@ -430,9 +502,7 @@ class Trainer:
             self.restarts += 1
             self.runtime.close()
             try:
-                self.runtime = make_runtime(self.plan, self.address)
-                checkpoint = self.directory.load_checkpoint()
-                back = Position(0, 0) if checkpoint is None else _restore(self.runtime, checkpoint, self.config)
+                back, checkpoint = self._restart_workers("the nodes that answer hold no more")
                 break
             except WorkerLostError as again:
                 lost = again

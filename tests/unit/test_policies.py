@@ -16,6 +16,8 @@ from msrl.app import load_config, plan
 from msrl.core import ValueKind
 from policies import PLACEMENTS, DistributionPolicy, FragmentSpec, load_policy, preset_names
 
+RANGE = "replicas must be a positive integer or a range LO..HI with 1 <= LO <= HI (e.g. 2..8)"
+
 PPO_ROLES = {"env": "env", "actor": "actor", "buffer": "buffer", "learner": "learner"}
 
 TWO_FRAGMENTS = """
@@ -204,10 +206,10 @@ def test_unknown_executor_is_refused_when_the_graph_is_cut(graph):
     [
         ({}, {"placement": "ANYWHERE"}, ["unknown placement strategy 'ANYWHERE'", ", ".join(PLACEMENTS)]),
         ({}, {"mode": "lockstep"}, ["unknown mode 'lockstep'", "sync, async"]),
-        ({"replicas": 0}, {}, ["replicas must be a positive integer, got 0"]),
-        ({"replicas": -2}, {}, ["replicas must be a positive integer, got -2"]),
-        ({"replicas": "2"}, {}, ["replicas must be a positive integer, got '2'"]),
-        ({"replicas": True}, {}, ["replicas must be a positive integer, got True"]),
+        ({"replicas": 0}, {}, [RANGE, "got 0"]),
+        ({"replicas": -2}, {}, [RANGE, "got -2"]),
+        ({"replicas": "2"}, {}, [RANGE, "got '2'"]),
+        ({"replicas": True}, {}, [RANGE, "got True"]),
         ({"resources": {"CPU": -1}}, {}, ["resources must map names to non-negative numbers"]),
         (
             {"resources": {"CPU": float("inf")}},
