@@ -5,7 +5,6 @@ replays the rollout from there."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -113,8 +112,3 @@ class RecurrentMultiAgentActor(MultiAgentActor):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.memory = state.get("memory")
-
-    def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
-        """The weights as any actor's; blank memories, as the environments start new episodes."""
-        super().load_regrouped(states, replica, count)
-        self.memory = None

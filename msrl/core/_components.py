@@ -113,8 +113,12 @@ class Component:
         replica's state where the checkpoint has one, else replica 0's with this replica's own
         random generators (entries named as in ``OWN_STATE``), as built; counts of a replica's
         share of the work (``SHARED_COUNTS``) are summed over the checkpoint's replicas and shared
-        out anew. Environments and buffers override it (``Environment``, ``Buffer``)."""
+        out anew; what belongs to the episodes in progress (``EPISODE_STATE``) is left out, as the
+        environments start new ones. Environments and buffers override it (``Environment``,
+        ``Buffer``)."""
         state = dict(states[replica] if replica < len(states) else states[0])
+        for key in EPISODE_STATE:
+            state.pop(key, None)
         if replica >= len(states):
             own = self.state_dict()
             state.update({key: own[key] for key in OWN_STATE if key in state and key in own})
@@ -132,6 +136,9 @@ class Component:
 
 OWN_STATE = ("generator",)
 """State entries that belong to one replica (its random stream), never copied to another."""
+EPISODE_STATE = ("memory",)
+"""State entries that belong to the episodes in progress (a recurrent actor's memories), which a
+component's ``load_state_dict`` must take as absent: blank, as at an episode's start."""
 SHARED_COUNTS = ("env_steps",)
 """State entries counting one replica's share of the run's work (the steps an actor took, which
 its exploration schedule follows)."""

@@ -163,17 +163,20 @@ class _Explorer(Actor):
         self.weights = torch.full((3,), float(seed))
         self.generator = torch.Generator().manual_seed(seed)
         self.env_steps = seed * 10
+        self.memory: torch.Tensor | None = torch.ones(2)  # of the episodes in progress
 
     def act(self, obs: Any) -> Any:
         return obs
 
     def state_dict(self) -> dict[str, Any]:
-        return {"weights": self.weights.clone(), "generator": self.generator.get_state(), "env_steps": self.env_steps}
+        own = {"generator": self.generator.get_state(), "env_steps": self.env_steps, "memory": self.memory}
+        return {"weights": self.weights.clone(), **own}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.weights = state["weights"].clone()
         self.generator.set_state(state["generator"])
         self.env_steps = int(state["env_steps"])
+        self.memory = state.get("memory")
 
 
 def test_a_component_keeps_its_replicas_state_the_others_take_replica_0s_with_their_own_stream() -> None:
@@ -186,6 +189,7 @@ def test_a_component_keeps_its_replicas_state_the_others_take_replica_0s_with_th
     assert torch.equal(grown[1].generator.get_state(), old[1].generator.get_state())
     assert torch.equal(grown[2].generator.get_state(), torch.Generator().manual_seed(9).get_state())
     assert [actor.env_steps for actor in grown] == [7, 7, 7, 7]  # 30 steps in all, shared by 4 (rounded down)
+    assert all(actor.memory is None for actor in grown)  # new episodes start with blank memories
 
 
 class _Envs(Environment):

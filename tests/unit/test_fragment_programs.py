@@ -161,7 +161,7 @@ def test_presets_reject_unknown_parameters(preset, valid):
 
 
 def test_presets_reject_wrongly_typed_parameters():
-    with pytest.raises(ConfigError, match=r"policy.actors must be int, got 'four'"):
+    with pytest.raises(ConfigError, match=r"policy.actors must be a positive integer or a range LO..HI .* got 'four'"):
         load_policy({"preset": "single_learner_coarse", "actors": "four"})
     with pytest.raises(ConfigError, match=r"unknown placement strategy 'EVERYWHERE'"):
         load_policy({"preset": "multi_learner", "placement": "EVERYWHERE"})
