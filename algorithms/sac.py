@@ -38,6 +38,7 @@ from msrl.rl import (
     CompiledCall,
     GaussianHead,
     GradientStep,
+    QFunctions,
     ReplayBatch,
     ReplayBuffer,
     action_layout,
@@ -173,19 +174,6 @@ class SquashedGaussianPolicy(nn.Module):
         return torch.tanh(self(obs)[0]) * self.scale + self.bias
 
 
-class TwinQ(nn.Module):
-    """Two independent Q(s, a) networks."""
-
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple, generator: torch.Generator) -> None:
-        super().__init__()
-        self.q1 = mlp([obs_dim + action_dim, *hidden, 1], nn.ReLU, generator)
-        self.q2 = mlp([obs_dim + action_dim, *hidden, 1], nn.ReLU, generator)
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.cat((obs, action.reshape(obs.shape[0], -1)), -1)
-        return self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)
-
-
 class Temperature(nn.Module):
     """The entropy temperature, ``log_alpha``, as a module's one parameter: its Adam step then
     compiles as the networks' do (``msrl.rl.GradientStep``), and checkpoints hold it as the
@@ -250,7 +238,7 @@ class SACLearner(Learner):
         action_dim = int(np.prod(action_space.shape))
         policy = SquashedGaussianPolicy(obs_dim, action_space, config.hidden_sizes, generator, config.log_std_head)
         self.policy = policy.to(self.device)
-        self.critic = TwinQ(obs_dim, action_dim, config.hidden_sizes, generator).to(self.device)
+        self.critic = QFunctions(obs_dim, action_dim, config.hidden_sizes, generator).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.temperature = Temperature(config.alpha, config.autotune).to(self.device)
         self.log_alpha = self.temperature.log_alpha

@@ -2,8 +2,9 @@
 (rl-zoo) hyper-parameters, config by config.
 
 What it measures, per config in ``configs/`` (a2c_cartpole, dqn_cartpole, ppo_cartpole,
-ppo_pendulum, sac_pendulum, impala_cartpole, ppo_halfcheetah, sac_halfcheetah), for msrl as
-configured there and for SB3's same algorithm with rl-zoo's tuned hyper-parameters for the env
+ppo_pendulum, sac_pendulum, td3_pendulum, ddpg_pendulum, impala_cartpole, ppo_halfcheetah,
+sac_halfcheetah), for msrl as configured there and for SB3's same algorithm with rl-zoo's tuned
+hyper-parameters for the env
 (DQN CartPole: CleanRL ``dqn.py``'s settings, which the shipped config follows):
 
 * the final greedy return: after training, one deterministic episode in each of

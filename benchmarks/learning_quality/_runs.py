@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from benchmarks.learning_quality._shared_eval import msrl_act, sb3_act, shared_eval
@@ -58,6 +59,11 @@ def make_sb3_model(spec: Spec, seed: int) -> Any:
     params.pop("n_timesteps")  # the budget replaces it
     normalize = params.pop("normalize", False)
     env = make_vec_env(spec.env_id, n_envs=n_envs, seed=seed)
+    if params.pop("noise_type", None) == "normal":  # rl-zoo's ExpManager: Gaussian action noise of noise_std
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        dim = env.action_space.shape[0]
+        params["action_noise"] = NormalActionNoise(np.zeros(dim), params.pop("noise_std") * np.ones(dim))
     if normalize:
         env = VecNormalize(env, **normalize_kwargs(params))
     algorithm = getattr(stable_baselines3, spec.sb3_algo)

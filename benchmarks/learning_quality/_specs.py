@@ -50,6 +50,8 @@ SPECS: dict[str, Spec] = {
     "ppo_cartpole": Spec("CartPole-v1", "ppo", "PPO", "ppo.yml", "CartPole-v1"),
     "ppo_pendulum": Spec("Pendulum-v1", "ppo", "PPO", "ppo.yml", "Pendulum-v1"),
     "sac_pendulum": Spec("Pendulum-v1", "sac", "SAC", "sac.yml", "Pendulum-v1"),
+    "td3_pendulum": Spec("Pendulum-v1", "td3", "TD3", "td3.yml", "Pendulum-v1"),
+    "ddpg_pendulum": Spec("Pendulum-v1", "ddpg", "DDPG", "ddpg.yml", "Pendulum-v1"),
     "impala_cartpole": Spec(
         "CartPole-v1",
         "impala",
@@ -176,6 +178,36 @@ ZOO_HYPERPARAMS: dict[tuple[str, str], dict[str, Any]] = {
     ),
     # hyperparams/sac.yml, Pendulum-v1
     ("sac.yml", "Pendulum-v1"): dict(n_timesteps=20_000, policy="MlpPolicy", learning_rate=1e-3),
+    # hyperparams/td3.yml and ddpg.yml, Pendulum (read at commits a02f4fbf and 1159e284, where the entry
+    # is keyed Pendulum-v0; its values as rl-zoo's benchmark table's Pendulum-v1 agents were trained):
+    # noise_type/noise_std become NormalActionNoise as rl-zoo's ExpManager makes it (make_sb3_model),
+    # train_freq [1, "episode"] is the tuple SB3 takes
+    ("td3.yml", "Pendulum-v1"): dict(
+        n_timesteps=20_000,
+        policy="MlpPolicy",
+        gamma=0.98,
+        buffer_size=200_000,
+        learning_starts=10_000,
+        noise_type="normal",
+        noise_std=0.1,
+        gradient_steps=-1,
+        train_freq=(1, "episode"),
+        learning_rate=1e-3,
+        policy_kwargs=dict(net_arch=[400, 300]),
+    ),
+    ("ddpg.yml", "Pendulum-v1"): dict(
+        n_timesteps=20_000,
+        policy="MlpPolicy",
+        gamma=0.98,
+        buffer_size=200_000,
+        learning_starts=10_000,
+        noise_type="normal",
+        noise_std=0.1,
+        gradient_steps=-1,
+        train_freq=(1, "episode"),
+        learning_rate=1e-3,
+        policy_kwargs=dict(net_arch=[400, 300]),
+    ),
     # hyperparams/ppo.yml, HalfCheetah-v4 ("Tuned")
     ("ppo.yml", "HalfCheetah-v4"): dict(
         normalize=True,
@@ -258,6 +290,26 @@ PUBLISHED: dict[str, list[Published]] = {
             "n/a",
             "",
             "https://docs.cleanrl.dev/rl-algorithms/sac/#sac_continuous_actionpy",
+            "no Pendulum-v1 figure",
+        ),
+    ],
+    "td3_pendulum": [
+        Published("rl-zoo SB3 TD3 Pendulum-v1", "-151.855 ± 90.227", "20k", RL_ZOO_BENCHMARK, _ZOO_NOTE),
+        Published(
+            "CleanRL",
+            "n/a",
+            "",
+            "https://docs.cleanrl.dev/rl-algorithms/td3/#td3_continuous_actionpy",
+            "no Pendulum-v1 figure",
+        ),
+    ],
+    "ddpg_pendulum": [
+        Published("rl-zoo SB3 DDPG Pendulum-v1", "-152.099 ± 94.282", "20k", RL_ZOO_BENCHMARK, _ZOO_NOTE),
+        Published(
+            "CleanRL",
+            "n/a",
+            "",
+            "https://docs.cleanrl.dev/rl-algorithms/ddpg/#ddpg_continuous_actionpy",
             "no Pendulum-v1 figure",
         ),
     ],

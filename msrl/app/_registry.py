@@ -11,12 +11,14 @@ from msrl.core import Algorithm, ConfigError, import_object
 
 BUILTIN = {
     "a2c": "algorithms.a2c:A2C",
+    "ddpg": "algorithms.ddpg:DDPG",
     "dqn": "algorithms.dqn:DQN",
     "impala": "algorithms.impala:IMPALA",
     "ippo": "algorithms.mappo:IPPO",
     "mappo": "algorithms.mappo:MAPPO",
     "ppo": "algorithms.ppo:PPO",
     "sac": "algorithms.sac:SAC",
+    "td3": "algorithms.ddpg:TD3",
 }
 """Built-in algorithm name -> ``module:Class``, imported on first use."""
 

@@ -42,7 +42,7 @@ from msrl.rl._heads import (
     orthogonal_,
     sample_tanh_gaussian,
 )
-from msrl.rl._mlp import mlp
+from msrl.rl._mlp import QFunctions, mlp
 from msrl.rl._networks import (
     NETWORKS,
     ImpalaCNN,
@@ -55,6 +55,7 @@ from msrl.rl._networks import (
 from msrl.rl._normalize import RewardScaler, RunningMeanStd
 from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo import clipped_surrogate, ppo_epochs
+from msrl.rl._prioritized import PrioritizedBatch, PrioritizedReplayBuffer, SumTree
 from msrl.rl._recurrent import RecurrentActorCritic
 from msrl.rl._replay import ReplayBatch, ReplayBuffer, keeps_final_obs
 from msrl.rl._returns import nstep_returns, vtrace
@@ -66,6 +67,10 @@ from msrl.rl._update import FUNCTIONAL_OPTIMIZERS, GradientStep, clip_grad_norm_
 from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
+    "PrioritizedBatch",
+    "PrioritizedReplayBuffer",
+    "SumTree",
+    "QFunctions",
     "NETWORKS",
     "ActorCriticNet",
     "ImpalaCNN",
