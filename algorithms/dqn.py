@@ -37,6 +37,8 @@ from msrl.rl import (
     CompiledCall,
     FrameReplayBuffer,
     GradientStep,
+    PrioritizedBatch,
+    PrioritizedReplayBuffer,
     ReplayBatch,
     ReplayBuffer,
     as_observation,
@@ -57,7 +59,7 @@ from msrl.rl import (
 from msrl.rl import q_network as torso_q_network
 
 LOSSES = {"huber": nn.functional.smooth_l1_loss, "mse": nn.functional.mse_loss}
-"""The TD losses ``algo.loss`` chooses from."""
+"""The TD losses ``algo.loss`` chooses from (each transition's, weighted: ``reduction="none"``)."""
 
 
 @dataclass
@@ -97,6 +99,16 @@ class DQNConfig:
     """Epsilon after the decay."""
     double_dqn: bool = False
     """Pick the next action with the online network and value it with the target network."""
+    prioritized_replay: bool = False
+    """Sample transitions in proportion to their last TD error (Schaul et al.'s proportional
+    prioritized replay, ``msrl.rl.PrioritizedReplayBuffer``), the learner sending the new errors
+    back to the replay and weighting each loss by its importance-sampling weight."""
+    priority_alpha: float = 0.6
+    """How much the priorities count (0: uniform sampling)."""
+    priority_beta: float = 0.4
+    """The importance-sampling exponent at the start, annealed to 1 over the run."""
+    priority_epsilon: float = 1e-6
+    """Added to each |TD error|, so no transition's priority is 0."""
     loss: str = "huber"
     """The TD regression loss: ``huber`` (smooth L1, as SB3) or ``mse`` (squared error, as CleanRL)."""
     max_grad_norm: float = 10.0
@@ -125,6 +137,11 @@ class DQNConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
+        if self.priority_alpha < 0 or not 0.0 <= self.priority_beta <= 1.0 or self.priority_epsilon <= 0:
+            raise ConfigError(
+                "algo.priority_alpha must be >= 0, algo.priority_beta in [0, 1] and algo.priority_epsilon > 0; got "
+                f"{self.priority_alpha}, {self.priority_beta}, {self.priority_epsilon}"
+            )
         if self.learning_rate <= 0:
             raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
         if self.loss not in LOSSES:
@@ -226,22 +243,34 @@ class DQNLearner(Learner):
             key=region_key(config),
         )
         self.gradient_steps_taken = 0
+        self.last_td_errors = torch.zeros(0, config.gradient_steps)
 
-    def learn(self, batch: ReplayBatch) -> Global:
+    def learn(self, batch: ReplayBatch | PrioritizedBatch) -> Global:
         cfg = self.config
+        self.last_td_errors = torch.zeros_like(batch.rewards)
         if batch.rewards.shape[0] == 0:
             return {}  # warm-up: the buffer holds too few transitions yet
-        batch = ReplayBatch(*(field.to(self.device) for field in batch))
-        losses, q_values = [], []
+        batch = type(batch)(*(field.to(self.device) for field in batch))
+        # uniform replay weighs every transition alike; a prioritized one sends importance weights
+        weights = batch.weights if isinstance(batch, PrioritizedBatch) else torch.ones_like(batch.rewards)
+        losses, q_values, td_errors = [], [], []
         for k in range(batch.num_batches):
             if self.gradient_steps_taken % cfg.target_update_interval == 0:
                 polyak_update_(self.q_target, self.q, cfg.tau)
-            terms = self.gradient_step(*batch.minibatch(k), sync=self.gradient_sync)
+            transitions = (field[:, k] for field in batch[:5])
+            terms = self.gradient_step(*transitions, weights[:, k], sync=self.gradient_sync)
             self.gradient_steps_taken += 1
             losses.append(terms[0])
             q_values.append(terms[1])
+            td_errors.append(terms[2:])
+        self.last_td_errors = torch.stack(td_errors, dim=1)
         td_loss, q_value = torch.stack([torch.stack(losses).mean(), torch.stack(q_values).mean()]).tolist()
         return {"td_loss": td_loss, "q_value": q_value}  # one host sync per learn
+
+    def td_errors(self) -> Batched:
+        """Each transition's TD error at its gradient step in the last ``learn``, shaped as its
+        batch's rewards: the new priorities of a prioritized replay."""
+        return self.last_td_errors.cpu()
 
     def loss(
         self,
@@ -250,8 +279,10 @@ class DQNLearner(Learner):
         rewards: torch.Tensor,
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
+        weights: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The TD loss (``algo.loss``) on a minibatch, and the loss and mean Q-value (detached) to report."""
+        """The TD loss (``algo.loss``) on a minibatch, each transition's weighted by ``weights``, and
+        the loss, the mean Q-value and each transition's TD error (detached) to report."""
         cfg = self.config
         with torch.no_grad():
             next_q = self.q_target(next_obs)
@@ -261,8 +292,8 @@ class DQNLearner(Learner):
                 next_value = next_q.max(-1).values
             target = rewards + cfg.gamma * (1.0 - terminated) * next_value
         q = self.q(obs).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-        loss = LOSSES[cfg.loss](q, target)
-        return loss, torch.stack([loss.detach(), q.detach().mean()])
+        loss = (weights * LOSSES[cfg.loss](q, target, reduction="none")).mean()
+        return loss, torch.cat([torch.stack([loss.detach(), q.detach().mean()]), (target - q).detach()])
 
     def get_weights(self) -> Global:
         return copy_weights(self.q)
@@ -296,8 +327,22 @@ class DQN(Algorithm):
         self.actor = DQNActor(obs_dim, num_actions, config, run, spec.observation_space)
         self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         # Stacked frames (Atari) are stored once each, not twice per transition in 4 copies.
-        replay = FrameReplayBuffer if spec.frame_stack > 1 else ReplayBuffer
-        self.buffer = replay(
+        replay: type[Any] = FrameReplayBuffer if spec.frame_stack > 1 else ReplayBuffer
+        priorities: dict[str, Any] = {}
+        if config.prioritized_replay:
+            if spec.frame_stack > 1:
+                raise ConfigError(
+                    f"algo.prioritized_replay takes vector observations; {config.env_id}'s are stacked frames, "
+                    "whose replay stores each frame once: set it to false"
+                )
+            replay = PrioritizedReplayBuffer
+            priorities = dict(
+                alpha=config.priority_alpha,
+                beta=config.priority_beta,
+                epsilon=config.priority_epsilon,
+                beta_steps=run.total_env_steps,
+            )
+        self.buffer: Any = replay(  # its kind is the config's: uniform, frames once each, or prioritized
             config.buffer_size,
             obs_shape,
             batch_size=config.batch_size,
@@ -307,6 +352,7 @@ class DQN(Algorithm):
             device=run.device,
             final_obs=self.final_obs,
             obs_dtype=observation_dtype(spec.observation_space),
+            **priorities,
         )
         self.learner = DQNLearner(obs_dim, num_actions, config, run, spec.observation_space)
 
@@ -323,6 +369,8 @@ class DQN(Algorithm):
         batch = self.buffer.sample()
         # Update: TD steps against the target network.
         metrics = self.learner.learn(batch)
+        if self.config.prioritized_replay:  # the sampled transitions' new priorities, back to the replay
+            self.buffer.update_priorities(self.learner.td_errors())
         # Sync: the actor acts with the new weights from the next iteration on.
         self.actor.set_weights(self.learner.get_weights())
         return metrics

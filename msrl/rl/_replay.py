@@ -153,8 +153,13 @@ class ReplayBuffer(Buffer):
         values.append(terminated)
         if kept < offered:
             values = [value[keep] for value in values]
+        start = self.position
         self.position, count = write_ring(stores, values, self.position, self.capacity)
         self.size = min(self.size + count, self.capacity)
+        self.written(start, count)
+
+    def written(self, start: int, count: int) -> None:
+        """Called after ``insert`` wrote ``count`` transitions from row ``start`` on (mod the capacity)."""
 
     def sample(self) -> Batched:
         rows = self.batch_size if self.inserted >= self.learning_starts and self.size else 0

@@ -1,0 +1,42 @@
+"""DQN with prioritized replay under ``single_learner_coarse``: each rollout replica's replay gets
+back the TD errors of the rows it sampled (a replay checks their shape against its last sample), so
+after training every replica's priorities differ from the largest one new transitions enter at."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import torch
+
+from msrl.app import Trainer
+
+pytestmark = [pytest.mark.usefixtures("shared_ray"), pytest.mark.landing]  # two Ray workers and a learner: ~20 s
+
+CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "dqn_cartpole.yaml")
+
+
+def test_priorities_come_back_to_each_replay_replica(tmp_path: Path) -> None:
+    overrides = [
+        f"runs_dir={tmp_path}",
+        "progress=false",
+        "eval_episodes=0",
+        "algo.compile=false",
+        "algo.prioritized_replay=true",
+        "algo.learning_starts=500",
+        "total_env_steps=3000",
+        "policy=single_learner_coarse",
+        "policy.actors=2",
+    ]
+    with Trainer(CONFIG, overrides, stream=io.StringIO()) as trainer:
+        while not trainer.done:
+            record = trainer.step()
+        state = trainer.runtime.state_dict()
+    assert record["td_loss"] > 0
+    for replica in state["_replicas"]["rollout"]:
+        buffer = replica["buffer"]
+        priorities = buffer["priorities"][: buffer["size"]]
+        top = buffer["max_priority"] ** 0.6  # alpha
+        assert buffer["size"] > 0 and bool((priorities < top * 0.999).any()), priorities
+        assert torch.isfinite(priorities).all()

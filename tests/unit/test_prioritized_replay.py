@@ -1,0 +1,110 @@
+"""Prioritized replay (``msrl.rl.PrioritizedReplayBuffer``): the sum tree against numpy's
+cumulative sums, sampling in proportion to ``priority^alpha``, the importance weights' formula,
+new transitions at the largest priority, and DQN's priorities flowing back from the learner to a
+replay that lives in another fragment's replicas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fragments import PER_ITERATION
+from msrl.app import load_config, plan
+from msrl.core import ValueKind
+from msrl.rl import PrioritizedBatch, PrioritizedReplayBuffer, SumTree
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("capacity", [1, 5, 8, 1000])
+def test_the_sum_tree_finds_the_leaf_whose_span_holds_each_prefix_sum(capacity: int) -> None:
+    rng = np.random.default_rng(capacity)
+    values = rng.uniform(0.1, 2.0, capacity)
+    tree = SumTree(capacity)
+    tree.update(torch.arange(capacity), torch.as_tensor(values))
+    assert tree.total == pytest.approx(values.sum())
+    prefix = rng.uniform(0, values.sum(), 4096)
+    expected = np.searchsorted(np.cumsum(values), prefix, side="right")  # the leaf whose span holds it
+    assert np.array_equal(tree.find(prefix), expected)
+
+
+def test_updates_set_leaves_and_every_sum_above_the_last_value_winning_where_an_index_repeats() -> None:
+    tree = SumTree(6)
+    tree.update(torch.arange(6), torch.ones(6))
+    tree.update(torch.tensor([2, 4, 2]), torch.tensor([5.0, 0.5, 3.0]))
+    assert tree.values(torch.arange(6)).tolist() == [1.0, 1.0, 3.0, 1.0, 0.5, 1.0]
+    assert tree.total == pytest.approx(7.5)
+
+
+def _buffer(capacity: int = 64, rows: int = 4096, **kwargs) -> PrioritizedReplayBuffer:
+    return PrioritizedReplayBuffer(capacity, (1,), batch_size=rows, seed=3, **kwargs)
+
+
+def _fill(buffer: PrioritizedReplayBuffer, count: int) -> None:
+    obs = torch.arange(count, dtype=torch.float32).reshape(count, 1)
+    zeros = torch.zeros(count)
+    buffer.insert(obs, torch.zeros(count, dtype=torch.int64), zeros, obs, zeros, zeros)
+
+
+def test_transitions_are_sampled_in_proportion_to_their_priority_to_the_alpha() -> None:
+    buffer = _buffer(capacity=4, rows=20_000, alpha=0.5)
+    _fill(buffer, 4)
+    batch = buffer.sample()
+    buffer.update_priorities(torch.tensor([1.0, 4.0, 9.0, 16.0])[buffer.sampled])  # by the rows sampled
+    counts = torch.bincount(buffer.sample().obs.reshape(-1).long(), minlength=4).double()
+    expected = torch.tensor([1.0, 2.0, 3.0, 4.0]) / 10  # sqrt of 1, 4, 9, 16 (plus epsilon)
+    torch.testing.assert_close(counts / counts.sum(), expected.double(), atol=0.01, rtol=0)
+    assert isinstance(batch, PrioritizedBatch) and batch.num_batches == 1
+
+
+def test_the_importance_weights_are_n_times_p_to_the_minus_beta_over_their_largest() -> None:
+    buffer = _buffer(capacity=4, rows=512, alpha=1.0, beta=0.5, beta_steps=10**9)
+    _fill(buffer, 4)
+    buffer.sample()
+    buffer.update_priorities(torch.tensor([1.0, 2.0, 3.0, 4.0])[buffer.sampled] - buffer.epsilon)
+    batch = buffer.sample()
+    p = torch.tensor([1.0, 2.0, 3.0, 4.0]) / 10
+    w = (4 * p) ** -0.5
+    expected = w[batch.obs.reshape(-1).long()] / w[batch.obs.reshape(-1).long()].max()
+    torch.testing.assert_close(batch.weights.reshape(-1), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_new_transitions_enter_at_the_largest_priority_and_beta_anneals_to_1() -> None:
+    buffer = _buffer(capacity=8, rows=16, alpha=1.0, beta=0.4, beta_steps=8)
+    _fill(buffer, 4)
+    buffer.sample()
+    buffer.update_priorities(torch.full(buffer.sampled.shape, 5.0))
+    _fill(buffer, 2)
+    assert buffer.tree.values(torch.tensor([4, 5])).tolist() == pytest.approx([5.0 + 1e-6] * 2)
+    assert buffer.current_beta == pytest.approx(0.4 + 0.6 * 6 / 8)
+    _fill(buffer, 4)
+    assert buffer.current_beta == 1.0
+
+
+def test_the_warm_up_samples_nothing_and_a_checkpoint_restores_the_priorities() -> None:
+    buffer = _buffer(capacity=16, rows=8, learning_starts=10)
+    _fill(buffer, 4)
+    empty = buffer.sample()
+    assert empty.rewards.shape == (0, 1) and empty.weights.shape == (0, 1)
+    buffer.update_priorities(torch.zeros(0, 1))  # nothing to update
+    _fill(buffer, 8)
+    buffer.sample()
+    buffer.update_priorities(torch.rand(buffer.sampled.shape, generator=torch.Generator().manual_seed(0)))
+    again = _buffer(capacity=16, rows=8, learning_starts=10)
+    again.load_state_dict(buffer.state_dict())
+    assert np.array_equal(again.tree.tree, buffer.tree.tree) and again.max_priority == buffer.max_priority
+    assert torch.equal(again.sample().obs, buffer.sample().obs)
+
+
+def test_dqns_priorities_go_back_from_the_learner_to_the_replay_replicas_that_sampled_them() -> None:
+    config = load_config(
+        str(REPO / "configs" / "dqn_cartpole.yaml"),
+        ["algo.prioritized_replay=true", "policy=single_learner_coarse", "algo.compile=false"],
+    )
+    interfaces = {(str(i.value), i.src, i.dst): (i.op, i.kind, i.frequency) for i in plan(config).fdg.interfaces}
+    # the batch gathered from the rollouts' replicas, its TD errors scattered back to them in the same order
+    assert interfaces[("%buffer.sample", "rollout", "learner")] == ("gather", ValueKind.BATCHED, PER_ITERATION)
+    assert interfaces[("%learner.td_errors", "learner", "rollout")] == ("scatter", ValueKind.BATCHED, PER_ITERATION)
