@@ -99,6 +99,9 @@ class DQNConfig:
     """Epsilon after the decay."""
     double_dqn: bool = False
     """Pick the next action with the online network and value it with the target network."""
+    dueling: bool = False
+    """A dueling head (Wang et al., 2016): a state value and each action's advantage on one torso
+    (``msrl.rl.DuelingQ``)."""
     prioritized_replay: bool = False
     """Sample transitions in proportion to their last TD error (Schaul et al.'s proportional
     prioritized replay, ``msrl.rl.PrioritizedReplayBuffer``), the learner sending the new errors
@@ -152,6 +155,8 @@ class DQNConfig:
             raise ConfigError(f"algo.tau must be in (0, 1], got {self.tau}")
         if not 0.0 <= self.end_epsilon <= self.start_epsilon <= 1.0:
             raise ConfigError("algo.end_epsilon and algo.start_epsilon must satisfy 0 <= end <= start <= 1")
+        if self.dueling and self.network == "mlp" and not self.hidden_sizes:
+            raise ConfigError("algo.dueling needs a hidden layer for its two heads to share: set algo.hidden_sizes")
         check_compile_option(self.compile)
         check_network(self.network, self.env_id, None)
 
@@ -163,7 +168,13 @@ def q_network(
     """Observation -> one Q-value per action (the learner's, and the actors' copies: same seed, same weights)."""
     sizes = [obs_dim, *config.hidden_sizes, num_actions]
     build_mlp = lambda: mlp(sizes, nn.ReLU, torch.Generator().manual_seed(seed))  # noqa: E731
-    return torso_q_network(config.network, obs_space, num_actions, seed, build_mlp)
+
+    def dueling_torso() -> tuple[nn.Module, int]:  # the hidden layers, each followed by its ReLU
+        body = mlp([obs_dim, *config.hidden_sizes], nn.ReLU, torch.Generator().manual_seed(seed))
+        return nn.Sequential(body, nn.ReLU()), config.hidden_sizes[-1]
+
+    dueling = dueling_torso if config.dueling else None
+    return torso_q_network(config.network, obs_space, num_actions, seed, build_mlp, dueling)
 
 
 # -- components ------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from msrl.rl._heads import (
 from msrl.rl._mlp import QFunctions, mlp
 from msrl.rl._networks import (
     NETWORKS,
+    DuelingQ,
     ImpalaCNN,
     NatureCNN,
     SharedActorCritic,
@@ -67,6 +68,7 @@ from msrl.rl._update import FUNCTIONAL_OPTIMIZERS, GradientStep, clip_grad_norm_
 from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
+    "DuelingQ",
     "PrioritizedBatch",
     "PrioritizedReplayBuffer",
     "SumTree",

@@ -224,15 +224,51 @@ def actor_critic(
 
 
 def q_network(
-    network: str, space: Space | None, num_actions: int, seed: int, mlp: Callable[[], nn.Module]
+    network: str,
+    space: Space | None,
+    num_actions: int,
+    seed: int,
+    mlp: Callable[[], nn.Module],
+    dueling: Callable[[], tuple[nn.Module, int]] | None = None,
 ) -> nn.Module:
     """The Q-network ``network`` names: ``mlp()`` (the algorithm's own), else that torso and a
-    linear layer to one value per action (``q_head``)."""
+    linear layer to one value per action (``q_head``).  With ``dueling``, the torso and a dueling
+    head (``DuelingQ``) instead, ``dueling()`` giving the algorithm's MLP torso and its width."""
+    generator = torch.Generator().manual_seed(seed)
+    if dueling is not None:
+        body, features = dueling() if network == "mlp" else torso(network, _frames(network, space), generator, seed)
+        return DuelingQ(body, features, num_actions, generator)
     if network == "mlp":
         return mlp()
-    generator = torch.Generator().manual_seed(seed)
     body, features = torso(network, _frames(network, space), generator, seed)
     return q_head(body, features, num_actions, generator)
+
+
+class DuelingQ(nn.Module):
+    """Wang et al.'s (2016) dueling architecture: one torso, a state value ``V(s)`` and each
+    action's advantage ``A(s, a)``, combined as ``Q = V + A - mean_a A`` (the mean keeps ``V`` and
+    ``A`` identifiable, as the paper's)."""
+
+    def __init__(self, body: nn.Module, features: int, num_actions: int, generator: torch.Generator) -> None:
+        super().__init__()
+        self.body = body
+        self.value = _linear(features, 1, generator)
+        self.advantage = _linear(features, num_actions, generator)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        features = self.body(obs)
+        advantage = self.advantage(features)
+        return self.value(features) + advantage - advantage.mean(-1, keepdim=True)
+
+
+def _linear(inputs: int, outputs: int, generator: torch.Generator) -> nn.Linear:
+    """``nn.Linear`` with PyTorch's initialisation, drawn from ``generator``."""
+    layer = nn.Linear(inputs, outputs)
+    with torch.no_grad():
+        bound = 1.0 / math.sqrt(inputs)
+        nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
+        layer.bias.uniform_(-bound, bound, generator=generator)
+    return layer
 
 
 def _frames(network: str, space: Space | None) -> Box:
@@ -244,16 +280,12 @@ def _frames(network: str, space: Space | None) -> Box:
 def q_head(body: nn.Module, features: int, num_actions: int, generator: torch.Generator) -> nn.Sequential:
     """``body`` then a linear layer to one value per action (PyTorch's initialisation, drawn from
     ``generator``: CleanRL's ``dqn_atari`` Q-network keeps torch's defaults)."""
-    head = nn.Linear(features, num_actions)
-    with torch.no_grad():
-        bound = 1.0 / math.sqrt(features)
-        nn.init.kaiming_uniform_(head.weight, a=math.sqrt(5), generator=generator)
-        head.bias.uniform_(-bound, bound, generator=generator)
-    return nn.Sequential(body, head)
+    return nn.Sequential(body, _linear(features, num_actions, generator))
 
 
 __all__ = [
     "NETWORKS",
+    "DuelingQ",
     "ImpalaCNN",
     "NatureCNN",
     "SharedActorCritic",

@@ -23,7 +23,16 @@ import msrl
 import msrl.app
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIGS = ["a2c_cartpole", "dqn_cartpole", "ppo_cartpole", "ppo_pendulum", "sac_pendulum", "impala_cartpole"]
+CONFIGS = [
+    "a2c_cartpole",
+    "dqn_cartpole",
+    "ppo_cartpole",
+    "ppo_pendulum",
+    "sac_pendulum",
+    "td3_pendulum",
+    "ddpg_pendulum",
+    "impala_cartpole",
+]
 PRESETS = {
     "local": ["policy=local"],
     "single_learner_coarse": ["policy=single_learner_coarse"],
@@ -45,6 +54,9 @@ CONFIG_BAR = {
     "a2c_cartpole": 100.0,
 }
 """config -> its bar where the env's is too high for the budget the matrix runs."""
+REPLAYED_PENDULUM = ["total_env_steps=12000", "algo.num_envs=4", "algo.train_frequency=4", "algo.gradient_steps=8"]
+"""TD3's and DDPG's matrix runs: as SAC's (below), four environments between updates that take
+twice their steps, with rl-zoo's [400, 300] networks and a shorter warm-up."""
 MATRIX: dict[str, list[str]] = {
     # The shipped files carry their references' settings and budgets: 500k steps of A2C and DQN and
     # SAC's one env stepped once per gradient step would make this matrix a day, and one env cannot
@@ -53,6 +65,8 @@ MATRIX: dict[str, list[str]] = {
     # smaller network at 12k steps; DQN at its learning test's reduced budget of CleanRL's settings).
     "a2c_cartpole": OVERRIDES["a2c_cartpole"],
     "dqn_cartpole": OFF_POLICY["dqn_cartpole"],
+    "td3_pendulum": [*REPLAYED_PENDULUM, "algo.learning_starts=2000"],
+    "ddpg_pendulum": [*REPLAYED_PENDULUM, "algo.learning_starts=2000"],
     "sac_pendulum": [
         "total_env_steps=12000",
         "algo.num_envs=4",

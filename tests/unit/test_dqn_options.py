@@ -1,0 +1,60 @@
+"""DQN's options beside prioritized replay (tests/unit/test_prioritized_replay.py): the dueling
+head's combination of value and advantages, built on the MLP and on a convolutional torso, and the
+weighted loss that a uniform replay's weights of one leave as the plain mean."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from algorithms.dqn import DQNConfig, DQNLearner, q_network
+from msrl.core import Box, ConfigError, RunInfo
+from msrl.rl import DuelingQ, ReplayBatch
+
+
+def test_the_dueling_head_is_the_value_plus_each_advantage_less_their_mean() -> None:
+    net = q_network(4, 3, DQNConfig(hidden_sizes=(16, 16), dueling=True), seed=0)
+    assert isinstance(net, DuelingQ)
+    obs = torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        features = net.body(obs)
+        value, advantage = net.value(features), net.advantage(features)
+        torch.testing.assert_close(net(obs), value + advantage - advantage.mean(-1, keepdim=True))
+    # the Q-values' mean over actions is the value: the advantages' mean is taken out
+    torch.testing.assert_close(net(obs).mean(-1), value.squeeze(-1))
+
+
+def test_a_dueling_head_goes_on_a_convolutional_torso_too() -> None:
+    frames = Box(0, 255, (4, 84, 84), dtype="uint8")
+    net = q_network(0, 6, DQNConfig(network="nature_cnn", dueling=True), seed=0, obs_space=frames)
+    assert isinstance(net, DuelingQ)
+    assert net(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).shape == (2, 6)
+
+
+def test_dueling_without_a_hidden_layer_is_one_line() -> None:
+    with pytest.raises(ConfigError, match="algo.dueling needs a hidden layer"):
+        DQNConfig(hidden_sizes=(), dueling=True).validate()
+
+
+def test_a_uniform_replays_loss_is_the_plain_mean_and_its_td_errors_come_back_per_transition() -> None:
+    config = DQNConfig(hidden_sizes=(8,), compile=False, loss="mse", max_grad_norm=0.0)
+    learner = DQNLearner(4, 2, config, RunInfo(seed=2, total_env_steps=100))
+    g = torch.Generator().manual_seed(5)
+    batch = ReplayBatch(
+        torch.randn(6, 2, 4, generator=g),
+        torch.randint(2, (6, 2), generator=g),
+        torch.randn(6, 2, generator=g),
+        torch.randn(6, 2, 4, generator=g),
+        torch.zeros(6, 2),
+    )
+    obs, actions, rewards, next_obs, terminated = (field[:, 0] for field in batch)
+    with torch.no_grad():
+        target = rewards + config.gamma * learner.q(next_obs).max(-1).values  # the target is a copy, as yet
+        q = learner.q(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    metrics = learner.learn(batch)
+    errors = learner.td_errors()
+    assert errors.shape == (6, 2)
+    torch.testing.assert_close(errors[:, 0], target - q)
+    assert metrics["td_loss"] == pytest.approx(
+        (((target - q) ** 2).mean().item() + (errors[:, 1] ** 2).mean().item()) / 2, rel=1e-5
+    )
