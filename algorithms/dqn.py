@@ -34,6 +34,7 @@ from msrl.core import (
     steps,
 )
 from msrl.rl import (
+    CategoricalQ,
     CompiledCall,
     FrameReplayBuffer,
     GradientStep,
@@ -42,6 +43,7 @@ from msrl.rl import (
     ReplayBatch,
     ReplayBuffer,
     as_observation,
+    categorical_projection,
     check_action_space,
     check_compile_option,
     check_network,
@@ -99,6 +101,16 @@ class DQNConfig:
     """Epsilon after the decay."""
     double_dqn: bool = False
     """Pick the next action with the online network and value it with the target network."""
+    distributional: bool = False
+    """C51 (Bellemare et al., 2017): each action's return as a distribution on ``atoms`` values from
+    ``v_min`` to ``v_max`` (``msrl.rl.CategoricalQ``), regressed by cross-entropy on the projected
+    target distribution; acting reads the expected return."""
+    atoms: int = 51
+    """The distribution's number of atoms."""
+    v_min: float = -10.0
+    """The smallest return the distribution holds."""
+    v_max: float = 10.0
+    """The largest."""
     dueling: bool = False
     """A dueling head (Wang et al., 2016): a state value and each action's advantage on one torso
     (``msrl.rl.DuelingQ``)."""
@@ -155,6 +167,11 @@ class DQNConfig:
             raise ConfigError(f"algo.tau must be in (0, 1], got {self.tau}")
         if not 0.0 <= self.end_epsilon <= self.start_epsilon <= 1.0:
             raise ConfigError("algo.end_epsilon and algo.start_epsilon must satisfy 0 <= end <= start <= 1")
+        if self.distributional and (self.atoms < 2 or not self.v_min < self.v_max):
+            raise ConfigError(
+                f"algo.distributional needs algo.atoms >= 2 and algo.v_min < algo.v_max; got {self.atoms}, "
+                f"{self.v_min}, {self.v_max}"
+            )
         if self.dueling and self.network == "mlp" and not self.hidden_sizes:
             raise ConfigError("algo.dueling needs a hidden layer for its two heads to share: set algo.hidden_sizes")
         check_compile_option(self.compile)
@@ -165,8 +182,10 @@ class DQNConfig:
 def q_network(
     obs_dim: int, num_actions: int, config: DQNConfig, seed: int, obs_space: Space | None = None
 ) -> nn.Module:
-    """Observation -> one Q-value per action (the learner's, and the actors' copies: same seed, same weights)."""
-    sizes = [obs_dim, *config.hidden_sizes, num_actions]
+    """Observation -> one Q-value per action (the learner's, and the actors' copies: same seed, same
+    weights); distributional: a ``CategoricalQ`` whose ``logits`` the learner regresses."""
+    atoms = config.atoms if config.distributional else 1
+    sizes = [obs_dim, *config.hidden_sizes, num_actions * atoms]
     build_mlp = lambda: mlp(sizes, nn.ReLU, torch.Generator().manual_seed(seed))  # noqa: E731
 
     def dueling_torso() -> tuple[nn.Module, int]:  # the hidden layers, each followed by its ReLU
@@ -174,7 +193,8 @@ def q_network(
         return nn.Sequential(body, nn.ReLU()), config.hidden_sizes[-1]
 
     dueling = dueling_torso if config.dueling else None
-    return torso_q_network(config.network, obs_space, num_actions, seed, build_mlp, dueling)
+    net = torso_q_network(config.network, obs_space, num_actions, seed, build_mlp, dueling, atoms)
+    return CategoricalQ(net, num_actions, atoms, config.v_min, config.v_max) if config.distributional else net
 
 
 # -- components ------------------------------------------------------------------------------------
@@ -293,8 +313,11 @@ class DQNLearner(Learner):
         weights: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The TD loss (``algo.loss``) on a minibatch, each transition's weighted by ``weights``, and
-        the loss, the mean Q-value and each transition's TD error (detached) to report."""
+        the loss, the mean Q-value and each transition's TD error (detached) to report: for a
+        distributional network, the cross-entropy to the projected target and it."""
         cfg = self.config
+        if cfg.distributional:
+            return self.distributional_loss(obs, actions, rewards, next_obs, terminated, weights)
         with torch.no_grad():
             next_q = self.q_target(next_obs)
             if cfg.double_dqn:
@@ -305,6 +328,32 @@ class DQNLearner(Learner):
         q = self.q(obs).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
         loss = (weights * LOSSES[cfg.loss](q, target, reduction="none")).mean()
         return loss, torch.cat([torch.stack([loss.detach(), q.detach().mean()]), (target - q).detach()])
+
+    def distributional_loss(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """C51's: the target network's distribution of the next state's best action (the online
+        network's choice with ``double_dqn``), projected onto the support, and each transition's
+        cross-entropy to it, weighted."""
+        q, q_target = self.q, self.q_target
+        assert isinstance(q, CategoricalQ) and isinstance(q_target, CategoricalQ)
+        rows = torch.arange(obs.shape[0], device=obs.device)
+        with torch.no_grad():
+            next_probs = q_target.logits(next_obs).softmax(-1)
+            chooser = q(next_obs) if self.config.double_dqn else (next_probs * q_target.support).sum(-1)
+            best = next_probs[rows, chooser.argmax(-1)]
+            target = categorical_projection(best, rewards, self.config.gamma * (1.0 - terminated), q_target.support)
+        log_probs = q.logits(obs)[rows, actions.long()].log_softmax(-1)
+        cross_entropy = -(target * log_probs).sum(-1)
+        loss = (weights * cross_entropy).mean()
+        expected = (log_probs.detach().exp() * q.support).sum(-1)
+        return loss, torch.cat([torch.stack([loss.detach(), expected.mean()]), cross_entropy.detach()])
 
     def get_weights(self) -> Global:
         return copy_weights(self.q)

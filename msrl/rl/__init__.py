@@ -45,11 +45,13 @@ from msrl.rl._heads import (
 from msrl.rl._mlp import QFunctions, mlp
 from msrl.rl._networks import (
     NETWORKS,
+    CategoricalQ,
     DuelingQ,
     ImpalaCNN,
     NatureCNN,
     SharedActorCritic,
     actor_critic,
+    categorical_projection,
     check_network,
     q_network,
 )
@@ -68,6 +70,8 @@ from msrl.rl._update import FUNCTIONAL_OPTIMIZERS, GradientStep, clip_grad_norm_
 from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
+    "CategoricalQ",
+    "categorical_projection",
     "DuelingQ",
     "PrioritizedBatch",
     "PrioritizedReplayBuffer",

@@ -230,35 +230,79 @@ def q_network(
     seed: int,
     mlp: Callable[[], nn.Module],
     dueling: Callable[[], tuple[nn.Module, int]] | None = None,
+    atoms: int = 1,
 ) -> nn.Module:
     """The Q-network ``network`` names: ``mlp()`` (the algorithm's own), else that torso and a
     linear layer to one value per action (``q_head``).  With ``dueling``, the torso and a dueling
-    head (``DuelingQ``) instead, ``dueling()`` giving the algorithm's MLP torso and its width."""
+    head (``DuelingQ``) instead, ``dueling()`` giving the algorithm's MLP torso and its width.
+    ``atoms`` above 1: each action's ``atoms`` logits of a return distribution (``CategoricalQ``
+    wraps the network; ``mlp()`` must then give ``num_actions * atoms`` outputs)."""
     generator = torch.Generator().manual_seed(seed)
     if dueling is not None:
         body, features = dueling() if network == "mlp" else torso(network, _frames(network, space), generator, seed)
-        return DuelingQ(body, features, num_actions, generator)
+        return DuelingQ(body, features, num_actions, generator, atoms)
     if network == "mlp":
         return mlp()
     body, features = torso(network, _frames(network, space), generator, seed)
-    return q_head(body, features, num_actions, generator)
+    return q_head(body, features, num_actions * atoms, generator)
 
 
 class DuelingQ(nn.Module):
     """Wang et al.'s (2016) dueling architecture: one torso, a state value ``V(s)`` and each
     action's advantage ``A(s, a)``, combined as ``Q = V + A - mean_a A`` (the mean keeps ``V`` and
-    ``A`` identifiable, as the paper's)."""
+    ``A`` identifiable, as the paper's).  With ``atoms`` above 1, the same per atom of a return
+    distribution's logits (Rainbow's dueling distributional head), flattened to ``num_actions * atoms``."""
 
-    def __init__(self, body: nn.Module, features: int, num_actions: int, generator: torch.Generator) -> None:
+    def __init__(
+        self, body: nn.Module, features: int, num_actions: int, generator: torch.Generator, atoms: int = 1
+    ) -> None:
         super().__init__()
-        self.body = body
-        self.value = _linear(features, 1, generator)
-        self.advantage = _linear(features, num_actions, generator)
+        self.body, self.num_actions, self.atoms = body, num_actions, atoms
+        self.value = _linear(features, atoms, generator)
+        self.advantage = _linear(features, num_actions * atoms, generator)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         features = self.body(obs)
-        advantage = self.advantage(features)
-        return self.value(features) + advantage - advantage.mean(-1, keepdim=True)
+        advantage = self.advantage(features).reshape(-1, self.num_actions, self.atoms)
+        value = self.value(features).reshape(-1, 1, self.atoms)
+        return (value + advantage - advantage.mean(1, keepdim=True)).reshape(-1, self.num_actions * self.atoms)
+
+
+class CategoricalQ(nn.Module):
+    """A return distribution per action on ``atoms`` fixed values from ``v_min`` to ``v_max``
+    (Bellemare et al.'s C51): ``net`` gives ``num_actions * atoms`` logits; ``forward`` is each
+    action's expected return (what acting and the greedy policy read), ``logits`` the distributions'."""
+
+    support: torch.Tensor  # a buffer (registered in __init__): the atoms' values
+
+    def __init__(self, net: nn.Module, num_actions: int, atoms: int, v_min: float, v_max: float) -> None:
+        super().__init__()
+        self.net, self.num_actions, self.atoms = net, num_actions, atoms
+        self.register_buffer("support", torch.linspace(v_min, v_max, atoms))
+
+    def logits(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs).reshape(-1, self.num_actions, self.atoms)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return (self.logits(obs).softmax(-1) * self.support).sum(-1)
+
+
+def categorical_projection(
+    probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor, support: torch.Tensor
+) -> torch.Tensor:
+    """C51's target: the distribution ``probs`` (``(batch, atoms)`` on ``support``) moved to
+    ``rewards + discounts * z``, clipped to the support's ends and split between the two atoms
+    around each moved value in proportion to its distance from them."""
+    v_min, v_max, atoms = support[0], support[-1], support.numel()
+    delta = (v_max - v_min) / (atoms - 1)
+    moved = (rewards.unsqueeze(-1) + discounts.unsqueeze(-1) * support).clamp(v_min, v_max)
+    position = (moved - v_min) / delta
+    lower, upper = position.floor(), position.ceil()
+    target = torch.zeros_like(probs)
+    # a value on an atom (lower == upper) goes whole to it
+    target.scatter_add_(-1, lower.long(), probs * (upper - position + (lower == upper).to(probs.dtype)))
+    target.scatter_add_(-1, upper.long(), probs * (position - lower))
+    return target
 
 
 def _linear(inputs: int, outputs: int, generator: torch.Generator) -> nn.Linear:
@@ -285,7 +329,9 @@ def q_head(body: nn.Module, features: int, num_actions: int, generator: torch.Ge
 
 __all__ = [
     "NETWORKS",
+    "CategoricalQ",
     "DuelingQ",
+    "categorical_projection",
     "ImpalaCNN",
     "NatureCNN",
     "SharedActorCritic",
