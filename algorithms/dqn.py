@@ -101,6 +101,9 @@ class DQNConfig:
     """Epsilon after the decay."""
     double_dqn: bool = False
     """Pick the next action with the online network and value it with the target network."""
+    n_step: int = 1
+    """Multi-step targets: the rewards of ``n_step`` steps, then the target network's value
+    discounted by ``gamma ** n_step`` (``msrl.rl.NStepReturns``; Rainbow's 3)."""
     distributional: bool = False
     """C51 (Bellemare et al., 2017): each action's return as a distribution on ``atoms`` values from
     ``v_min`` to ``v_max`` (``msrl.rl.CategoricalQ``), regressed by cross-entropy on the projected
@@ -149,6 +152,7 @@ class DQNConfig:
             "batch_size",
             "buffer_size",
             "target_update_interval",
+            "n_step",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
@@ -275,6 +279,7 @@ class DQNLearner(Learner):
         )
         self.gradient_steps_taken = 0
         self.last_td_errors = torch.zeros(0, config.gradient_steps)
+        self.discount = config.gamma**config.n_step  # what bootstraps a stored (n-step) transition
 
     def learn(self, batch: ReplayBatch | PrioritizedBatch) -> Global:
         cfg = self.config
@@ -324,7 +329,7 @@ class DQNLearner(Learner):
                 next_value = next_q.gather(-1, self.q(next_obs).argmax(-1, keepdim=True)).squeeze(-1)
             else:
                 next_value = next_q.max(-1).values
-            target = rewards + cfg.gamma * (1.0 - terminated) * next_value
+            target = rewards + self.discount * (1.0 - terminated) * next_value
         q = self.q(obs).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
         loss = (weights * LOSSES[cfg.loss](q, target, reduction="none")).mean()
         return loss, torch.cat([torch.stack([loss.detach(), q.detach().mean()]), (target - q).detach()])
@@ -348,7 +353,7 @@ class DQNLearner(Learner):
             next_probs = q_target.logits(next_obs).softmax(-1)
             chooser = q(next_obs) if self.config.double_dqn else (next_probs * q_target.support).sum(-1)
             best = next_probs[rows, chooser.argmax(-1)]
-            target = categorical_projection(best, rewards, self.config.gamma * (1.0 - terminated), q_target.support)
+            target = categorical_projection(best, rewards, self.discount * (1.0 - terminated), q_target.support)
         log_probs = q.logits(obs)[rows, actions.long()].log_softmax(-1)
         cross_entropy = -(target * log_probs).sum(-1)
         loss = (weights * cross_entropy).mean()
@@ -388,7 +393,14 @@ class DQN(Algorithm):
         self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         # Stacked frames (Atari) are stored once each, not twice per transition in 4 copies.
         replay: type[Any] = FrameReplayBuffer if spec.frame_stack > 1 else ReplayBuffer
-        priorities: dict[str, Any] = {}
+        options: dict[str, Any] = {}  # the replay's, beyond what every replay takes
+        if config.n_step > 1:
+            if spec.frame_stack > 1:
+                raise ConfigError(
+                    f"algo.n_step takes vector observations; {config.env_id}'s are stacked frames, whose replay "
+                    "stores each frame once: set it to 1"
+                )
+            options.update(n_step=config.n_step, gamma=config.gamma)
         if config.prioritized_replay:
             if spec.frame_stack > 1:
                 raise ConfigError(
@@ -396,7 +408,7 @@ class DQN(Algorithm):
                     "whose replay stores each frame once: set it to false"
                 )
             replay = PrioritizedReplayBuffer
-            priorities = dict(
+            options.update(
                 alpha=config.priority_alpha,
                 beta=config.priority_beta,
                 epsilon=config.priority_epsilon,
@@ -412,7 +424,7 @@ class DQN(Algorithm):
             device=run.device,
             final_obs=self.final_obs,
             obs_dtype=observation_dtype(spec.observation_space),
-            **priorities,
+            **options,
         )
         self.learner = DQNLearner(obs_dim, num_actions, config, run, spec.observation_space)
 

@@ -1,9 +1,9 @@
 """What does each of DQN's options buy on CartPole?  ``configs/dqn_cartpole.yaml`` (CleanRL's
 settings) at a reduced budget, each option on alone and all together, against the plain config,
 over the same seeds: the greedy return at the end (mean ± std over seeds) and how many seeds
-reached 475.  The options: ``double_dqn``, ``dueling``, ``prioritized_replay`` and
+reached 475.  The options: ``double_dqn``, ``dueling``, ``prioritized_replay``, ``n_step`` (3) and
 ``distributional`` (C51 on CleanRL ``c51.py``'s CartPole support: 101 atoms from -100 to 100); all
-four are ``configs/dqn_rainbow_cartpole.yaml``.
+five are ``configs/dqn_rainbow_cartpole.yaml``.
 
     python -m benchmarks.dqn_options --seeds 5 --steps 30000
 """
@@ -22,11 +22,13 @@ VARIANTS: dict[str, list[str]] = {
     "double_dqn": ["algo.double_dqn=true"],
     "dueling": ["algo.dueling=true"],
     "prioritized_replay": ["algo.prioritized_replay=true"],
+    "n_step": ["algo.n_step=3"],
     "distributional": ["algo.distributional=true", "algo.atoms=101", "algo.v_min=-100", "algo.v_max=100"],
-    "all four": [
+    "all five": [
         "algo.double_dqn=true",
         "algo.dueling=true",
         "algo.prioritized_replay=true",
+        "algo.n_step=3",
         "algo.distributional=true",
         "algo.atoms=101",
         "algo.v_min=-100",

@@ -56,6 +56,7 @@ from msrl.rl._networks import (
     q_network,
 )
 from msrl.rl._normalize import RewardScaler, RunningMeanStd
+from msrl.rl._nstep import NStepReturns
 from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo import clipped_surrogate, ppo_epochs
 from msrl.rl._prioritized import PrioritizedBatch, PrioritizedReplayBuffer, SumTree
@@ -70,6 +71,7 @@ from msrl.rl._update import FUNCTIONAL_OPTIMIZERS, GradientStep, clip_grad_norm_
 from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
+    "NStepReturns",
     "CategoricalQ",
     "categorical_projection",
     "DuelingQ",

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import torch
 
 from msrl.core import Batched, Buffer, ConfigError, NoValue, component_class
+from msrl.rl._nstep import NStepReturns
 from msrl.rl._state import load_generator_state
 
 
@@ -109,10 +110,13 @@ class ReplayBuffer(Buffer):
         device: str = "cpu",
         final_obs: bool = False,
         obs_dtype: torch.dtype = torch.float32,
+        n_step: int = 1,
+        gamma: float = 0.99,
     ) -> None:
-        if capacity < 1 or batch_size < 1 or num_batches < 1:
+        if capacity < 1 or batch_size < 1 or num_batches < 1 or n_step < 1:
             raise ValueError(
-                f"capacity, batch_size and num_batches must be >= 1, got {capacity}, {batch_size}, {num_batches}"
+                f"capacity, batch_size, num_batches and n_step must be >= 1, got {capacity}, {batch_size}, "
+                f"{num_batches}, {n_step}"
             )
         row = 2 * math.prod(obs_shape) * obs_dtype.itemsize + math.prod(action_shape) * action_dtype.itemsize + 8
         check_fits(capacity * row, f"a replay buffer of {capacity:,} transitions", device)
@@ -129,6 +133,8 @@ class ReplayBuffer(Buffer):
         self.size = 0
         self.inserted = 0  # transitions offered to insert, stored or not
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        # n-step: each environment's steps wait in a window until they make an n-step transition
+        self.n_step = NStepReturns(n_step, gamma, self.device) if n_step > 1 else None
 
     def __len__(self) -> int:
         return self.size
@@ -146,6 +152,12 @@ class ReplayBuffer(Buffer):
         keep = ~cut
         offered, kept = keep.numel(), int(keep.sum())
         self.inserted += offered
+        if self.n_step is not None:  # what the windows complete, each bootstrapped (or not) as it should be
+            step = (obs, action, reward, next_obs, terminated, truncated)
+            obs, action, reward, next_obs, terminated = self.n_step.step(*(as_tensor(v) for v in step))
+            terminated = terminated.to(torch.float32)
+            keep = torch.ones_like(terminated, dtype=torch.bool)
+            offered = kept = int(terminated.numel())
         if kept == 0:
             return
         stores = (self.obs, self.next_obs, self.actions, self.rewards, self.terminated)
@@ -180,6 +192,7 @@ class ReplayBuffer(Buffer):
             "size": n,
             "inserted": self.inserted,
             "generator": self.generator.get_state(),
+            **({"n_step": self.n_step.state_dict()} if self.n_step is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -190,6 +203,8 @@ class ReplayBuffer(Buffer):
             getattr(self, name)[:n] = state[name].to(self.device)
         self.position, self.size, self.inserted = int(state["position"]), n, int(state["inserted"])
         load_generator_state(self.generator, state["generator"])
+        if self.n_step is not None:
+            self.n_step.load_state_dict(state.get("n_step", {}))
 
     def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
         """Deal the transitions of the checkpoint's replicas out to ``count`` new ones: where there
