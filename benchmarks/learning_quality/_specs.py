@@ -103,6 +103,20 @@ class Linear:
 # make_sb3_model: n_envs (make_vec_env), normalize (VecNormalize, with the algorithm's gamma when the
 # entry sets one, as rl-zoo does), n_timesteps (kept for reference only: the budget replaces it).
 # Everything else (use_sde, sde_sample_freq, use_rms_prop, ...) is passed to the model as it is.
+_PENDULUM_TD3_DDPG: dict[str, Any] = dict(
+    n_timesteps=20_000,
+    policy="MlpPolicy",
+    gamma=0.98,
+    buffer_size=200_000,
+    learning_starts=10_000,
+    noise_type="normal",
+    noise_std=0.1,
+    gradient_steps=-1,
+    train_freq=(1, "episode"),
+    learning_rate=1e-3,
+    policy_kwargs=dict(net_arch=[400, 300]),
+)
+"""hyperparams/td3.yml's and ddpg.yml's Pendulum entries, which are the same (below)."""
 ZOO_HYPERPARAMS: dict[tuple[str, str], dict[str, Any]] = {
     # hyperparams/a2c.yml, CartPole-v1
     ("a2c.yml", "CartPole-v1"): dict(n_envs=8, n_timesteps=5e5, policy="MlpPolicy", ent_coef=0.0),
@@ -182,32 +196,8 @@ ZOO_HYPERPARAMS: dict[tuple[str, str], dict[str, Any]] = {
     # is keyed Pendulum-v0; its values as rl-zoo's benchmark table's Pendulum-v1 agents were trained):
     # noise_type/noise_std become NormalActionNoise as rl-zoo's ExpManager makes it (make_sb3_model),
     # train_freq [1, "episode"] is the tuple SB3 takes
-    ("td3.yml", "Pendulum-v1"): dict(
-        n_timesteps=20_000,
-        policy="MlpPolicy",
-        gamma=0.98,
-        buffer_size=200_000,
-        learning_starts=10_000,
-        noise_type="normal",
-        noise_std=0.1,
-        gradient_steps=-1,
-        train_freq=(1, "episode"),
-        learning_rate=1e-3,
-        policy_kwargs=dict(net_arch=[400, 300]),
-    ),
-    ("ddpg.yml", "Pendulum-v1"): dict(
-        n_timesteps=20_000,
-        policy="MlpPolicy",
-        gamma=0.98,
-        buffer_size=200_000,
-        learning_starts=10_000,
-        noise_type="normal",
-        noise_std=0.1,
-        gradient_steps=-1,
-        train_freq=(1, "episode"),
-        learning_rate=1e-3,
-        policy_kwargs=dict(net_arch=[400, 300]),
-    ),
+    ("td3.yml", "Pendulum-v1"): _PENDULUM_TD3_DDPG,
+    ("ddpg.yml", "Pendulum-v1"): _PENDULUM_TD3_DDPG,
     # hyperparams/ppo.yml, HalfCheetah-v4 ("Tuned")
     ("ppo.yml", "HalfCheetah-v4"): dict(
         normalize=True,

@@ -13,6 +13,18 @@ from msrl.core import Box, ConfigError, RunInfo
 from msrl.rl import CategoricalQ, DuelingQ, ReplayBatch, categorical_projection
 
 
+def _batch(steps: int) -> ReplayBatch:
+    """Six transitions of 4-value observations and two actions for each of ``steps`` gradient steps."""
+    g = torch.Generator().manual_seed(5)
+    return ReplayBatch(
+        torch.randn(6, steps, 4, generator=g),
+        torch.randint(2, (6, steps), generator=g),
+        torch.randn(6, steps, generator=g),
+        torch.randn(6, steps, 4, generator=g),
+        torch.zeros(6, steps),
+    )
+
+
 def test_the_dueling_head_is_the_value_plus_each_advantage_less_their_mean() -> None:
     net = q_network(4, 3, DQNConfig(hidden_sizes=(16, 16), dueling=True), seed=0)
     assert isinstance(net, DuelingQ)
@@ -40,14 +52,7 @@ def test_dueling_without_a_hidden_layer_is_one_line() -> None:
 def test_a_uniform_replays_loss_is_the_plain_mean_and_its_td_errors_come_back_per_transition() -> None:
     config = DQNConfig(hidden_sizes=(8,), compile=False, loss="mse", max_grad_norm=0.0)
     learner = DQNLearner(4, 2, config, RunInfo(seed=2, total_env_steps=100))
-    g = torch.Generator().manual_seed(5)
-    batch = ReplayBatch(
-        torch.randn(6, 2, 4, generator=g),
-        torch.randint(2, (6, 2), generator=g),
-        torch.randn(6, 2, generator=g),
-        torch.randn(6, 2, 4, generator=g),
-        torch.zeros(6, 2),
-    )
+    batch = _batch(steps=2)
     obs, actions, rewards, next_obs, terminated = (field[:, 0] for field in batch)
     with torch.no_grad():
         target = rewards + config.gamma * learner.q(next_obs).max(-1).values  # the target is a copy, as yet
@@ -86,14 +91,7 @@ def test_a_distributional_network_acts_on_its_expected_return_and_learns_by_cros
     assert isinstance(dueling, CategoricalQ) and isinstance(dueling.net, DuelingQ)
     assert dueling.logits(obs).shape == (3, 2, 11)
     learner = DQNLearner(4, 2, config, RunInfo(seed=2, total_env_steps=100))
-    g = torch.Generator().manual_seed(5)
-    batch = ReplayBatch(
-        torch.randn(6, 3, 4, generator=g),
-        torch.randint(2, (6, 3), generator=g),
-        torch.randn(6, 3, generator=g),
-        torch.randn(6, 3, 4, generator=g),
-        torch.zeros(6, 3),
-    )
+    batch = _batch(steps=3)
     losses = [learner.learn(batch)["td_loss"] for _ in range(30)]
     assert (learner.td_errors() >= 0).all()  # cross-entropies, the priorities of a prioritized replay
     assert losses[-1] < losses[0]  # it fits the fixed batch's (moving) targets
