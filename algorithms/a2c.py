@@ -37,6 +37,7 @@ from msrl.rl import (
     RolloutBuffer,
     action_layout,
     actor_critic,
+    actor_critic_loss,
     check_action_space,
     check_compile_option,
     check_network,
@@ -143,12 +144,7 @@ class A2CLearner(Learner):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The loss to minimise, and its policy, value and entropy terms (detached) to report."""
         cfg = self.config
-        dist, values = self.net(obs)
-        policy_loss = -(self.net.head.log_prob(dist, actions) * advantages).mean()
-        value_loss = 0.5 * (returns - values).square().mean()
-        entropy = self.net.head.entropy(dist).mean()
-        loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
-        return loss, torch.stack([policy_loss, value_loss, entropy]).detach()
+        return actor_critic_loss(self.net, obs, actions, advantages, returns, cfg.vf_coef, cfg.ent_coef)
 
     def get_weights(self) -> Global:
         return copy_weights(self.net)

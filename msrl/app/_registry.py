@@ -11,6 +11,7 @@ from msrl.core import Algorithm, ConfigError, import_object
 
 BUILTIN = {
     "a2c": "algorithms.a2c:A2C",
+    "a3c": "algorithms.a3c:A3C",
     "ddpg": "algorithms.ddpg:DDPG",
     "dqn": "algorithms.dqn:DQN",
     "impala": "algorithms.impala:IMPALA",

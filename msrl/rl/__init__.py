@@ -1,7 +1,7 @@
 """Pieces RL algorithms share, written once and tested against reference formulas: returns (GAE,
 n-step, V-trace), buffers (rollout, replay, and a replay of stacked frames that stores each frame once:
 ``FrameReplayBuffer``), action heads (categorical, diagonal Gaussian,
-tanh-Gaussian), the actor-critic network and actor of the on-policy algorithms, the networks a config names
+tanh-Gaussian), the actor-critic network, actor and loss of the on-policy algorithms, the networks a config names
 (``algo.network``: ``mlp``, ``nature_cnn``, ``impala_cnn`` or a user's ``module:Class`` torso), Polyak averaging,
 the recurrent actor-critic of rMAPPO (``RecurrentActorCritic``),
 running mean/std normalisation and value-target normalisation (``ValueNorm``), PPO's update
@@ -57,6 +57,7 @@ from msrl.rl._networks import (
 )
 from msrl.rl._normalize import RewardScaler, RunningMeanStd
 from msrl.rl._nstep import NStepReturns
+from msrl.rl._policy_gradient import actor_critic_loss
 from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo import clipped_surrogate, ppo_epochs
 from msrl.rl._prioritized import PrioritizedBatch, PrioritizedReplayBuffer, SumTree
@@ -117,6 +118,7 @@ __all__ = [
     "TrajectoryBatch",
     "ValueNorm",
     "action_layout",
+    "actor_critic_loss",
     "categorical_noise",
     "check_action_space",
     "check_activation",
