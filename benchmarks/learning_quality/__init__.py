@@ -2,7 +2,8 @@
 (rl-zoo) hyper-parameters, config by config.
 
 What it measures, per config in ``configs/`` (a2c_cartpole, dqn_cartpole, ppo_cartpole,
-ppo_pendulum, sac_pendulum, td3_pendulum, ddpg_pendulum, impala_cartpole, ppo_halfcheetah,
+ppo_pendulum, sac_pendulum, td3_pendulum, ddpg_pendulum, impala_cartpole, a3c_cartpole,
+pg_cartpole, ac_cartpole, ppo_halfcheetah,
 sac_halfcheetah), for msrl as configured there and for SB3's same algorithm with rl-zoo's tuned
 hyper-parameters for the env
 (DQN CartPole: CleanRL ``dqn.py``'s settings, which the shipped config follows):
@@ -27,7 +28,9 @@ machine speed hits both alike.  msrl keeps its own torch thread count (the ``loc
 ``cpus``, 1 by default); SB3 is given the same with ``torch.set_num_threads``.  msrl runs with
 ``progress=false checkpoint_every=0`` (no checkpoints during training, as SB3 writes none) and its
 run directories go to a temporary directory under ``--out``.  IMPALA has no SB3 counterpart:
-``impala_cartpole`` is compared with SB3's A2C on CartPole-v1 with rl-zoo's hyper-parameters.
+``impala_cartpole`` is compared with SB3's A2C on CartPole-v1 with rl-zoo's hyper-parameters, as are
+``a3c_cartpole``, ``pg_cartpole`` and ``ac_cartpole`` (neither SB3 nor CleanRL has A3C, REINFORCE or the
+one-step actor-critic).
 HalfCheetah-v5 needs ``gymnasium[mujoco]``; without it those configs are skipped with a reason
 (the script works inside ``--out``, where MuJoCo writes its ``MUJOCO_LOG.TXT``).
 

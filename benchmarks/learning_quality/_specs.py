@@ -60,6 +60,32 @@ SPECS: dict[str, Spec] = {
         "CartPole-v1",
         note="IMPALA has no SB3 counterpart: its peer is SB3's A2C with rl-zoo's CartPole-v1 hyper-parameters",
     ),
+    "a3c_cartpole": Spec(
+        "CartPole-v1",
+        "a3c",
+        "A2C",
+        "a2c.yml",
+        "CartPole-v1",
+        note="neither SB3 nor CleanRL has A3C: its peer is SB3's A2C with rl-zoo's CartPole-v1 settings, "
+        "which the config shares",
+    ),
+    "pg_cartpole": Spec(
+        "CartPole-v1",
+        "pg",
+        "A2C",
+        "a2c.yml",
+        "CartPole-v1",
+        note="neither SB3 nor CleanRL has REINFORCE: its peer is SB3's A2C with rl-zoo's CartPole-v1 settings",
+    ),
+    "ac_cartpole": Spec(
+        "CartPole-v1",
+        "ac",
+        "A2C",
+        "a2c.yml",
+        "CartPole-v1",
+        note="neither SB3 nor CleanRL has the one-step actor-critic: its peer is SB3's A2C with rl-zoo's "
+        "CartPole-v1 settings",
+    ),
     "ppo_halfcheetah": Spec(
         "HalfCheetah-v5",
         "ppo",

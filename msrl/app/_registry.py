@@ -12,11 +12,13 @@ from msrl.core import Algorithm, ConfigError, import_object
 BUILTIN = {
     "a2c": "algorithms.a2c:A2C",
     "a3c": "algorithms.a3c:A3C",
+    "ac": "algorithms.pg:AC",
     "ddpg": "algorithms.ddpg:DDPG",
     "dqn": "algorithms.dqn:DQN",
     "impala": "algorithms.impala:IMPALA",
     "ippo": "algorithms.mappo:IPPO",
     "mappo": "algorithms.mappo:MAPPO",
+    "pg": "algorithms.pg:PG",
     "ppo": "algorithms.ppo:PPO",
     "sac": "algorithms.sac:SAC",
     "td3": "algorithms.ddpg:TD3",

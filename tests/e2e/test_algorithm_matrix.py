@@ -32,6 +32,9 @@ CONFIGS = [
     "td3_pendulum",
     "ddpg_pendulum",
     "impala_cartpole",
+    "a3c_cartpole",
+    "pg_cartpole",
+    "ac_cartpole",
 ]
 PRESETS = {
     "local": ["policy=local"],
@@ -64,6 +67,7 @@ MATRIX: dict[str, list[str]] = {
     # BENCHMARKS.md's matrix table instead (A2C as its learning test runs it, SAC with 4 envs and a
     # smaller network at 12k steps; DQN at its learning test's reduced budget of CleanRL's settings).
     "a2c_cartpole": OVERRIDES["a2c_cartpole"],
+    "a3c_cartpole": OVERRIDES["a3c_cartpole"],
     "dqn_cartpole": OFF_POLICY["dqn_cartpole"],
     "td3_pendulum": [*REPLAYED_PENDULUM, "algo.learning_starts=2000"],
     "ddpg_pendulum": [*REPLAYED_PENDULUM, "algo.learning_starts=2000"],
