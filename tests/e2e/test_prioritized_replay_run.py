@@ -1,6 +1,7 @@
-"""DQN with prioritized replay under ``single_learner_coarse``: each rollout replica's replay gets
-back the TD errors of the rows it sampled (a replay checks their shape against its last sample), so
-after training every replica's priorities differ from the largest one new transitions enter at."""
+"""DQN with prioritized replay, its replay in the rollout fragment (``single_learner_coarse``) or in
+a sharded fragment of its own fed by the acting replicas: each replay replica gets back the TD errors
+of the rows it sampled (a replay checks their shape against its last sample), so after training every
+replica's priorities differ from the largest one new transitions enter at."""
 
 from __future__ import annotations
 
@@ -17,7 +18,18 @@ pytestmark = [pytest.mark.usefixtures("shared_ray"), pytest.mark.landing]  # two
 CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "dqn_cartpole.yaml")
 
 
-def test_priorities_come_back_to_each_replay_replica(tmp_path: Path) -> None:
+OWN_FRAGMENT = (
+    "policy={fragments: [{name: acting, components: [env, actor], replicas: 2, resources: {CPU: 0.5}},"
+    " {name: replay, components: [buffer], replicas: 2, resources: {CPU: 0.5}}, {name: learn, components: [learner]}]}"
+)
+
+
+@pytest.mark.parametrize(
+    ("placement", "replay"),
+    [(["policy=single_learner_coarse", "policy.actors=2"], "rollout"), ([OWN_FRAGMENT], "replay")],
+    ids=["in-the-rollouts", "own-fragment"],
+)
+def test_priorities_come_back_to_each_replay_replica(placement: list[str], replay: str, tmp_path: Path) -> None:
     overrides = [
         f"runs_dir={tmp_path}",
         "progress=false",
@@ -26,15 +38,15 @@ def test_priorities_come_back_to_each_replay_replica(tmp_path: Path) -> None:
         "algo.prioritized_replay=true",
         "algo.learning_starts=500",
         "total_env_steps=3000",
-        "policy=single_learner_coarse",
-        "policy.actors=2",
+        *placement,
     ]
     with Trainer(CONFIG, overrides, stream=io.StringIO()) as trainer:
         while not trainer.done:
             record = trainer.step()
         state = trainer.runtime.state_dict()
     assert record["td_loss"] > 0
-    for replica in state["_replicas"]["rollout"]:
+    assert len(state["_replicas"][replay]) == 2
+    for replica in state["_replicas"][replay]:
         buffer = replica["buffer"]
         priorities = buffer["priorities"][: buffer["size"]]
         top = buffer["max_priority"] ** 0.6  # alpha

@@ -108,3 +108,22 @@ def test_dqns_priorities_go_back_from_the_learner_to_the_replay_replicas_that_sa
     # the batch gathered from the rollouts' replicas, its TD errors scattered back to them in the same order
     assert interfaces[("%buffer.sample", "rollout", "learner")] == ("gather", ValueKind.BATCHED, PER_ITERATION)
     assert interfaces[("%learner.td_errors", "learner", "rollout")] == ("scatter", ValueKind.BATCHED, PER_ITERATION)
+
+
+def test_a_replay_of_its_own_sharded_fragment_gets_each_shards_priorities_back() -> None:
+    config = load_config(
+        str(REPO / "configs" / "dqn_cartpole.yaml"),
+        [
+            "algo.prioritized_replay=true",
+            "algo.compile=false",
+            "policy={fragments: [{name: acting, components: [env, actor], replicas: 2},"
+            " {name: replay, components: [buffer], replicas: 2}, {name: learn, components: [learner]}]}",
+        ],
+    )
+    interfaces = {(str(i.value), i.src, i.dst): (i.op, i.kind, i.frequency) for i in plan(config).fdg.interfaces}
+    # each acting replica feeds its own shard every step; the shards' batches are gathered and the
+    # TD errors scattered back to the shard that sampled them
+    assert interfaces[("%actor.act", "acting", "replay")] == ("p2p", ValueKind.BATCHED, "per_step")
+    assert interfaces[("%buffer.sample", "replay", "learn")] == ("gather", ValueKind.BATCHED, PER_ITERATION)
+    assert interfaces[("%learner.td_errors", "learn", "replay")] == ("scatter", ValueKind.BATCHED, PER_ITERATION)
+    assert interfaces[("%learner.get_weights", "learn", "acting")][0] == "broadcast"
