@@ -32,7 +32,9 @@ test: $(VENV)/.stamp-dev
 # region built in the background and switched to, a build whose log holds no warning, and the longest
 # end-to-end runs (MAPPO learning simple_spread, a distributed run resumed exactly, a run across two
 # testbed hosts, a recurrent MAPPO policy trained beside a feed-forward one: 23-33 s each, which kept
-# the default suite under its 6 minutes).  Measured on the 2-core VM with
+# the default suite under its 6 minutes), and the Ray runs of new dataflow shapes (A3C's gradients
+# under a synchronous and the asynchronous preset, prioritized replay in the rollouts and in a
+# sharded fragment of its own: 15-25 s each).  Measured on the 2-core VM with
 # other work beside it: 307 s at a load average of 5-10 (one pytest worker ran the compiled steps,
 # 191 s cold, then the killed worker, 100 s with its undisturbed twin; the other the gate, 169 s),
 # 562 s at a load average of 12-25.

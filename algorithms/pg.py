@@ -100,12 +100,16 @@ class PGConfig:
 
 @dataclass
 class ACConfig(PGConfig):
-    """``pg``'s settings with the one-step actor-critic's return and update after every step."""
+    """``pg``'s settings with the one-step actor-critic's return, an update after every step, and smaller steps."""
 
     num_steps: int = 1
     """Steps per environment between updates: 1, an update after every step."""
     gae_lambda: float = 0.0
     """0: the one-step TD target ``r + gamma V(s')``; 1 would be REINFORCE's return."""
+    policy_lr: float = 3e-4
+    """Adam's step size for the policy network (smaller than ``pg``'s: one step per env step)."""
+    value_lr: float = 3e-3
+    """Adam's step size for the value network."""
 
 
 # -- learner -----------------------------------------------------------------------------------------
