@@ -19,7 +19,7 @@ whose updates depend on how many actors a policy runs.
 
 A gradient crosses to the learner as a batch of one row per actor (a tensor dict: each parameter's
 gradient, the weights' version it was computed at, the loss terms), so the gather that brings rollouts
-from N actors brings N rows here, in replica order.  Config, actor, learner, algorithm; the network,
+from N actors brings N rows here, in the actors' order.  Config, actor, learner, algorithm; the network,
 the rollout buffer and the loss come from ``msrl.rl``.
 """
 
