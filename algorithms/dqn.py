@@ -376,6 +376,8 @@ class DQN(Algorithm):
 
     name = "dqn"
     Config = DQNConfig
+    actor_class: type[DQNActor] = DQNActor
+    """The actor it builds (Ape-X's explores at fixed epsilons)."""
 
     def __init__(self, config: DQNConfig, run: RunInfo | None = None) -> None:
         super().__init__(config, run)
@@ -389,7 +391,7 @@ class DQN(Algorithm):
         self.env = msrl.envs.make(
             config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults, **config.env_kwargs
         )
-        self.actor = DQNActor(obs_dim, num_actions, config, run, spec.observation_space)
+        self.actor = self.actor_class(obs_dim, num_actions, config, run, spec.observation_space)
         self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         # Stacked frames (Atari) are stored once each, not twice per transition in 4 copies.
         replay: type[Any] = FrameReplayBuffer if spec.frame_stack > 1 else ReplayBuffer
@@ -443,6 +445,118 @@ class DQN(Algorithm):
         metrics = self.learner.learn(batch)
         if self.config.prioritized_replay:  # the sampled transitions' new priorities, back to the replay
             self.buffer.update_priorities(self.learner.td_errors())
+        # Sync: the actor acts with the new weights from the next iteration on.
+        self.actor.set_weights(self.learner.get_weights())
+        return metrics
+
+
+# -- Ape-X -------------------------------------------------------------------------------------------
+@dataclass
+class ApeXConfig(DQNConfig):
+    """DQN's settings with Ape-X's (Horgan et al., 2018) on: prioritized replay, 3-step double-Q
+    targets and a dueling head, explored by each environment at its own fixed epsilon."""
+
+    n_step: int = 3
+    double_dqn: bool = True
+    dueling: bool = True
+    prioritized_replay: bool = True
+    apex_epsilon: float = 0.4
+    """Environment i of the run's N explores at ``apex_epsilon ** (1 + apex_alpha * i / (N - 1))``
+    (the paper's epsilon per actor, here per environment: from 0.4 down to 0.4^8 = 0.00066)."""
+    apex_alpha: float = 7.0
+    """How far down the epsilons reach (above)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.prioritized_replay:
+            raise ConfigError("apex_dqn samples a prioritized replay: algo.prioritized_replay must be true")
+        if not 0.0 <= self.apex_epsilon <= 1.0 or self.apex_alpha < 0:
+            raise ConfigError(
+                f"algo.apex_epsilon must be in [0, 1] and algo.apex_alpha >= 0; got {self.apex_epsilon}, "
+                f"{self.apex_alpha}"
+            )
+        schedule = ("exploration_fraction", "start_epsilon", "end_epsilon")
+        changed = [name for name in schedule if getattr(self, name) != getattr(DQNConfig, name)]
+        if changed:
+            raise ConfigError(
+                f"algo.{changed[0]} is DQN's epsilon schedule; apex_dqn's environments keep fixed epsilons: "
+                "set algo.apex_epsilon and algo.apex_alpha instead"
+            )
+
+
+def apex_epsilons(epsilon: float, alpha: float, indices: range, total: int) -> torch.Tensor:
+    """The epsilon of each environment in ``indices`` among the run's ``total``."""
+    position = torch.tensor(list(indices), dtype=torch.float64) / max(total - 1, 1)
+    return (epsilon ** (1.0 + alpha * position)).to(torch.float32)
+
+
+def valued_epsilon_greedy(
+    q: nn.Module, obs: torch.Tensor, explore: torch.Tensor, random: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The random action where ``explore``, else the greedy one, and its Q-value."""
+    values = q(obs)
+    action = torch.where(explore, random, values.argmax(-1))
+    return action, values.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+
+
+class ApeXActor(DQNActor):
+    """Epsilon-greedy at each environment's fixed epsilon (``apex_epsilons``), reporting the
+    Q-value of each action it takes and its value of the next observations, from which the replay
+    computes each transition's initial priority."""
+
+    def __init__(
+        self, obs_dim: int, num_actions: int, config: ApeXConfig, run: RunInfo, obs_space: Space | None = None
+    ) -> None:
+        super().__init__(obs_dim, num_actions, config, run, obs_space)
+        indices, total = run.share_of(config.num_envs)
+        self.epsilons = apex_epsilons(config.apex_epsilon, config.apex_alpha, indices, total).to(self.device)
+        self.choose = CompiledCall(self.q, valued_epsilon_greedy, config.compile, key=region_key(config))
+
+    @property
+    def epsilon(self) -> float:
+        return float(self.epsilons.mean())
+
+    @torch.inference_mode()
+    def act(self, obs: Any) -> tuple[Batched, Batched]:
+        obs = as_observation(obs, self.device)
+        n = obs.shape[0]
+        explore = torch.rand(n, generator=self.generator, device=self.device) < self.epsilons
+        random = torch.randint(self.num_actions, (n,), generator=self.generator, device=self.device)
+        self.env_steps += n
+        action, q_taken = self.choose(obs, explore, random)
+        return action, q_taken
+
+    @torch.inference_mode()
+    def value(self, obs: Any) -> Batched:
+        """This copy's estimate of each observation's value: its best action's Q-value."""
+        return self.q(as_observation(obs, self.device)).max(-1).values
+
+
+class ApeX(DQN):
+    """Ape-X DQN: actors at fixed epsilons sending transitions with their initial priorities; a
+    prioritized replay (in the actors' fragments, or sharded in its own); the learner's priorities
+    back to it."""
+
+    name = "apex_dqn"
+    Config = ApeXConfig
+    actor_class = ApeXActor
+    actor: ApeXActor
+
+    def train_step(self) -> dict:
+        # Collect: train_frequency steps of every environment at its own epsilon; each transition
+        # goes to the replay with the actor's Q-value of it and value of what followed.
+        obs = self.env.observe()
+        for _ in steps(self.config.train_frequency):
+            action, q_taken = self.actor.act(obs)
+            next_obs, reward, terminated, truncated = self.env.step(action)
+            last = self.env.final_obs() if self.final_obs else next_obs
+            self.buffer.insert(obs, action, reward, last, terminated, truncated, q_taken, self.actor.value(last))
+            obs = next_obs
+        # Replay: gradient_steps batches sampled in proportion to priority.
+        batch = self.buffer.sample()
+        # Update: TD steps against the target network; the sampled transitions' new priorities back.
+        metrics = self.learner.learn(batch)
+        self.buffer.update_priorities(self.learner.td_errors())
         # Sync: the actor acts with the new weights from the next iteration on.
         self.actor.set_weights(self.learner.get_weights())
         return metrics

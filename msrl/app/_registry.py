@@ -13,6 +13,7 @@ BUILTIN = {
     "a2c": "algorithms.a2c:A2C",
     "a3c": "algorithms.a3c:A3C",
     "ac": "algorithms.pg:AC",
+    "apex_dqn": "algorithms.dqn:ApeX",
     "ddpg": "algorithms.ddpg:DDPG",
     "dqn": "algorithms.dqn:DQN",
     "impala": "algorithms.impala:IMPALA",

@@ -74,6 +74,9 @@ class RunInfo:
       (backend, device, threads); passed on to ``msrl.envs.make(...,
       defaults=run.env_defaults)``, so an environment follows whichever executor
       runs it without the algorithm naming one.
+    * ``part``: which of the equal parts of every per-run quantity this copy holds,
+      as ``(index, parts)``; an algorithm reads it only through ``share_of``, for
+      values indexed across the whole run (Ape-X's epsilon per environment).
 
     Random numbers come from named streams, not from offsets picked at each call
     site: ``seed_for("env")`` seeds the environments, ``rng("actor")`` is the
@@ -94,6 +97,7 @@ class RunInfo:
     total_env_steps: int = 0
     device: str = "cpu"
     env_defaults: EnvDefaults = EnvDefaults()
+    part: tuple[int, int] = (0, 1)
 
     STREAMS: ClassVar[Mapping[str, SeedStream]] = SEED_STREAMS
     """The named streams (``SEED_STREAMS``), where users of ``RunInfo`` find them."""
@@ -116,7 +120,19 @@ class RunInfo:
             total_env_steps=max(1, total_env_steps // copies),
             device=device,
             env_defaults=EnvDefaults() if env_defaults is None else env_defaults,
+            part=(copy, copies),
         )
+
+    def share_of(self, count: int) -> tuple[range, int]:
+        """Where this copy's ``count`` items of a per-run quantity (its share, as ``msrl.split``
+        dealt it) sit among the whole run's: their indices, and how many the run has.  Under
+        ``local``, ``(range(count), count)``; the second of two copies of a fragment sharing 8
+        environments has 4, ``(range(4, 8), 8)``.  For values that depend on an item's place in the
+        run, so that every distribution policy gives the run's items the same ones."""
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        index, parts = self.part
+        return range(index * count, (index + 1) * count), count * parts
 
     def seed_for(self, stream: str, index: int = 0) -> int:
         """The seed of the named ``stream`` (a key of ``SEED_STREAMS``) in this copy; ``index``

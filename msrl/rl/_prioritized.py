@@ -106,9 +106,16 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = 1.0
         self.sampled = torch.zeros((0, self.num_batches), dtype=torch.int64, device=self.device)
 
-    def written(self, start: int, count: int) -> None:
+    def written(self, start: int, count: int, td_errors: torch.Tensor | None = None) -> None:
+        """New transitions enter at the largest priority so far, or with the actor's TD errors
+        (``|td| + epsilon``) where it sent them; a ring that wrapped keeps the last ``count`` rows."""
         rows = (start + np.arange(count)) % self.capacity
-        self.tree.update(rows, np.full(count, self.max_priority**self.alpha))
+        if td_errors is None:
+            self.tree.update(rows, np.full(count, self.max_priority**self.alpha))
+            return
+        priorities = np.abs(td_errors.detach().cpu().numpy().astype(np.float64))[-count:] + self.epsilon
+        self.tree.update(rows, priorities**self.alpha)
+        self.max_priority = max(self.max_priority, float(priorities.max()))
 
     @property
     def current_beta(self) -> float:

@@ -135,11 +135,25 @@ class ReplayBuffer(Buffer):
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         # n-step: each environment's steps wait in a window until they make an n-step transition
         self.n_step = NStepReturns(n_step, gamma, self.device) if n_step > 1 else None
+        self.discount = gamma**n_step  # what bootstraps a stored transition
 
     def __len__(self) -> int:
         return self.size
 
-    def insert(self, obs: Any, action: Any, reward: Any, next_obs: Any, terminated: Any, truncated: Any) -> NoValue:
+    def insert(
+        self,
+        obs: Any,
+        action: Any,
+        reward: Any,
+        next_obs: Any,
+        terminated: Any,
+        truncated: Any,
+        q: Any = None,
+        next_value: Any = None,
+    ) -> NoValue:
+        """Store one step of every environment.  With an actor's ``q`` (Q(obs, action)) and
+        ``next_value`` (its value of ``next_obs``), each stored transition's TD error under the
+        actor's network goes to ``written`` (a prioritized replay's initial priorities, Ape-X's)."""
         as_tensor = lambda x, dtype=None: torch.as_tensor(x, device=self.device, dtype=dtype)  # noqa: E731
         terminated = as_tensor(terminated, torch.float32)
         cut = (as_tensor(truncated, torch.float32) > 0) & (terminated == 0)
@@ -152,14 +166,23 @@ class ReplayBuffer(Buffer):
         keep = ~cut
         offered, kept = keep.numel(), int(keep.sum())
         self.inserted += offered
+        valued = q is not None and next_value is not None
+        if valued:
+            q, next_value = as_tensor(q, torch.float32), as_tensor(next_value, torch.float32)
         if self.n_step is not None:  # what the windows complete, each bootstrapped (or not) as it should be
             step = (obs, action, reward, next_obs, terminated, truncated)
-            obs, action, reward, next_obs, terminated = self.n_step.step(*(as_tensor(v) for v in step))
+            done = self.n_step.step(*(as_tensor(v) for v in step), *((q, next_value) if valued else ()))
+            obs, action, reward, next_obs, terminated = done[:5]
+            q, next_value = done[5:] if valued else (None, None)
             terminated = terminated.to(torch.float32)
             keep = torch.ones_like(terminated, dtype=torch.bool)
             offered = kept = int(terminated.numel())
         if kept == 0:
             return
+        td_errors = None
+        if valued:  # a terminated transition's target ignores next_value, which may be unknown there
+            bootstrap = torch.where(terminated > 0, 0.0, next_value)
+            td_errors = (as_tensor(reward, torch.float32) + self.discount * bootstrap - q)[keep]
         stores = (self.obs, self.next_obs, self.actions, self.rewards, self.terminated)
         values = [as_tensor(v, store.dtype) for v, store in zip((obs, next_obs, action, reward), stores)]
         values.append(terminated)
@@ -168,10 +191,11 @@ class ReplayBuffer(Buffer):
         start = self.position
         self.position, count = write_ring(stores, values, self.position, self.capacity)
         self.size = min(self.size + count, self.capacity)
-        self.written(start, count)
+        self.written(start, count, td_errors)
 
-    def written(self, start: int, count: int) -> None:
-        """Called after ``insert`` wrote ``count`` transitions from row ``start`` on (mod the capacity)."""
+    def written(self, start: int, count: int, td_errors: torch.Tensor | None = None) -> None:
+        """Called after ``insert`` wrote ``count`` transitions from row ``start`` on (mod the
+        capacity), with their TD errors under the actor's network where ``insert`` was given them."""
 
     def sample(self) -> Batched:
         rows = self.batch_size if self.inserted >= self.learning_starts and self.size else 0
