@@ -110,4 +110,3 @@ def test_the_actors_values_travel_with_each_step_to_a_replay_of_its_own_and_prio
     assert interfaces[("%actor.act[1]", "acting", "replay")] == ("p2p", ValueKind.BATCHED, PER_STEP)  # Q(s, a)
     assert interfaces[("%actor.value", "acting", "replay")] == ("p2p", ValueKind.BATCHED, PER_STEP)  # V(s')
     assert interfaces[("%learner.td_errors", "learn", "replay")] == ("scatter", ValueKind.BATCHED, PER_ITERATION)
-
