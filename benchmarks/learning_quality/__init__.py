@@ -3,7 +3,7 @@
 
 What it measures, per config in ``configs/`` (a2c_cartpole, dqn_cartpole, ppo_cartpole,
 ppo_pendulum, sac_pendulum, td3_pendulum, ddpg_pendulum, impala_cartpole, a3c_cartpole,
-pg_cartpole, ac_cartpole, ppo_halfcheetah,
+pg_cartpole, ac_cartpole, apex_dqn_cartpole, ppo_halfcheetah,
 sac_halfcheetah), for msrl as configured there and for SB3's same algorithm with rl-zoo's tuned
 hyper-parameters for the env
 (DQN CartPole: CleanRL ``dqn.py``'s settings, which the shipped config follows):
@@ -30,7 +30,7 @@ machine speed hits both alike.  msrl keeps its own torch thread count (the ``loc
 run directories go to a temporary directory under ``--out``.  IMPALA has no SB3 counterpart:
 ``impala_cartpole`` is compared with SB3's A2C on CartPole-v1 with rl-zoo's hyper-parameters, as are
 ``a3c_cartpole``, ``pg_cartpole`` and ``ac_cartpole`` (neither SB3 nor CleanRL has A3C, REINFORCE or the
-one-step actor-critic).
+one-step actor-critic); ``apex_dqn_cartpole``'s peer is SB3's DQN at CleanRL's settings.
 HalfCheetah-v5 needs ``gymnasium[mujoco]``; without it those configs are skipped with a reason
 (the script works inside ``--out``, where MuJoCo writes its ``MUJOCO_LOG.TXT``).
 

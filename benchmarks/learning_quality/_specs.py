@@ -60,6 +60,15 @@ SPECS: dict[str, Spec] = {
         "CartPole-v1",
         note="IMPALA has no SB3 counterpart: its peer is SB3's A2C with rl-zoo's CartPole-v1 hyper-parameters",
     ),
+    "apex_dqn_cartpole": Spec(
+        "CartPole-v1",
+        "apex_dqn",
+        "DQN",
+        "cleanrl/dqn.py",
+        "CartPole-v1 at CleanRL dqn.py's settings",
+        note="neither SB3 nor CleanRL has Ape-X: its peer is SB3's DQN at CleanRL dqn.py's settings, which the "
+        "config shares",
+    ),
     "a3c_cartpole": Spec(
         "CartPole-v1",
         "a3c",

@@ -35,6 +35,7 @@ CONFIGS = [
     "a3c_cartpole",
     "pg_cartpole",
     "ac_cartpole",
+    "apex_dqn_cartpole",
 ]
 PRESETS = {
     "local": ["policy=local"],
