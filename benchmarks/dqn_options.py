@@ -1,11 +1,14 @@
 """What does each of DQN's options buy on CartPole?  ``configs/dqn_cartpole.yaml`` (CleanRL's
 settings) at a reduced budget, each option on alone and all together, against the plain config,
-over the same seeds: the greedy return at the end (mean ± std over seeds) and how many seeds
-reached 475.  The options: ``double_dqn``, ``dueling``, ``prioritized_replay``, ``n_step`` (3) and
-``distributional`` (C51 on CleanRL ``c51.py``'s CartPole support: 101 atoms from -100 to 100); all
-five are ``configs/dqn_rainbow_cartpole.yaml``.
+over the same seeds: the greedy return at the end (mean ± std over seeds), how many seeds' greedy
+returns reached 475, and the env steps until the mean of the last 10 training episodes first reached
+475 (``msrl.app.gate``'s rule; mean over the seeds that reached it, with how many did).  The
+options: ``double_dqn``, ``dueling``, ``prioritized_replay``, ``n_step`` (3) and ``distributional``
+(C51 on CleanRL ``c51.py``'s CartPole support: 101 atoms from -100 to 100); all five are
+``configs/dqn_rainbow_cartpole.yaml``.
 
     python -m benchmarks.dqn_options --seeds 5 --steps 30000
+    python -m benchmarks.dqn_options --seeds 5 --steps 500000 --learning-starts 10000   # CleanRL's budget
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import tempfile
 
 import msrl
 from benchmarks.harness import REPO, command_line, machine_info, markdown_table
+from msrl.app.gate import record_of
+
+THRESHOLD = 475.0
 
 VARIANTS: dict[str, list[str]] = {
     "plain": [],
@@ -47,6 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"command: {command_line('benchmarks.dqn_options', argv)}")
     print(f"machine: {machine_info()}\n")
     returns: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    reached: dict[str, list[int]] = {name: [] for name in VARIANTS}  # env steps to 475 in training
     with tempfile.TemporaryDirectory() as runs:
         for seed in range(args.seeds):  # seeds outermost: a drifting machine hits every variant alike
             for name, overrides in VARIANTS.items():
@@ -66,18 +73,24 @@ def main(argv: list[str] | None = None) -> None:
                 )
                 assert run.evaluation is not None
                 returns[name].append(run.evaluation.mean)
-                print(f"  {name:20s} seed {seed}: greedy {run.evaluation.mean:7.1f}", flush=True)
+                point = record_of(run, "dqn_cartpole", seed).reached(THRESHOLD)
+                if point is not None:
+                    reached[name].append(point.env_steps)
+                steps_to = f"{point.env_steps:,}" if point else "not reached"
+                print(f"  {name:20s} seed {seed}: greedy {run.evaluation.mean:7.1f}, 475 at {steps_to}", flush=True)
     rows = [
         [
             name,
             f"{statistics.fmean(values):.1f} ± {statistics.stdev(values) if len(values) > 1 else 0.0:.1f}",
-            f"{sum(v >= 475 for v in values)}/{len(values)}",
+            f"{sum(v >= THRESHOLD for v in values)}/{len(values)}",
+            f"{statistics.fmean(reached[name]):,.0f} ({len(reached[name])}/{len(values)})" if reached[name] else "—",
             " ".join(f"{v:.0f}" for v in values),
         ]
         for name, values in returns.items()
     ]
     print()
-    print(markdown_table(["options", "greedy return", "seeds at 475+", "per seed"], rows, "lrrl"))
+    header = ["options", "greedy return", "seeds at 475+", "env steps to 475 in training", "per seed"]
+    print(markdown_table(header, rows, "lrrrl"))
 
 
 if __name__ == "__main__":
