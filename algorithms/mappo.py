@@ -189,9 +189,14 @@ def policy_map(
         first = groups[members[0]]
         for g in members[1:]:
             if (groups[g].observation_space, groups[g].action_space) != (first.observation_space, first.action_space):
+                spaces = "; ".join(
+                    f"{group!r}: {groups[group].observation_space} observations, {groups[group].action_space} actions"
+                    for group in (members[0], g)
+                )
                 raise ConfigError(
-                    f"groups {members[0]!r} and {g!r} of {env_id} have different spaces and cannot share "
-                    f"policy {name!r}; map them to different names in algo.policies"
+                    f"groups {members[0]!r} and {g!r} of {env_id} have different spaces ({spaces}) and cannot "
+                    f"share policy {name!r}; map them to different names in algo.policies, e.g. "
+                    f"algo.policies={{{members[0]}: {members[0]}, {g}: {g}}}"
                 )
     return mapping
 

@@ -19,15 +19,43 @@ class Discrete(Space):
 
     n: int
 
+    def __str__(self) -> str:
+        return f"Discrete({self.n})"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False)
 class Box(Space):
-    """A real-valued array of ``shape`` with elementwise bounds."""
+    """A real-valued array of ``shape`` with elementwise bounds.  Two are equal when their shapes,
+    dtypes and bounds are (bounds given as a number or as an array of the shape compare alike)."""
 
     low: float | np.ndarray
     high: float | np.ndarray
     shape: tuple[int, ...]
     dtype: str = "float32"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Box):
+            return NotImplemented
+        if tuple(self.shape) != tuple(other.shape) or str(self.dtype) != str(other.dtype):
+            return False
+        import numpy
+
+        def bound(value: float | np.ndarray) -> np.ndarray:
+            return numpy.broadcast_to(numpy.asarray(value, dtype=numpy.float64), tuple(self.shape))
+
+        try:
+            return bool(
+                numpy.array_equal(bound(self.low), bound(other.low), equal_nan=True)
+                and numpy.array_equal(bound(self.high), bound(other.high), equal_nan=True)
+            )
+        except ValueError:  # a bound of another shape than the space's
+            return False
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.shape), str(self.dtype)))
+
+    def __str__(self) -> str:
+        return f"Box{tuple(self.shape)}"
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import torch
 
 import msrl
 import msrl.envs
-from algorithms.mappo import MAPPO, MAPPOConfig
-from msrl.core import AgentGroup, Batched, Box, Deferred, Discrete, RunInfo
+from algorithms.mappo import MAPPO, MAPPOConfig, policy_map
+from msrl.core import AgentGroup, Batched, Box, ConfigError, Deferred, Discrete, RunInfo
 
 LENGTH, LEAVE = 6, 2
 """Episodes last LENGTH steps; agent 1 leaves the game after its LEAVE-th step."""
@@ -212,3 +212,29 @@ def test_learner_copies_keep_the_same_value_statistics() -> None:
     assert norms[0].mean_var()[0].item() == pytest.approx(returns.mean().item(), rel=1e-6)
     w0, w1 = (a.learner.agents.state_dict() for a in copies)
     assert all(torch.allclose(w0[k], w1[k]) for k in w0)
+
+
+def test_groups_whose_observations_differ_in_shape_cannot_share_a_policy_and_the_line_names_their_spaces() -> None:
+    groups = {
+        "adversary": AgentGroup("adversary", 1, Box(np.full(8, -np.inf), np.full(8, np.inf), (8,)), Discrete(5)),
+        "agent": AgentGroup("agent", 2, Box(np.full(10, -np.inf), np.full(10, np.inf), (10,)), Discrete(5)),
+    }
+    with pytest.raises(ConfigError) as error:
+        policy_map("adv", groups, {}, "ippo")
+    message = str(error.value)
+    assert "\n" not in message
+    for part in ("'adversary': Box(8,) observations, Discrete(5) actions", "'agent': Box(10,) observations",
+                 "algo.policies={adversary: adversary, agent: agent}"):  # fmt: skip
+        assert part in message, message
+    assert policy_map("adv", groups, {"adversary": "adversary", "agent": "agent"}, "ippo") == {
+        "adversary": "adversary",
+        "agent": "agent",
+    }
+
+
+def test_boxes_compare_by_shape_dtype_and_bounds_a_number_standing_for_every_element() -> None:
+    assert Box(0.0, 1.0, (3,)) == Box(np.zeros(3), np.ones(3), (3,))
+    assert Box(0.0, 1.0, (3,)) != Box(0.0, 1.0, (4,))  # no broadcasting error between the shapes
+    assert Box(0.0, 1.0, (3,)) != Box(0.0, 2.0, (3,))
+    assert Box(0.0, 1.0, (3,)) != Box(0.0, 1.0, (3,), dtype="uint8")
+    assert Box(np.zeros(2), 1.0, (3,)) != Box(0.0, 1.0, (3,))  # a bound that is not of the space's shape
