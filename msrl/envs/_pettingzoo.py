@@ -14,6 +14,9 @@ contract of ``msrl.envs.MultiAgentEnv``:
 * Values are dicts keyed by group, ``(num_envs, n_group, ...)``: float32
   observations (int64 indices for ``Discrete`` ones), float32 rewards, and
   per-environment 0/1 ``terminated``/``truncated``.
+* ``Box`` actions are clipped to their space's bounds before PettingZoo sees them,
+  as the gymnasium adapter clips them: a Gaussian policy's samples then are legal
+  actions, and PettingZoo's "outside action space" warning never fires.
 * Agents that leave before the end of an episode (a parallel env may drop
   agents) keep their slot: reward 0, observation zeros, their actions ignored.
 * An episode ends when no agent is left playing; the environment then restarts
@@ -142,6 +145,15 @@ class AgentLayout:
                 else:
                     row[k] = np.asarray(observations[agent], dtype=np.float32).reshape(row[k].shape)
 
+    def clip(self, actions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every ``Box`` group's actions within its space's bounds (one operation per group)."""
+        out = dict(actions)
+        for name, group in self.groups.items():
+            space = group.action_space
+            if isinstance(space, Box):
+                out[name] = np.clip(actions[name], np.asarray(space.low), np.asarray(space.high))
+        return out
+
     def to_pettingzoo(self, i: int, actions: dict[str, np.ndarray], live: Iterable[Any]) -> dict[Any, Any]:
         """Copy ``i``'s actions for the agents still playing, in PettingZoo's types."""
         out: dict[Any, Any] = {}
@@ -240,7 +252,7 @@ class PettingZooEnv(Environment):
 
     def step(self, action: Any) -> tuple[Batched, Batched, Batched, Batched]:
         """Advance every copy; finished ones restart in the same step."""
-        checked = self._check_action(action)
+        checked = self._layout.clip(self._check_action(action))
         rewards = {name: np.zeros((self.num_envs, g.num_agents), np.float32) for name, g in self.groups.items()}
         terminated = np.zeros(self.num_envs, np.float32)
         truncated = np.zeros(self.num_envs, np.float32)

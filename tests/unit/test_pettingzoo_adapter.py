@@ -156,6 +156,29 @@ def test_simple_spread_backend_keeps_msrl_group_and_counts_episodes():
     env.close()
 
 
+def test_box_actions_are_clipped_to_their_bounds_before_pettingzoo_sees_them(caplog):
+    """A Gaussian policy's samples fall outside [0, 1]: stepped as they are, every step would make
+    PettingZoo log that it clips them; msrl clips them first, so the steps are those of the clipped
+    actions and PettingZoo logs nothing."""
+    pytest.importorskip("mpe2.simple_spread_v3")
+    wild_env, tame_env = (
+        msrl.envs.make("pettingzoo:mpe2.simple_spread_v3", 2, seed=0, continuous_actions=True) for _ in range(2)
+    )
+    (group,) = wild_env.groups  # agent_0..agent_2: group "agent"
+    space = wild_env.action_space[group]
+    assert np.all(np.asarray(space.low) == 0.0) and np.all(np.asarray(space.high) == 1.0)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        wild = rng.normal(0.5, 3.0, (2, 3, *space.shape)).astype(np.float32)
+        obs, rewards, _, _ = wild_env.step({group: wild})
+        tame_obs, tame_rewards, _, _ = tame_env.step({group: np.clip(wild, 0.0, 1.0)})
+        np.testing.assert_array_equal(obs[group], tame_obs[group])
+        np.testing.assert_array_equal(rewards[group], tame_rewards[group])
+    assert not [record for record in caplog.records if "outside action space" in record.getMessage()]
+    wild_env.close()
+    tame_env.close()
+
+
 @pytest.mark.parametrize(
     "leave, end, flags",
     [(True, "truncate", (0.0, 1.0)), (True, "terminate", (1.0, 0.0)), (False, "truncate", (0.0, 1.0))],
