@@ -24,6 +24,10 @@ def test_impala_config_runs_under_the_async_preset() -> None:
 # name -> overrides giving a few iterations with updates (past any warm-up)
 RESUME = {
     "a2c_cartpole": ["total_env_steps=640", "algo.anneal_lr=false", "algo.num_envs=16"],
+    "a3c_cartpole": ["total_env_steps=640", "policy=local"],  # its actor's weights version included
+    "pg_cartpole": ["total_env_steps=4000", "algo.num_steps=100"],
+    "ac_cartpole": ["total_env_steps=64"],
+    "apex_dqn_cartpole": ["total_env_steps=1000", "algo.learning_starts=300", "algo.gradient_steps=4"],
     "dqn_cartpole": ["total_env_steps=1536", "algo.learning_starts=256", "algo.gradient_steps=4"],
     "ppo_pendulum": ["total_env_steps=8192", "algo.anneal_lr=false", "algo.update_epochs=1"],
     "sac_pendulum": (  # 24 iterations of 4 envs x 4 steps (the shipped one env would make 384)
