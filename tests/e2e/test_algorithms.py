@@ -34,6 +34,10 @@ RESUME = {
         "total_env_steps=384 algo.num_envs=4 algo.train_frequency=4 algo.hidden_sizes=[64,64] "
         "algo.learning_starts=64 algo.gradient_steps=2"
     ).split(),
+    "td3_pendulum": (  # as SAC's: 24 iterations of 4 envs x 4 steps, past a short warm-up
+        "total_env_steps=384 algo.num_envs=4 algo.train_frequency=4 algo.hidden_sizes=[64,64] "
+        "algo.learning_starts=64 algo.gradient_steps=2 algo.buffer_size=1000"
+    ).split(),
     "impala_cartpole": ["total_env_steps=5120", "algo.anneal_lr=false", "policy=local"],
     "mappo_simple_spread": ["total_env_steps=4000", "algo.update_epochs=2", "algo.num_envs=32"],
     "ippo_tag": ["total_env_steps=8000", "algo.update_epochs=1", "algo.env_kwargs.max_episode_steps=60"],
