@@ -55,7 +55,27 @@ def partition(graph: DataflowGraph, policy: DistributionPolicy) -> FragmentedGra
             )
     fdg = FragmentedGraph(graph, policy, fragments, list(interfaces.values()), assignment)
     fdg.lint()
+    if policy.mode == "async":
+        _check_runs_ahead(fdg)
     return fdg
+
+
+def _check_runs_ahead(fdg: FragmentedGraph) -> None:
+    """The asynchronous schedule runs every fragment but the one holding the output (the learner's)
+    an iteration ahead, taking the weights it broadcasts as they are.  A batched value sent back
+    from that fragment (a learner's TD errors, scattered to the replay that sampled them) would be
+    awaited by an iteration that runs ahead of the one making it: one line instead of a run that
+    stops at its end."""
+    output = fdg.assignment[fdg.graph.nodes[-1].name]
+    for interface in fdg.interfaces:
+        if interface.value is not None and interface.src == output and interface.dst != output:
+            if interface.kind is ValueKind.BATCHED:
+                raise ConfigError(
+                    f"policy {fdg.policy.name!r} is asynchronous: it runs fragment {interface.dst!r} an iteration "
+                    f"ahead of {output!r}, but {output!r} sends it {interface.ref} ({interface.kind.value}, "
+                    f"{interface.op.value}) every iteration, which needs the synchronous schedule: use a "
+                    "synchronous policy such as single_learner_coarse"
+                )
 
 
 def _fragment_for(

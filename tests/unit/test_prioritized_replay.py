@@ -13,7 +13,7 @@ import torch
 
 from fragments import PER_ITERATION
 from msrl.app import load_config, plan
-from msrl.core import ValueKind
+from msrl.core import ConfigError, ValueKind
 from msrl.rl import PrioritizedBatch, PrioritizedReplayBuffer, SumTree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,3 +127,16 @@ def test_a_replay_of_its_own_sharded_fragment_gets_each_shards_priorities_back()
     assert interfaces[("%buffer.sample", "replay", "learn")] == ("gather", ValueKind.BATCHED, PER_ITERATION)
     assert interfaces[("%learner.td_errors", "learn", "replay")] == ("scatter", ValueKind.BATCHED, PER_ITERATION)
     assert interfaces[("%learner.get_weights", "learn", "acting")][0] == "broadcast"
+
+
+def test_an_asynchronous_policy_that_would_run_the_replay_ahead_of_its_priorities_is_one_line() -> None:
+    config = load_config(
+        str(REPO / "configs" / "dqn_cartpole.yaml"),
+        ["algo.prioritized_replay=true", "policy=async_single_learner", "algo.compile=false"],
+    )
+    with pytest.raises(
+        ConfigError, match=r"%learner\.td_errors \(batched, scatter\) every iteration, which needs the "
+    ):
+        plan(config)
+    uniform = load_config(str(REPO / "configs" / "dqn_cartpole.yaml"), ["policy=async_single_learner"])
+    assert plan(uniform).fdg.policy.mode == "async"  # without priorities nothing goes back but the weights
