@@ -33,7 +33,9 @@ STEP_OUTPUTS = ("obs", "reward", "terminated", "truncated")
 
 class Instrumentation:
     """Times component calls into their role's phase, counts the environment steps of
-    every ``env.step`` node and, if ``check_finite``, rejects NaN/inf in what it returns."""
+    every ``env.step`` node (and the transitions of every ``sample`` of a buffer that says how many
+    it draws, ``steps_per_sample``: a dataset's) and, if ``check_finite``, rejects NaN/inf in what
+    an environment returns."""
 
     def __init__(
         self, nodes: list[Node], components: dict[str, Any], roles: dict[str, Role], check_finite: bool
@@ -47,6 +49,14 @@ class Instrumentation:
             name: components[component].num_envs
             for name, component, method in calls
             if roles[component] is Role.ENV and method == "step"
+        }
+        # a dataset's sample stands for the transitions it draws: an offline run's steps
+        self._samples = {
+            name: int(components[component].steps_per_sample)
+            for name, component, method in calls
+            if roles[component] is Role.BUFFER
+            and method == "sample"
+            and hasattr(components[component], "steps_per_sample")
         }
         self._observations = {
             name for name, component, method in calls if roles[component] is Role.ENV and method in ("reset", "observe")
@@ -80,6 +90,8 @@ class Instrumentation:
             self.env_steps += steps
             if self._finite:
                 check_finite(result, component)
+        elif node.name in self._samples:
+            self.env_steps += self._samples[node.name]
         elif self._finite and node.name in self._observations:
             check_finite(result[:1], component, method)  # the observations (reset's info is not checked)
         return result

@@ -70,6 +70,27 @@ def _parser() -> argparse.ArgumentParser:
         "--seed", type=int, help="seed of the evaluation's environments (default: the run's evaluation seed)"
     )
 
+    record = commands.add_parser(
+        "record",
+        help="write episodes of a checkpoint's policy as a dataset (Minari's format)",
+        description="Episodes of a checkpoint's policy on its environment, written into a new folder in Minari's "
+        "format (DIR/data/main_data.hdf5 and metadata.json) for offline algorithms (algo.dataset). The greedy "
+        "action, random with probability --epsilon, Gaussian --noise added to Box actions: --epsilon 1 records "
+        "random data, a checkpoint partway medium data, the final one expert data.",
+    )
+    record.add_argument("checkpoint")
+    record.add_argument("--episodes", type=int, required=True, help="whole episodes to record")
+    record.add_argument("--out", required=True, metavar="DIR", help="the dataset's folder (must not exist)")
+    record.add_argument(
+        "--epsilon", type=float, default=0.0, help="probability of a uniformly random action (default 0)"
+    )
+    record.add_argument(
+        "--noise", type=float, default=0.0, help="Box actions: Gaussian noise, in half action ranges (default 0)"
+    )
+    record.add_argument("--seed", type=int, default=0, help="seed of the environments and the noise (default 0)")
+    record.add_argument("--envs", type=int, default=8, help="environments stepped together (default 8)")
+    record.add_argument("--dataset-id", help="the dataset's id in its metadata (default msrl/<DIR's name>-v0)")
+
     graph = commands.add_parser("graph", help="print the traced graph and its fragments, and draw them as DOT and PNG")
     graph.add_argument("config")
     graph.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -181,7 +202,15 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        commands = {"train": _train, "eval": _eval, "graph": _graph, "compare": _compare, "plan": _plan, "plot": _plot}
+        commands = {
+            "train": _train,
+            "eval": _eval,
+            "record": _record,
+            "graph": _graph,
+            "compare": _compare,
+            "plan": _plan,
+            "plot": _plot,
+        }
         return commands[args.command](args)
     except MsrlError as exc:
         print(f"msrl: error: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -217,6 +246,24 @@ def _eval(args: argparse.Namespace) -> int:
     from msrl.app._load import evaluate
 
     print(evaluate(args.checkpoint, args.episodes, seed=args.seed))
+    return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    from msrl.app._record import record
+
+    print(
+        record(
+            args.checkpoint,
+            args.episodes,
+            args.out,
+            epsilon=args.epsilon,
+            noise=args.noise,
+            seed=args.seed,
+            num_envs=args.envs,
+            dataset_id=args.dataset_id,
+        )
+    )
     return 0
 
 

@@ -40,25 +40,20 @@ class Evaluation:
 def evaluate_algorithm(algorithm: Any, episodes: int, seed: int, max_steps: int = 100_000) -> Evaluation:
     """One greedy episode in each of ``episodes`` fresh environments, on the environment's
     default (host) backend, whatever backend training stepped, with the keywords its class lists in
-    ``evaluation_kwargs`` (an Atari game's score: rewards unclipped, whole games)."""
+    ``evaluation_kwargs`` (an Atari game's score: rewards unclipped, whole games).  An algorithm
+    that learns from a dataset, with no environment component, names the environment it is
+    evaluated on as its ``eval_env`` (an ``msrl.envs.spec``)."""
     if not isinstance(episodes, int) or isinstance(episodes, bool) or episodes < 1:
         raise ConfigError(f"episodes must be a positive integer, got {episodes!r}")
-    components = algorithm.components()
-    envs = [c for c in components.values() if role_of(c) is Role.ENV]
-    actors = [c for c in components.values() if role_of(c) is Role.ACTOR]
-    if len(envs) != 1 or len(actors) != 1:
-        raise ConfigError("evaluation needs exactly one environment and one actor component")
-    spec = envs[0].spec
-    # the game's own rewards and episodes where training shaped them (Atari's clipping, episodic life)
-    scoring = getattr(component_class(envs[0]), "evaluation_kwargs", {})
+    spec, actor, scoring = acting_parts(algorithm, "evaluation")
     env = msrl.envs.make(spec.env_id, num_envs=episodes, seed=seed, **{**spec.kwargs, **scoring})
     try:
         obs = env.reset(seed=seed)
-        actors[0].reset_greedy()
+        actor.reset_greedy()
         returns = np.zeros(episodes)
         running = np.ones(episodes, dtype=bool)
         for _ in range(max_steps):
-            action = actors[0].greedy(obs)
+            action = actor.greedy(obs)
             action = (
                 {group: _to_numpy(a) for group, a in action.items()}
                 if isinstance(action, dict)
@@ -72,6 +67,22 @@ def evaluate_algorithm(algorithm: Any, episodes: int, seed: int, max_steps: int 
     finally:
         env.close()
     return Evaluation(returns.tolist())
+
+
+def acting_parts(algorithm: Any, what: str) -> tuple[Any, Any, dict[str, Any]]:
+    """The environment an algorithm's policy acts in (its environment component's ``spec``, or for
+    an algorithm that learns from a dataset its ``eval_env``), its one actor, and the keywords the
+    environment's class lists in ``evaluation_kwargs`` (the game's own rewards and episodes where
+    training shaped them: Atari's clipping, episodic life); ``what`` names the caller in the error."""
+    components = algorithm.components()
+    envs = [c for c in components.values() if role_of(c) is Role.ENV]
+    actors = [c for c in components.values() if role_of(c) is Role.ACTOR]
+    offline = getattr(algorithm, "eval_env", None) if not envs else None
+    if (len(envs) != 1 and offline is None) or len(actors) != 1:
+        raise ConfigError(f"{what} needs exactly one environment (or an eval_env) and one actor component")
+    if not envs:
+        return offline, actors[0], {}
+    return envs[0].spec, actors[0], getattr(component_class(envs[0]), "evaluation_kwargs", {})
 
 
 @contextlib.contextmanager

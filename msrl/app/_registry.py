@@ -17,6 +17,7 @@ BUILTIN = {
     "ddpg": "algorithms.ddpg:DDPG",
     "dqn": "algorithms.dqn:DQN",
     "impala": "algorithms.impala:IMPALA",
+    "iql": "algorithms.iql:IQL",
     "ippo": "algorithms.mappo:IPPO",
     "mappo": "algorithms.mappo:MAPPO",
     "pg": "algorithms.pg:PG",

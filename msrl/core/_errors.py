@@ -19,6 +19,11 @@ class CheckpointError(MsrlError):
     """A checkpoint is missing, corrupt or belongs to another run."""
 
 
+class DatasetError(MsrlError):
+    """A dataset is missing, truncated or altered, or does not fit the run (other spaces than its
+    environment's, non-finite values)."""
+
+
 class StorageError(MsrlError):
     """The run directory cannot take a write (a full disk, a read-only or vanished directory): the
     run stops with the path and the bytes it needed, its last checkpoint as it was."""

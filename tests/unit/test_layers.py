@@ -7,12 +7,13 @@ at module level or inside a function, and so is every ``"module:Name"`` string
 
     0  msrl.core                       the public API an algorithm is written against
     1  msrl.rl, msrl.envs              building blocks and environments, on the core
-    2  policies, algorithms            side by side: neither imports the other
-    3  fragments                       partitioner, programs, executors
-    4  cluster                         everything Ray
-    5  msrl.app                        run loop, checkpoints, evaluation, CLI
-    6  msrl (the package's __init__)   the facade: the core's names and the application's
-    7  testbed                         hosts as network namespaces, for tests, benchmarks and
+    2  msrl.data                       recorded datasets and the replay that reads them
+    3  policies, algorithms            side by side: neither imports the other
+    4  fragments                       partitioner, programs, executors
+    5  cluster                         everything Ray
+    6  msrl.app                        run loop, checkpoints, evaluation, CLI
+    7  msrl (the package's __init__)   the facade: the core's names and the application's
+    8  testbed                         hosts as network namespaces, for tests, benchmarks and
                                        users trying many hosts on one machine: it may use
                                        cluster's and msrl's public names, and no production
                                        package (layers 0-6) imports it
@@ -39,15 +40,16 @@ UNITS = {  # unit -> layer; the longest matching prefix names a module's unit
     "msrl.core": 0,
     "msrl.rl": 1,
     "msrl.envs": 1,
-    "policies": 2,
-    "algorithms": 2,
-    "fragments": 3,
-    "cluster": 4,
-    "msrl.app": 5,
-    "msrl": 6,
-    "testbed": 7,
+    "msrl.data": 2,
+    "policies": 3,
+    "algorithms": 3,
+    "fragments": 4,
+    "cluster": 5,
+    "msrl.app": 6,
+    "msrl": 7,
+    "testbed": 8,
 }
-FORBIDDEN_THIRD_PARTY = {"ray": 4, "pycuda": 3}
+FORBIDDEN_THIRD_PARTY = {"ray": 5, "pycuda": 4}
 """A library and the lowest layer that may import it."""
 REGISTRY_STRING = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*):[A-Za-z_]\w*$")
 
@@ -186,7 +188,7 @@ def test_a_planted_upward_import_inside_a_function_fails(tmp_path: Path) -> None
     )
     assert found == [
         "msrl/core/_planted.py:2: import of cluster from msrl.core._planted: msrl.core "
-        "(layer 0) must not import cluster (layer 4)"
+        "(layer 0) must not import cluster (layer 5)"
     ]
 
 
@@ -221,8 +223,8 @@ def test_no_production_package_imports_the_testbed_and_the_testbed_uses_public_n
         },
     )
     found = "\n".join(lines)
-    assert "cluster/_planted.py:2: import of testbed from cluster._planted: cluster (layer 4) must not" in found
-    assert "msrl/app/_planted.py:1: from of testbed from msrl.app._planted: msrl.app (layer 5) must not" in found
+    assert "cluster/_planted.py:2: import of testbed from cluster._planted: cluster (layer 5) must not" in found
+    assert "msrl/app/_planted.py:1: from of testbed from msrl.app._planted: msrl.app (layer 6) must not" in found
     assert "testbed/_planted.py:1: testbed._planted imports private module cluster._connect" in found
     assert "tests/test_planted.py:1: imports private module testbed._netns" in found
     assert len(lines) == 4, found  # testbed/_allowed.py: public names of the layers below, no violation

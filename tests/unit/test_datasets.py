@@ -1,0 +1,199 @@
+"""Datasets in Minari's format (``msrl.data``): what msrl writes reads back unchanged through h5py and
+through Minari's own reader, Minari's parser takes its spaces, a bad dataset (truncated, altered,
+mismatched, non-finite) is one ``DatasetError`` and nothing is left half written, and
+``DatasetReplay`` shards episodes across copies, keeps time-limited transitions bootstrapped, and
+checkpoints which dataset it read rather than the data."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from msrl.core import Box, DatasetError, Discrete
+from msrl.data import (
+    DatasetReplay,
+    Episode,
+    read_episodes,
+    read_info,
+    space_from_json,
+    space_to_json,
+    write_dataset,
+)
+
+OBS = Box(np.array([-1.0, -1.0, -8.0], dtype=np.float32), np.array([1.0, 1.0, 8.0], dtype=np.float32), (3,))
+ACTION = Box(-2.0, 2.0, (1,))
+MINARI = importlib.util.find_spec("minari") is not None
+
+
+def _episodes(count: int = 6, seed: int = 0) -> list[Episode]:
+    """Episodes of 5 to 5 + count - 1 steps; odd ones terminate, even ones are cut by a time limit."""
+    rng = np.random.default_rng(seed)
+    episodes = []
+    for i in range(count):
+        steps = 5 + i
+        end = np.zeros(steps, dtype=bool)
+        end[-1] = True
+        episodes.append(
+            Episode(
+                observations=rng.uniform(-1, 1, (steps + 1, 3)).astype(np.float32),
+                actions=rng.uniform(-2, 2, (steps, 1)).astype(np.float32),
+                rewards=rng.normal(size=steps),
+                terminations=end if i % 2 else np.zeros(steps, dtype=bool),
+                truncations=np.zeros(steps, dtype=bool) if i % 2 else end,
+                seed=i,
+            )
+        )
+    return episodes
+
+
+def _write(tmp_path: Path, episodes: list[Episode] | None = None, name: str = "ds") -> Path:
+    out = tmp_path / name
+    write_dataset(out, episodes or _episodes(), OBS, ACTION, "test/pendulum-v0", "Pendulum-v1")
+    return out
+
+
+NEEDS_MINARI = pytest.mark.skipif(not MINARI, reason="minari is not installed")
+
+
+@pytest.mark.parametrize("reader", ["h5py", pytest.param("minari", marks=NEEDS_MINARI)])
+def test_episodes_read_back_unchanged(tmp_path: Path, reader: str) -> None:
+    written = _episodes()
+    out = _write(tmp_path, written)
+    read = read_episodes(out, reader=reader)
+    assert len(read) == len(written)
+    for ours, theirs in zip(read, written):
+        for field in ("observations", "actions", "rewards", "terminations", "truncations"):
+            np.testing.assert_array_equal(getattr(ours, field), getattr(theirs, field))
+    info = read_info(out)
+    assert (info.total_episodes, info.total_steps) == (6, sum(e.steps for e in written))
+    assert (info.observation_space, info.action_space, info.env_id) == (OBS, ACTION, "Pendulum-v1")
+
+
+@NEEDS_MINARI
+def test_minari_reads_the_folder_as_one_of_its_datasets(tmp_path: Path) -> None:
+    from minari import MinariDataset
+
+    out = _write(tmp_path)
+    dataset = MinariDataset(out / "data")
+    assert (dataset.total_episodes, dataset.total_steps) == (6, sum(e.steps for e in _episodes()))
+    assert dataset.observation_space.shape == (3,) and dataset.action_space.shape == (1,)
+    np.testing.assert_array_equal(dataset.observation_space.high, OBS.high)
+    episode = next(dataset.iterate_episodes(episode_indices=[3]))
+    np.testing.assert_array_equal(episode.actions, _episodes()[3].actions)
+
+
+@pytest.mark.parametrize("space", [Discrete(4), OBS, ACTION, Box(0, 255, (4, 84, 84), "uint8")])
+def test_spaces_round_trip_through_minaris_json(space: Box | Discrete) -> None:
+    assert space_from_json(space_to_json(space), "space") == space
+    if MINARI:
+        from minari.serialization import deserialize_space
+
+        theirs = deserialize_space(space_to_json(space))
+        assert theirs.shape == (() if isinstance(space, Discrete) else space.shape)
+
+
+def test_a_space_msrl_does_not_read_is_named() -> None:
+    with pytest.raises(DatasetError, match="MultiBinary space; msrl reads Box and Discrete"):
+        space_from_json(json.dumps({"type": "MultiBinary", "n": 3}), "action_space")
+
+
+def test_a_truncated_file_is_one_dataset_error(tmp_path: Path) -> None:
+    out = _write(tmp_path)
+    main = out / "data" / "main_data.hdf5"
+    main.write_bytes(main.read_bytes()[: main.stat().st_size // 3])
+    with pytest.raises(DatasetError, match="main_data.hdf5 cannot be read"):
+        read_episodes(out, reader="h5py")
+
+
+def test_missing_metadata_and_missing_folder_are_named(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="no such folder"):
+        read_info(tmp_path / "absent")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetError, match="no data/metadata.json"):
+        read_info(tmp_path / "empty")
+    out = _write(tmp_path)
+    meta = json.loads((out / "data" / "metadata.json").read_text())
+    del meta["action_space"]
+    (out / "data" / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetError, match="lacks action_space"):
+        read_info(out)
+
+
+def test_metadata_that_disagrees_with_the_episodes_is_refused(tmp_path: Path) -> None:
+    out = _write(tmp_path)
+    meta = json.loads((out / "data" / "metadata.json").read_text())
+    meta["total_steps"] += 1
+    (out / "data" / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetError, match="metadata says"):
+        read_episodes(out, reader="h5py")
+
+
+def test_non_finite_or_misshapen_episodes_are_not_written(tmp_path: Path) -> None:
+    bad = _episodes()
+    bad[2].observations[1, 0] = np.nan
+    with pytest.raises(DatasetError, match="episode 2: observations hold NaN"):
+        _write(tmp_path, bad)
+    short = _episodes()
+    short[1].observations = short[1].observations[:-1]  # no last observation
+    with pytest.raises(DatasetError, match="episode 1: observations of shape"):
+        _write(tmp_path, short)
+    assert list(tmp_path.iterdir()) == []  # neither the folder nor its scratch copy is left
+
+
+def test_an_existing_folder_is_never_written_over(tmp_path: Path) -> None:
+    out = _write(tmp_path)
+    before = (out / "data" / "main_data.hdf5").read_bytes()
+    with pytest.raises(DatasetError, match="exists"):
+        _write(tmp_path)
+    assert (out / "data" / "main_data.hdf5").read_bytes() == before
+
+
+def test_copies_of_the_replay_shard_the_episodes(tmp_path: Path) -> None:
+    out = _write(tmp_path)
+    whole = DatasetReplay(out, batch_size=4, num_batches=3)
+    parts = [DatasetReplay(out, batch_size=2, num_batches=3, part=(i, 2)) for i in range(2)]
+    assert [p.episodes for p in parts] == [(0, 3), (3, 6)]
+    assert sum(len(p) for p in parts) == len(whole) == read_info(out).total_steps
+    held = torch.cat([p.obs[: len(p)] for p in parts])
+    torch.testing.assert_close(held, whole.obs[: len(whole)])
+    assert whole.steps_per_sample == 12 and parts[0].steps_per_sample == 6
+    batch = whole.sample()
+    assert batch.obs.shape == (4, 3, 3) and batch.actions.shape == (4, 3, 1)
+
+
+def test_time_limited_transitions_bootstrap_from_the_episodes_last_observation(tmp_path: Path) -> None:
+    episodes = _episodes(2)
+    out = _write(tmp_path, episodes)
+    replay = DatasetReplay(out)
+    first = episodes[0]  # cut by the time limit after 5 steps
+    last = first.steps - 1
+    torch.testing.assert_close(replay.next_obs[last], torch.as_tensor(first.observations[-1]))
+    assert replay.terminated[last] == 0.0
+    second_end = first.steps + episodes[1].steps - 1  # terminated
+    assert replay.terminated[second_end] == 1.0
+    assert replay.terminated.sum() == 1.0
+
+
+def test_more_copies_than_episodes_is_one_line(tmp_path: Path) -> None:
+    out = _write(tmp_path, _episodes(2))
+    with pytest.raises(DatasetError, match="2 episodes cannot be shared by 3 copies"):
+        DatasetReplay(out, part=(0, 3))
+
+
+def test_a_checkpoint_holds_the_sampling_stream_not_the_data(tmp_path: Path) -> None:
+    out = _write(tmp_path)
+    replay = DatasetReplay(out, batch_size=8, seed=3)
+    state = replay.state_dict()
+    assert set(state) == {"generator", "dataset"}
+    first = replay.sample()
+    again = DatasetReplay(out, batch_size=8, seed=99)
+    again.load_state_dict(state)
+    torch.testing.assert_close(again.sample().obs, first.obs)
+    other = _write(tmp_path, _episodes(4, seed=1), name="other")
+    with pytest.raises(ValueError, match="the checkpoint trained on dataset"):
+        DatasetReplay(other).load_state_dict(state)
