@@ -7,6 +7,8 @@ Training:
                         SB3 and RLlib on a CPU (``--device cuda``: msrl alone on a GPU)?
     learning_quality    How well does each algorithm learn, against SB3 with rl-zoo's settings?
     cleanrl_speed       How fast does msrl train per env step where CleanRL's script is the peer (C51)?
+    offline_learning    How well do IQL, AWAC and CQL learn from msrl's recorded datasets (D4RL's levels
+                        and normalised score)?
     marl_learning       How well do MAPPO and IPPO learn simple_spread, and IPPO's taggers Tag?
     algorithm_matrix    Does every algorithm learn under every preset?  (The slow test's table.)
     warpdrive           WarpDrive on the same GPU: the peer of the GPU training, env stepping and

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from msrl.app._load import evaluate, load
     from msrl.app._plan import Plan, make_runtime, plan
     from msrl.app._plots import plot_curves, plot_time_split
+    from msrl.app._record import Recording, record
     from msrl.app._registry import algorithm_names, config_fields, get_algorithm
     from msrl.app._run import Interrupted, Run, Trainer, train
     from msrl.app._run_directory import (
@@ -64,6 +65,7 @@ _WHERE = {
     "_load": ("evaluate", "load"),
     "_plan": ("Plan", "make_runtime", "plan"),
     "_plots": ("plot_curves", "plot_time_split"),
+    "_record": ("Recording", "record"),
     "_registry": ("algorithm_names", "config_fields", "get_algorithm"),
     "_run": ("Interrupted", "Run", "Trainer", "train"),
     "_run_directory": ("CHECKPOINT_NAME", "EVAL_NAME", "METRICS_NAME", "Position", "RunDirectory", "read_metrics"),
@@ -82,6 +84,7 @@ __all__ = [
     "Plan",
     "PlacementPlan",
     "Position",
+    "Recording",
     "Run",
     "RunConfig",
     "RunDirectory",
@@ -105,6 +108,7 @@ __all__ = [
     "read_calibration",
     "plot_time_split",
     "read_metrics",
+    "record",
     "save_checkpoint",
     "this_machine",
     "train",

@@ -14,6 +14,8 @@ BUILTIN = {
     "a3c": "algorithms.a3c:A3C",
     "ac": "algorithms.pg:AC",
     "apex_dqn": "algorithms.dqn:ApeX",
+    "awac": "algorithms.awac:AWAC",
+    "cql": "algorithms.cql:CQL",
     "ddpg": "algorithms.ddpg:DDPG",
     "dqn": "algorithms.dqn:DQN",
     "impala": "algorithms.impala:IMPALA",

@@ -120,7 +120,10 @@ def assert_identical(a, b, path: str = "") -> None:
 BAD_CONFIG = {
     "unknown algorithm": (
         ["train", CONFIG, "--set", "algorithm=sacc"],
-        ["unknown algorithm 'sacc'", "a2c, a3c, ac, apex_dqn, ddpg, dqn, impala, ippo, iql, mappo, pg, ppo, sac, td3"],
+        [
+            "unknown algorithm 'sacc'",
+            "a2c, a3c, ac, apex_dqn, awac, cql, ddpg, dqn, impala, ippo, iql, mappo, pg, ppo, sac, td3",
+        ],
     ),
     "unknown policy": (["train", CONFIG, "--set", "policy=ring"], ["unknown policy 'ring'", "local"]),
     "unknown config key": (

@@ -95,6 +95,15 @@ def test_iql_trains_from_the_dataset_and_is_evaluated_on_its_environment(pendulu
     assert run.evaluation.returns == again.evaluation.returns
 
 
+@pytest.mark.parametrize("algorithm", ["awac", "cql"])
+def test_awac_and_cql_train_from_the_dataset_too(pendulum_data: Path, tmp_path: Path, algorithm: str) -> None:
+    overrides = [f"runs_dir={tmp_path}", f"algo.dataset={pendulum_data}", *IQL, "total_env_steps=640"]
+    run = msrl.train(str(REPO / f"configs/{algorithm}_pendulum.yaml"), [*overrides, "algo.compile=false"])
+    assert [r["env_steps"] for r in run.metrics] == [320, 640]
+    assert all(np.isfinite(r["q_loss"]) and np.isfinite(r["policy_loss"]) for r in run.metrics)
+    assert run.evaluation is not None and all(-2000 < value < 0 for value in run.evaluation.returns)
+
+
 def test_a_resumed_run_reads_the_dataset_it_trained_on(pendulum_data: Path, tmp_path: Path) -> None:
     overrides = [f"runs_dir={tmp_path}", f"algo.dataset={pendulum_data}", *IQL, "total_env_steps=1280"]
     run = msrl.train(str(REPO / "configs/iql_pendulum.yaml"), overrides)

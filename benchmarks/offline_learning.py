@@ -1,0 +1,181 @@
+"""How well do msrl's offline algorithms (IQL, AWAC, CQL) learn from datasets msrl records, at
+D4RL's three levels, on D4RL's normalised score?
+
+D4RL's recipe on Pendulum-v1: SAC trained from ``configs/sac_pendulum.yaml`` to its budget is the
+expert; the same config stopped at ``--medium-steps`` env steps is the medium policy; each plays
+``--episodes`` episodes into a dataset with ``msrl record`` (the random one with ``--epsilon 1``).
+Every offline algorithm then trains on each dataset for ``--gradient-steps`` gradient steps of 256
+at its shipped config (``configs/<algorithm>_pendulum.yaml``), seeds interleaved, and is evaluated
+greedily (20 episodes).  The normalised score is D4RL's: ``100 * (R - R_random) / (R_expert -
+R_random)``, with the random and expert datasets' mean episode returns as the two references, so 0
+is the random policy and 100 the expert that made the data; each dataset's own score (what
+cloning it would give) is printed beside.
+
+    python -m benchmarks.offline_learning run --workdir ../offline --seeds 1 2 3 4 5 --out offline.jsonl
+    python -m benchmarks.offline_learning report offline.jsonl
+
+The datasets and the SAC runs are made once in ``--workdir`` and reused.  The published figures
+the report quotes are the IQL paper's (Kostrikov et al. 2022, table 1) for HalfCheetah's D4RL
+datasets, the nearest recipe: a gap between those and these comes first from the datasets
+(Pendulum's 200-step episodes of one SAC policy, not HalfCheetah's 1,000-step ones of D4RL's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import REPO, append_jsonl, machine_info, markdown_table, read_jsonl
+
+ALGORITHMS = ("iql", "awac", "cql")
+LEVELS = ("random", "medium", "expert")
+PUBLISHED = {
+    # the IQL paper's table 1 (D4RL -v2, normalised): halfcheetah-medium, -medium-replay, -medium-expert
+    "iql": "HalfCheetah medium 47.4, medium-replay 44.2, medium-expert 86.7",
+    "awac": "HalfCheetah medium 43.5, medium-replay 40.5, medium-expert 42.8",
+    "cql": "HalfCheetah medium 44.0, medium-replay 45.5, medium-expert 91.6",
+}
+
+
+def sac_checkpoint(workdir: Path, name: str, steps: int | None) -> str:
+    """The checkpoint of ``configs/sac_pendulum.yaml`` trained to ``steps`` (its budget when None),
+    made once in ``workdir``."""
+    import msrl
+
+    checkpoint = workdir / "runs" / name / "checkpoint.pt"
+    if not checkpoint.exists():
+        overrides = [f"runs_dir={workdir / 'runs'}", f"name={name}", "progress=false"]
+        overrides += [f"total_env_steps={steps}"] if steps else []
+        msrl.train(str(REPO / "configs" / "sac_pendulum.yaml"), overrides)
+    return str(checkpoint)
+
+
+def datasets(workdir: Path, episodes: int, medium_steps: int) -> dict[str, Path]:
+    """The three datasets, recorded once in ``workdir``: random, medium and expert."""
+    from msrl.app import record
+
+    expert = sac_checkpoint(workdir, "expert", None)
+    medium = sac_checkpoint(workdir, "medium", medium_steps)
+    made = {}
+    for level, checkpoint, epsilon in (("random", expert, 1.0), ("medium", medium, 0.0), ("expert", expert, 0.0)):
+        out = workdir / "datasets" / f"pendulum-{level}"
+        if not out.exists():
+            print(record(checkpoint, episodes, out, epsilon=epsilon, seed=100), flush=True)
+        made[level] = out
+    return made
+
+
+def mean_return(path: Path) -> float:
+    from msrl.data import read_episodes
+
+    return statistics.fmean(e.episode_return for e in read_episodes(path))
+
+
+def run(args: argparse.Namespace) -> None:
+    import msrl
+
+    workdir = Path(args.workdir).resolve()
+    made = datasets(workdir, args.episodes, args.medium_steps)
+    references = {level: mean_return(path) for level, path in made.items()}
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine_info(note='torch threads 1')}")
+    print("# dataset mean returns:", {level: round(value, 1) for level, value in references.items()}, flush=True)
+    for seed in args.seeds:  # interleaved: the machine's load falls on every algorithm alike
+        for level in args.levels:
+            for algorithm in args.algorithms:
+                overrides = [f"algo.dataset={made[level]}", f"seed={seed}", "progress=false", "checkpoint_every=0"]
+                overrides += [f"total_env_steps={256 * args.gradient_steps}", f"eval_episodes={args.eval_episodes}"]
+                with tempfile.TemporaryDirectory(prefix="msrl-offline-") as runs:
+                    start = time.perf_counter()
+                    result = msrl.train(
+                        str(REPO / "configs" / f"{algorithm}_pendulum.yaml"), [f"runs_dir={runs}", *overrides]
+                    )
+                    seconds = time.perf_counter() - start
+                assert result.evaluation is not None
+                record = {
+                    "algorithm": algorithm,
+                    "level": level,
+                    "seed": seed,
+                    "gradient_steps": args.gradient_steps,
+                    "greedy_return": result.evaluation.mean,
+                    "dataset_return": references[level],
+                    "random_return": references["random"],
+                    "expert_return": references["expert"],
+                    "wall_s": seconds,
+                }
+                append_jsonl(args.out, record)
+                print(algorithm, level, seed, f"greedy {result.evaluation.mean:.1f}", f"{seconds:.0f} s", flush=True)
+
+
+def normalised(value: float, record: dict[str, Any]) -> float:
+    return 100.0 * (value - record["random_return"]) / (record["expert_return"] - record["random_return"])
+
+
+def report(paths: list[str]) -> None:
+    records = read_jsonl(paths)
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        groups[(record["algorithm"], record["level"], record["gradient_steps"])].append(record)
+    rows = []
+    for (algorithm, level, steps), runs in sorted(
+        groups.items(), key=lambda kv: (ALGORITHMS.index(kv[0][0]), LEVELS.index(kv[0][1]))
+    ):
+        scores = [normalised(r["greedy_return"], r) for r in runs]
+        returns = [r["greedy_return"] for r in runs]
+        spread = lambda xs: statistics.pstdev(xs) if len(xs) > 1 else 0.0  # noqa: E731
+        rows.append(
+            [
+                algorithm,
+                level,
+                f"{steps:,}",
+                len(runs),
+                f"{statistics.fmean(returns):.1f} ± {spread(returns):.1f}",
+                f"**{statistics.fmean(scores):.1f} ± {spread(scores):.1f}**",
+                f"{normalised(runs[0]['dataset_return'], runs[0]):.1f}",
+                PUBLISHED[algorithm],
+            ]
+        )
+    header = [
+        "algorithm",
+        "dataset",
+        "gradient steps",
+        "seeds",
+        "greedy return",
+        "normalised",
+        "dataset's own",
+        "published (IQL paper, D4RL)",
+    ]
+    print(markdown_table(header, rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.offline_learning", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    go = sub.add_parser("run", help="make the datasets (once) and train every algorithm on each")
+    go.add_argument("--workdir", required=True, help="where the SAC runs and the datasets are kept")
+    go.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    go.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=ALGORITHMS)
+    go.add_argument("--levels", nargs="+", default=list(LEVELS), choices=LEVELS)
+    go.add_argument("--gradient-steps", type=int, default=5_000)
+    go.add_argument("--episodes", type=int, default=100, help="episodes per dataset (default 100: 20,000 steps)")
+    go.add_argument("--medium-steps", type=int, default=2_000, help="env steps of the medium SAC policy")
+    go.add_argument("--eval-episodes", type=int, default=20)
+    go.add_argument("--out", required=True, help="JSONL file the runs are appended to")
+    rep = sub.add_parser("report", help="the table of runs recorded")
+    rep.add_argument("paths", nargs="+")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    if args.command == "report":
+        report(args.paths)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()
