@@ -38,6 +38,10 @@ class OfflineConfig:
     """Gradient steps per iteration."""
     batch_size: int = split(256)
     """Transitions per gradient step, over the whole run (each copy of the dataset samples its share)."""
+    sample_strata: int = 8
+    """The dataset is sampled in this many equal parts of its episodes, each part's share of every
+    batch drawn by its own random stream: copies of the dataset's fragment (any number dividing
+    it) each hold whole parts, so they draw the transitions one copy would (``msrl.data.DatasetReplay``)."""
     gamma: float = 0.99
     """Discount factor."""
     tau: float = 0.005
@@ -51,7 +55,7 @@ class OfflineConfig:
     def validate(self) -> None:
         if not self.dataset:
             raise ConfigError("algo.dataset is required: the folder of a recorded dataset (msrl record --out DIR)")
-        for name in ("gradient_steps", "batch_size"):
+        for name in ("gradient_steps", "batch_size", "sample_strata"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.gamma <= 1.0:
@@ -151,9 +155,9 @@ class OfflineAlgorithm(Algorithm):
         obs_dim = int(np.prod(observation_shape(env_id, self.eval_env.observation_space)))
         self.dataset = DatasetReplay(
             config.dataset,
+            seeds=[run.seed_for("dataset", stratum) for stratum in range(config.sample_strata)],
             batch_size=config.batch_size,
             num_batches=config.gradient_steps,
-            seed=run.seed_for("replay"),
             device=run.device,
             part=run.part,
         )

@@ -23,6 +23,7 @@ datasets, the nearest recipe: a gap between those and these comes first from the
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 import time
@@ -34,6 +35,15 @@ from benchmarks.harness import REPO, append_jsonl, machine_info, markdown_table,
 
 ALGORITHMS = ("iql", "awac", "cql")
 LEVELS = ("random", "medium", "expert")
+PRESETS = {
+    "local": ["policy=local"],
+    "single_learner_coarse": ["policy=single_learner_coarse"],
+    "multi_learner": ["policy=multi_learner"],
+    "async_single_learner": ["policy=async_single_learner"],
+    "gpu_only": ["policy=gpu_only", "policy.device=cpu"],
+}
+"""The presets an offline algorithm runs under (``single_learner_fine`` has no environment
+fragment to fill), as ``--set`` overrides."""
 PUBLISHED = {
     # the IQL paper's table 1 (D4RL -v2, normalised): halfcheetah-medium, -medium-replay, -medium-expert
     "iql": "HalfCheetah medium 47.4, medium-replay 44.2, medium-expert 86.7",
@@ -77,38 +87,44 @@ def mean_return(path: Path) -> float:
 
 
 def run(args: argparse.Namespace) -> None:
-    import msrl
-
     workdir = Path(args.workdir).resolve()
     made = datasets(workdir, args.episodes, args.medium_steps)
     references = {level: mean_return(path) for level, path in made.items()}
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine_info(note='torch threads 1')}")
     print("# dataset mean returns:", {level: round(value, 1) for level, value in references.items()}, flush=True)
     for seed in args.seeds:  # interleaved: the machine's load falls on every algorithm alike
-        for level in args.levels:
-            for algorithm in args.algorithms:
-                overrides = [f"algo.dataset={made[level]}", f"seed={seed}", "progress=false", "checkpoint_every=0"]
-                overrides += [f"total_env_steps={256 * args.gradient_steps}", f"eval_episodes={args.eval_episodes}"]
-                with tempfile.TemporaryDirectory(prefix="msrl-offline-") as runs:
-                    start = time.perf_counter()
-                    result = msrl.train(
-                        str(REPO / "configs" / f"{algorithm}_pendulum.yaml"), [f"runs_dir={runs}", *overrides]
-                    )
-                    seconds = time.perf_counter() - start
-                assert result.evaluation is not None
-                record = {
-                    "algorithm": algorithm,
-                    "level": level,
-                    "seed": seed,
-                    "gradient_steps": args.gradient_steps,
-                    "greedy_return": result.evaluation.mean,
-                    "dataset_return": references[level],
-                    "random_return": references["random"],
-                    "expert_return": references["expert"],
-                    "wall_s": seconds,
-                }
-                append_jsonl(args.out, record)
-                print(algorithm, level, seed, f"greedy {result.evaluation.mean:.1f}", f"{seconds:.0f} s", flush=True)
+        for level, algorithm, policy in itertools.product(args.levels, args.algorithms, args.policies):
+            record = train_once(algorithm, made[level], seed, policy, args)
+            record.update(
+                level=level,
+                dataset_return=references[level],
+                random_return=references["random"],
+                expert_return=references["expert"],
+            )
+            append_jsonl(args.out, record)
+            greedy, seconds = record["greedy_return"], record["wall_s"]
+            print(algorithm, level, policy, seed, f"greedy {greedy:.1f}", f"{seconds:.0f} s", flush=True)
+
+
+def train_once(algorithm: str, dataset: Path, seed: int, policy: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One run of ``configs/<algorithm>_pendulum.yaml`` on ``dataset`` under ``policy``."""
+    import msrl
+
+    overrides = [f"algo.dataset={dataset}", f"seed={seed}", "progress=false", "checkpoint_every=0", *PRESETS[policy]]
+    overrides += [f"total_env_steps={256 * args.gradient_steps}", f"eval_episodes={args.eval_episodes}"]
+    with tempfile.TemporaryDirectory(prefix="msrl-offline-") as runs:
+        start = time.perf_counter()
+        result = msrl.train(str(REPO / "configs" / f"{algorithm}_pendulum.yaml"), [f"runs_dir={runs}", *overrides])
+        seconds = time.perf_counter() - start
+    assert result.evaluation is not None
+    return {
+        "algorithm": algorithm,
+        "seed": seed,
+        "policy": policy,
+        "gradient_steps": args.gradient_steps,
+        "greedy_return": result.evaluation.mean,
+        "wall_s": seconds,
+    }
 
 
 def normalised(value: float, record: dict[str, Any]) -> float:
@@ -117,13 +133,12 @@ def normalised(value: float, record: dict[str, Any]) -> float:
 
 def report(paths: list[str]) -> None:
     records = read_jsonl(paths)
-    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, int], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
-        groups[(record["algorithm"], record["level"], record["gradient_steps"])].append(record)
+        groups[(record["algorithm"], record["level"], record["policy"], record["gradient_steps"])].append(record)
     rows = []
-    for (algorithm, level, steps), runs in sorted(
-        groups.items(), key=lambda kv: (ALGORITHMS.index(kv[0][0]), LEVELS.index(kv[0][1]))
-    ):
+    order = lambda key: (ALGORITHMS.index(key[0]), LEVELS.index(key[1]), list(PRESETS).index(key[2]), key[3])  # noqa: E731
+    for (algorithm, level, policy, steps), runs in sorted(groups.items(), key=lambda kv: order(kv[0])):
         scores = [normalised(r["greedy_return"], r) for r in runs]
         returns = [r["greedy_return"] for r in runs]
         spread = lambda xs: statistics.pstdev(xs) if len(xs) > 1 else 0.0  # noqa: E731
@@ -131,6 +146,7 @@ def report(paths: list[str]) -> None:
             [
                 algorithm,
                 level,
+                f"`{policy}`",
                 f"{steps:,}",
                 len(runs),
                 f"{statistics.fmean(returns):.1f} ± {spread(returns):.1f}",
@@ -142,6 +158,7 @@ def report(paths: list[str]) -> None:
     header = [
         "algorithm",
         "dataset",
+        "policy",
         "gradient steps",
         "seeds",
         "greedy return",
@@ -160,6 +177,7 @@ def main() -> None:
     go.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     go.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=ALGORITHMS)
     go.add_argument("--levels", nargs="+", default=list(LEVELS), choices=LEVELS)
+    go.add_argument("--policies", nargs="+", default=["local"], choices=list(PRESETS), help="presets (default local)")
     go.add_argument("--gradient-steps", type=int, default=5_000)
     go.add_argument("--episodes", type=int, default=100, help="episodes per dataset (default 100: 20,000 steps)")
     go.add_argument("--medium-steps", type=int, default=2_000, help="env steps of the medium SAC policy")

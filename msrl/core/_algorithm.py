@@ -38,6 +38,7 @@ SEED_STREAMS: Mapping[str, SeedStream] = MappingProxyType(
         # shared by every copy: what copies must agree on
         "weights": SeedStream(per_copy=False, offset=0),  # initial network weights: replicated learners start equal
         "learner": SeedStream(per_copy=False, offset=2),  # a learner's draws: minibatch order, SAC's sampled actions
+        "dataset": SeedStream(per_copy=False, offset=3),  # a dataset's strata, each drawn the same in whichever copy
         "eval": SeedStream(per_copy=False, offset=7919),  # the final evaluation's environments, apart from training's
         # one per copy: what copies must not share
         "env": SeedStream(per_copy=True, offset=0),  # environment resets
@@ -75,8 +76,9 @@ class RunInfo:
       defaults=run.env_defaults)``, so an environment follows whichever executor
       runs it without the algorithm naming one.
     * ``part``: which of the equal parts of every per-run quantity this copy holds,
-      as ``(index, parts)``; an algorithm reads it only through ``share_of``, for
-      values indexed across the whole run (Ape-X's epsilon per environment).
+      as ``(index, parts)``; an algorithm reads it through ``share_of``, for
+      values indexed across the whole run (Ape-X's epsilon per environment), or hands
+      it to a component that shares something out itself (a dataset's episodes).
 
     Random numbers come from named streams, not from offsets picked at each call
     site: ``seed_for("env")`` seeds the environments, ``rng("actor")`` is the

@@ -1,9 +1,10 @@
 """Learning from data end to end: ``msrl record`` writes a checkpoint's episodes as a dataset Minari's
 format holds (random actions with ``--epsilon 1``, noise on Box actions), ``msrl train`` trains
 ``iql`` from a dataset with no environment in its loop, counting the transitions it trains on and
-evaluating on the dataset's environment, the same seed gives the same run twice, a resumed run
-reads the same dataset or stops, and every bad dataset or option is one line, exit 2, with the
-dataset and earlier results intact."""
+evaluating on the dataset's environment, the same seed gives the same run twice, two learners
+sharding the dataset step as one learner with their batch, a resumed run reads the same dataset or
+stops, and every bad dataset or option is one line, exit 2, with the dataset and earlier results
+intact."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def pendulum_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     overrides += ["algo.hidden_sizes=[8, 8]", "algo.compile=false"]
     run = msrl.train(str(REPO / "configs/ddpg_pendulum.yaml"), [f"runs_dir={runs}", *overrides])
     out = tmp_path_factory.mktemp("data") / "pendulum-random"
-    result = in_process("record", run.checkpoint, "--episodes", "6", "--out", str(out), "--epsilon", "1")
+    result = in_process("record", run.checkpoint, "--episodes", "8", "--out", str(out), "--epsilon", "1")
     assert result.returncode == 0, explain(result)
     return out
 
@@ -76,7 +77,7 @@ def test_record_writes_whole_episodes_of_the_checkpoints_policy(cartpole: msrl.R
 
 def test_epsilon_one_records_uniform_actions(pendulum_data: Path) -> None:
     actions = np.concatenate([e.actions for e in read_episodes(pendulum_data)])
-    assert actions.shape == (6 * 200, 1)
+    assert actions.shape == (8 * 200, 1)
     assert actions.min() >= -2.0 and actions.max() <= 2.0
     assert abs(actions.mean()) < 0.15 and actions.std() == pytest.approx(4 / np.sqrt(12), rel=0.1)
 
@@ -95,6 +96,27 @@ def test_iql_trains_from_the_dataset_and_is_evaluated_on_its_environment(pendulu
     assert run.evaluation.returns == again.evaluation.returns
 
 
+@pytest.mark.landing  # starts Ray for multi_learner's two workers: 40 s on 2 cores
+def test_two_learners_sharding_the_dataset_step_as_one_learner_with_their_batch(
+    pendulum_data: Path, tmp_path: Path
+) -> None:
+    """``multi_learner``'s two learners each hold half the dataset's strata and sample half the
+    batch; with their gradients averaged they take the steps one learner takes with the whole
+    batch: the same weights, to float tolerance (the sums are ordered differently)."""
+    import torch
+
+    common = [f"algo.dataset={pendulum_data}", *IQL, "total_env_steps=2560", "algo.compile=false", "eval_episodes=0"]
+    policies = {"local": ["policy=local"], "multi_learner": ["policy=multi_learner", "policy.learners=2"]}
+    weights = {}
+    for name, policy in policies.items():
+        run = msrl.train(str(REPO / "configs/iql_pendulum.yaml"), [f"runs_dir={tmp_path / name}", *common, *policy])
+        loaded = msrl.load(run.checkpoint)
+        assert loaded.learner.gradient_steps_taken == 40  # 8 iterations of 5
+        weights[name] = loaded.learner.policy.state_dict()
+    for key, value in weights["local"].items():
+        torch.testing.assert_close(weights["multi_learner"][key], value, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("algorithm", ["awac", "cql"])
 def test_awac_and_cql_train_from_the_dataset_too(pendulum_data: Path, tmp_path: Path, algorithm: str) -> None:
     overrides = [f"runs_dir={tmp_path}", f"algo.dataset={pendulum_data}", *IQL, "total_env_steps=640"]
@@ -108,7 +130,7 @@ def test_a_resumed_run_reads_the_dataset_it_trained_on(pendulum_data: Path, tmp_
     overrides = [f"runs_dir={tmp_path}", f"algo.dataset={pendulum_data}", *IQL, "total_env_steps=1280"]
     run = msrl.train(str(REPO / "configs/iql_pendulum.yaml"), overrides)
     other = tmp_path / "other"
-    in_process("record", run.checkpoint, "--episodes", "3", "--out", str(other), "--epsilon", "1")
+    in_process("record", run.checkpoint, "--episodes", "8", "--out", str(other), "--epsilon", "1")
     assert read_info(other).env_id == "Pendulum-v1"  # an offline checkpoint records too
     before = (Path(run.run_dir) / "metrics.jsonl").read_bytes()
     longer = ["--set", "total_env_steps=2560"]

@@ -1,8 +1,9 @@
 """Datasets in Minari's format (``msrl.data``): what msrl writes reads back unchanged through h5py and
 through Minari's own reader, Minari's parser takes its spaces, a bad dataset (truncated, altered,
 mismatched, non-finite) is one ``DatasetError`` and nothing is left half written, and
-``DatasetReplay`` shards episodes across copies, keeps time-limited transitions bootstrapped, and
-checkpoints which dataset it read rather than the data."""
+``DatasetReplay``'s copies hold whole strata of the episodes and draw together what one copy draws
+(also across a regrouping), keep time-limited transitions bootstrapped, and checkpoint which
+dataset they read rather than the data."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from msrl.core import Box, DatasetError, Discrete
+from msrl.core import Box, ConfigError, DatasetError, Discrete
 from msrl.data import (
     DatasetReplay,
     Episode,
@@ -153,17 +154,44 @@ def test_an_existing_folder_is_never_written_over(tmp_path: Path) -> None:
     assert (out / "data" / "main_data.hdf5").read_bytes() == before
 
 
-def test_copies_of_the_replay_shard_the_episodes(tmp_path: Path) -> None:
+def test_copies_of_the_replay_hold_whole_strata_and_draw_what_one_copy_draws(tmp_path: Path) -> None:
     out = _write(tmp_path)
-    whole = DatasetReplay(out, batch_size=4, num_batches=3)
-    parts = [DatasetReplay(out, batch_size=2, num_batches=3, part=(i, 2)) for i in range(2)]
+    seeds = [11, 12]
+    whole = DatasetReplay(out, seeds, batch_size=4, num_batches=3)
+    parts = [DatasetReplay(out, seeds, batch_size=2, num_batches=3, part=(i, 2)) for i in range(2)]
     assert [p.episodes for p in parts] == [(0, 3), (3, 6)]
     assert sum(len(p) for p in parts) == len(whole) == read_info(out).total_steps
     held = torch.cat([p.obs[: len(p)] for p in parts])
     torch.testing.assert_close(held, whole.obs[: len(whole)])
     assert whole.steps_per_sample == 12 and parts[0].steps_per_sample == 6
-    batch = whole.sample()
-    assert batch.obs.shape == (4, 3, 3) and batch.actions.shape == (4, 3, 1)
+    for _ in range(3):  # the copies' batches side by side are the one copy's, draw after draw
+        batch, pieces = whole.sample(), [p.sample() for p in parts]
+        assert batch.obs.shape == (4, 3, 3) and batch.actions.shape == (4, 3, 1)
+        for field, *halves in zip(batch, *pieces):
+            torch.testing.assert_close(field, torch.cat(halves))
+
+
+def test_a_regrouped_replay_draws_on_as_the_copies_would_have(tmp_path: Path) -> None:
+    out = _write(tmp_path)
+    seeds = [3, 4, 5]
+    whole = DatasetReplay(out, seeds, batch_size=6)
+    parts = [DatasetReplay(out, seeds, batch_size=2, part=(i, 3)) for i in range(3)]
+    whole.sample()
+    for part in parts:
+        part.sample()
+    regrouped = DatasetReplay(out, seeds, batch_size=6)
+    regrouped.load_regrouped([p.state_dict() for p in parts], 0, 1)
+    torch.testing.assert_close(regrouped.sample().obs, whole.sample().obs)
+
+
+def test_strata_that_do_not_fit_are_one_line(tmp_path: Path) -> None:
+    out = _write(tmp_path, _episodes(2))
+    with pytest.raises(DatasetError, match="2 episodes cannot be cut into 3 strata"):
+        DatasetReplay(out, [0, 1, 2], batch_size=3)
+    with pytest.raises(ConfigError, match="4 strata .* which 3 copies"):
+        DatasetReplay(out, [0, 1, 2, 3], part=(0, 3))
+    with pytest.raises(ConfigError, match="a batch share of 5 cannot be drawn equally from 2 strata"):
+        DatasetReplay(out, [0, 1], batch_size=5)
 
 
 def test_time_limited_transitions_bootstrap_from_the_episodes_last_observation(tmp_path: Path) -> None:
@@ -179,21 +207,15 @@ def test_time_limited_transitions_bootstrap_from_the_episodes_last_observation(t
     assert replay.terminated.sum() == 1.0
 
 
-def test_more_copies_than_episodes_is_one_line(tmp_path: Path) -> None:
-    out = _write(tmp_path, _episodes(2))
-    with pytest.raises(DatasetError, match="2 episodes cannot be shared by 3 copies"):
-        DatasetReplay(out, part=(0, 3))
-
-
-def test_a_checkpoint_holds_the_sampling_stream_not_the_data(tmp_path: Path) -> None:
+def test_a_checkpoint_holds_the_random_streams_not_the_data(tmp_path: Path) -> None:
     out = _write(tmp_path)
-    replay = DatasetReplay(out, batch_size=8, seed=3)
+    replay = DatasetReplay(out, [3, 4], batch_size=8)
     state = replay.state_dict()
-    assert set(state) == {"generator", "dataset"}
+    assert set(state) == {"strata", "dataset"}
     first = replay.sample()
-    again = DatasetReplay(out, batch_size=8, seed=99)
+    again = DatasetReplay(out, [98, 99], batch_size=8)
     again.load_state_dict(state)
     torch.testing.assert_close(again.sample().obs, first.obs)
     other = _write(tmp_path, _episodes(4, seed=1), name="other")
     with pytest.raises(ValueError, match="the checkpoint trained on dataset"):
-        DatasetReplay(other).load_state_dict(state)
+        DatasetReplay(other, [3, 4]).load_state_dict(state)

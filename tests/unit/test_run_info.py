@@ -18,6 +18,7 @@ def test_streams_keep_the_offsets_the_algorithms_used() -> None:
     # shared by every copy: from the run's seed
     assert run.seed_for("weights") == 5
     assert run.seed_for("learner") == 5 + 2
+    assert run.seed_for("dataset", 1) == 5 + 3 + 7919  # a dataset's stratum 1
     assert run.seed_for("eval") == 5 + 7919  # the final evaluation's environments
     # each copy's own: from its data seed
     assert run.seed_for("env") == run.data_seed
@@ -57,7 +58,8 @@ def test_rng_is_a_generator_seeded_from_the_stream() -> None:
 
 def test_unknown_stream_and_negative_index_name_the_problem() -> None:
     run = RunInfo()
-    with pytest.raises(ValueError, match=r"unknown seed stream 'actors'.*weights, learner, eval, env, actor, replay"):
+    streams = "weights, learner, dataset, eval, env, actor, replay"
+    with pytest.raises(ValueError, match=rf"unknown seed stream 'actors'.*{streams}"):
         run.seed_for("actors")
     with pytest.raises(ValueError, match="index must be >= 0"):
         run.rng("env", -1)
