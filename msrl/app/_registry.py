@@ -24,8 +24,10 @@ BUILTIN = {
     "mappo": "algorithms.mappo:MAPPO",
     "pg": "algorithms.pg:PG",
     "ppo": "algorithms.ppo:PPO",
+    "qmix": "algorithms.qmix:QMIX",
     "sac": "algorithms.sac:SAC",
     "td3": "algorithms.ddpg:TD3",
+    "vdn": "algorithms.qmix:VDN",
 }
 """Built-in algorithm name -> ``module:Class``, imported on first use."""
 
@@ -51,14 +53,26 @@ def get_algorithm(name: str) -> type[Algorithm]:
 
 def config_fields(name: str) -> list[str] | None:
     """The field names of a built-in algorithm's ``Config``, in order, read from its module's
-    source without importing it: an algorithm imports torch (seconds), and a misspelt ``algo.``
-    key is answered before that.  None where the source does not say them plainly (a user's
-    ``module:Class``, a ``Config`` or a base of it defined elsewhere): ``get_algorithm`` and the
-    dataclass itself then check the keys."""
+    source (and the sources of its package's modules it imports a base from) without importing
+    it: an algorithm imports torch (seconds), and a misspelt ``algo.`` key is answered before
+    that.  None where the sources do not say them plainly (a user's ``module:Class``, a ``Config``
+    or a base of it defined outside the package): ``get_algorithm`` and the dataclass itself then
+    check the keys."""
     spec = BUILTIN.get(name)
     if spec is None:
         return None
     module_name, _, class_name = spec.partition(":")
+    classes = _classes_of(module_name)
+    if classes is None:
+        return None
+    config = _config_of(classes, class_name)
+    return None if config is None else _fields(classes, config)
+
+
+def _classes_of(module_name: str, depth: int = 2) -> dict[str, ast.ClassDef] | None:
+    """The classes a module's source defines, and those it imports by name from other modules of
+    its package (``from algorithms._offline import OfflineConfig``), ``depth`` imports deep; None
+    where the source cannot be read."""
     try:
         found = importlib.util.find_spec(module_name)
         if found is None or found.origin is None:
@@ -67,9 +81,14 @@ def config_fields(name: str) -> list[str] | None:
             tree = ast.parse(handle.read())
     except (ImportError, OSError, SyntaxError, ValueError):
         return None
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    config = _config_of(classes, class_name)
-    return None if config is None else _fields(classes, config)
+    classes: dict[str, ast.ClassDef] = {}
+    package = module_name.split(".")[0]
+    for node in tree.body:
+        if depth and isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
+            imported = _classes_of(node.module, depth - 1) or {}
+            classes.update({alias.name: imported[alias.name] for alias in node.names if alias.name in imported})
+    classes.update({node.name: node for node in tree.body if isinstance(node, ast.ClassDef)})
+    return classes
 
 
 def _config_of(classes: dict[str, ast.ClassDef], name: str) -> str | None:

@@ -32,6 +32,7 @@ from msrl.rl._compiled import (
     wait_for_builds,
 )
 from msrl.rl._compiled_call import CompiledCall
+from msrl.rl._episode_replay import EpisodeBatch, EpisodeReplay
 from msrl.rl._frame_replay import FrameReplayBuffer
 from msrl.rl._gae import gae, normalize_advantages
 from msrl.rl._heads import (
@@ -107,6 +108,8 @@ __all__ = [
     "ActorCriticActor",
     "CategoricalHead",
     "GaussianHead",
+    "EpisodeBatch",
+    "EpisodeReplay",
     "FrameReplayBuffer",
     "ReplayBatch",
     "ReplayBuffer",

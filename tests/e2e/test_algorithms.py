@@ -41,6 +41,11 @@ RESUME = {
     "impala_cartpole": ["total_env_steps=5120", "algo.anneal_lr=false", "policy=local"],
     "mappo_simple_spread": ["total_env_steps=4000", "algo.update_epochs=2", "algo.num_envs=32"],
     "ippo_tag": ["total_env_steps=8000", "algo.update_epochs=1", "algo.env_kwargs.max_episode_steps=60"],
+    # 5 iterations of 4 episodes, updates from the second on: the replay's episodes in progress, the
+    # actor's GRU memories and epsilon, the reward statistics and the target networks
+    "qmix_simple_spread": (
+        "total_env_steps=500 algo.num_envs=4 algo.batch_size=4 algo.gradient_steps=2 algo.target_update_interval=3"
+    ).split(),
 }
 
 
