@@ -199,11 +199,18 @@ class QMIXActor(Actor):
     """Every agent's epsilon-greedy action from the shared network, remembering each agent's GRU
     state through the episode (``forget`` clears the ended ones)."""
 
-    def __init__(self, net: AgentQ, groups: dict[str, int], actions: int, config: QMIXConfig, run: RunInfo) -> None:
+    def __init__(
+        self,
+        net: AgentQ,
+        groups: dict[str, int],
+        actions: int,
+        run: RunInfo,
+        epsilon: tuple[float, float, int] = (0.0, 0.0, 1),
+    ) -> None:
         self.device = torch.device(run.device)
         self.net = net.to(self.device)
         self.groups, self.actions = groups, actions
-        self.start, self.finish, self.anneal = config.epsilon_start, config.epsilon_finish, config.epsilon_anneal_steps
+        self.start, self.finish, self.anneal = epsilon  # from, to, over how many env steps
         self.generator = run.rng("actor")
         self.env_steps = 0
         self.memory: Tensor | None = None
@@ -358,6 +365,42 @@ class QMIXLearner(Learner):
         self.rewards.mean, self.rewards.var, self.rewards.count = saved["mean"], saved["var"], saved["count"]
 
 
+@dataclass(frozen=True)
+class AgentLayout:
+    """A cooperative environment's agents as one row: each group's size, in order, their total, one
+    agent's observation width and its number of actions."""
+
+    sizes: dict[str, int]
+    agents: int
+    obs_dim: int
+    actions: int
+
+
+def multi_agent_layout(algorithm: str, env_id: str, env_kwargs: dict[str, Any]) -> AgentLayout:
+    """The agents of ``env_id``, or one line where they do not share Box observations and Discrete
+    actions (what one shared network over all agents needs)."""
+    spec = msrl.envs.spec(env_id, **env_kwargs)
+    groups = spec.groups or {}
+    kinds = {(str(g.observation_space), str(g.action_space)) for g in groups.values()}
+    first = next(iter(groups.values()), None)
+    if (
+        first is None
+        or len(kinds) != 1
+        or not isinstance(first.observation_space, Box)
+        or not isinstance(first.action_space, Discrete)
+    ):
+        raise ConfigError(
+            f"{algorithm} needs a multi-agent environment whose agents share Box observations and Discrete "
+            f"actions; {env_id} has {kinds or 'one agent'}"
+        )
+    return AgentLayout(
+        sizes={name: g.num_agents for name, g in groups.items()},
+        agents=sum(g.num_agents for g in groups.values()),
+        obs_dim=int(np.prod(first.observation_space.shape)),
+        actions=first.action_space.n,
+    )
+
+
 # -- algorithm ---------------------------------------------------------------------------------------
 class QMIX(Algorithm):
     """QMIX: episodes of epsilon-greedy agents, a monotonic mixer of their Q-values, double-Q targets."""
@@ -368,46 +411,32 @@ class QMIX(Algorithm):
     def __init__(self, config: QMIXConfig, run: RunInfo | None = None) -> None:
         super().__init__(config, run)
         run = self.run
-        spec = msrl.envs.spec(config.env_id, **config.env_kwargs)
-        groups = spec.groups or {}
-        kinds = {(str(g.observation_space), str(g.action_space)) for g in groups.values()}
-        first = next(iter(groups.values()), None)
-        if (
-            first is None
-            or len(kinds) != 1
-            or not isinstance(first.observation_space, Box)
-            or not isinstance(first.action_space, Discrete)
-        ):
-            raise ConfigError(
-                f"{self.name} needs a multi-agent environment whose agents share Box observations and Discrete "
-                f"actions; {config.env_id} has {kinds or 'one agent'}"
-            )
-        obs_dim = int(np.prod(first.observation_space.shape))
-        actions = first.action_space.n
-        agents = sum(g.num_agents for g in groups.values())
-        sizes = {name: g.num_agents for name, g in groups.items()}
+        layout = multi_agent_layout(self.name, config.env_id, config.env_kwargs)
 
         def make_net() -> AgentQ:
             generator = torch.Generator().manual_seed(run.seed_for("weights"))
-            return AgentQ(obs_dim + agents, actions, config.hidden_size, config.recurrent, generator)
+            return AgentQ(
+                layout.obs_dim + layout.agents, layout.actions, config.hidden_size, config.recurrent, generator
+            )
 
         self.env = msrl.envs.make(
             config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults, **config.env_kwargs
         )
-        self.actor = QMIXActor(make_net(), sizes, actions, config, run)
+        schedule = (config.epsilon_start, config.epsilon_finish, config.epsilon_anneal_steps)
+        self.actor = QMIXActor(make_net(), layout.sizes, layout.actions, run, schedule)
         self.buffer = EpisodeReplay(
             config.buffer_size,
             config.episode_length,
             config.num_envs,
-            list(sizes),
-            agents,
-            obs_dim,
+            list(layout.sizes),
+            layout.agents,
+            layout.obs_dim,
             batch_size=config.batch_size,
             num_batches=config.gradient_steps,
             seed=run.seed_for("replay"),
             device=run.device,
         )
-        self.learner = QMIXLearner(make_net(), agents, obs_dim, config, run)
+        self.learner = QMIXLearner(make_net(), layout.agents, layout.obs_dim, config, run)
 
     def train_step(self) -> dict:
         # Episodes: every environment plays episode_length steps, each step into the episode replay.

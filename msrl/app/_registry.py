@@ -19,6 +19,7 @@ BUILTIN = {
     "ddpg": "algorithms.ddpg:DDPG",
     "dqn": "algorithms.dqn:DQN",
     "impala": "algorithms.impala:IMPALA",
+    "maddpg": "algorithms.maddpg:MADDPG",
     "iql": "algorithms.iql:IQL",
     "ippo": "algorithms.mappo:IPPO",
     "mappo": "algorithms.mappo:MAPPO",

@@ -46,6 +46,9 @@ RESUME = {
     "qmix_simple_spread": (
         "total_env_steps=500 algo.num_envs=4 algo.batch_size=4 algo.gradient_steps=2 algo.target_update_interval=3"
     ).split(),
+    "maddpg_simple_spread": (  # as QMIX's, and the learner's Gumbel noise
+        "total_env_steps=500 algo.num_envs=4 algo.batch_size=4 algo.gradient_steps=2 algo.target_update_interval=3"
+    ).split(),
 }
 
 

@@ -122,7 +122,8 @@ BAD_CONFIG = {
         ["train", CONFIG, "--set", "algorithm=sacc"],
         [
             "unknown algorithm 'sacc'",
-            "a2c, a3c, ac, apex_dqn, awac, cql, ddpg, dqn, impala, ippo, iql, mappo, pg, ppo, qmix, sac, td3, vdn",
+            "a2c, a3c, ac, apex_dqn, awac, cql, ddpg, dqn, impala, ippo, iql, maddpg, mappo, pg, ppo, qmix, sac, "
+            "td3, vdn",
         ],
     ),
     "unknown policy": (["train", CONFIG, "--set", "policy=ring"], ["unknown policy 'ring'", "local"]),

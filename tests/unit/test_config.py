@@ -204,7 +204,9 @@ def test_out_of_range(override, expected):
 
 def test_unknown_algorithm():
     message = error_of(["algorithm=sacc"])
-    choices = "a2c, a3c, ac, apex_dqn, awac, cql, ddpg, dqn, impala, ippo, iql, mappo, pg, ppo, qmix, sac, td3, vdn"
+    choices = (
+        "a2c, a3c, ac, apex_dqn, awac, cql, ddpg, dqn, impala, ippo, iql, maddpg, mappo, pg, ppo, qmix, sac, td3, vdn"
+    )
     assert f"unknown algorithm 'sacc'; valid choices: {choices}" in message
     assert "cannot load algorithm 'nosuchmodule:X'" in error_of(["algorithm=nosuchmodule:X"])
     assert "is not an msrl.Algorithm subclass" in error_of(["algorithm=algorithms.ppo:PPOConfig"])

@@ -127,7 +127,8 @@ def test_an_episode_longer_than_its_slot_is_an_error() -> None:
 
 def test_the_actor_forgets_ended_episodes_and_anneals_epsilon() -> None:
     config = QMIXConfig(epsilon_anneal_steps=100)
-    actor = QMIXActor(AgentQ(4 + 2, 5, 8, True, torch.Generator().manual_seed(1)), {"a": 2}, 5, config, RUN)
+    net = AgentQ(4 + 2, 5, 8, True, torch.Generator().manual_seed(1))
+    actor = QMIXActor(net, {"a": 2}, 5, RUN, (config.epsilon_start, config.epsilon_finish, config.epsilon_anneal_steps))
     obs = {"a": torch.randn(3, 2, 4)}
     assert actor.epsilon() == 1.0
     actions = actor.act(obs)
