@@ -56,7 +56,7 @@ class Instrumentation:
             for name, component, method in calls
             if roles[component] is Role.BUFFER
             and method == "sample"
-            and hasattr(components[component], "steps_per_sample")
+            and getattr(components[component], "steps_per_sample", 0) > 0
         }
         self._observations = {
             name for name, component, method in calls if roles[component] is Role.ENV and method in ("reset", "observe")

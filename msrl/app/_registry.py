@@ -18,6 +18,7 @@ BUILTIN = {
     "cql": "algorithms.cql:CQL",
     "ddpg": "algorithms.ddpg:DDPG",
     "dqn": "algorithms.dqn:DQN",
+    "gail": "algorithms.gail:GAIL",
     "impala": "algorithms.impala:IMPALA",
     "maddpg": "algorithms.maddpg:MADDPG",
     "iql": "algorithms.iql:IQL",

@@ -29,7 +29,9 @@ class DatasetReplay(ReplayBuffer):
     that average their gradients over copies then step as one learner with the run's batch does.
 
     Each ``sample`` call counts as ``steps_per_sample`` steps of the run (its rows): an offline
-    run's budget, ``total_env_steps``, is the transitions its learner trains on.  A checkpoint
+    run's budget, ``total_env_steps``, is the transitions its learner trains on.  Where an
+    environment's steps are the run's (demonstrations beside an environment: GAIL's),
+    ``counts_steps=False`` leaves them uncounted.  A checkpoint
     holds the strata's random streams and which dataset it was, not the data: a run resumes on the
     same dataset or stops with one line."""
 
@@ -42,6 +44,7 @@ class DatasetReplay(ReplayBuffer):
         device: str = "cpu",
         part: tuple[int, int] = (0, 1),
         reader: str = "auto",
+        counts_steps: bool = True,
     ) -> None:
         info = read_info(path)
         index, parts = part
@@ -87,7 +90,7 @@ class DatasetReplay(ReplayBuffer):
         self.info = info
         self.episodes = (first, last)
         self.per_stratum = batch_size // own
-        self.steps_per_sample = batch_size * num_batches
+        self.steps_per_sample = batch_size * num_batches if counts_steps else 0
 
     @property
     def identity(self) -> dict[str, Any]:

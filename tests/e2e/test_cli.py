@@ -122,7 +122,7 @@ BAD_CONFIG = {
         ["train", CONFIG, "--set", "algorithm=sacc"],
         [
             "unknown algorithm 'sacc'",
-            "a2c, a3c, ac, apex_dqn, awac, cql, ddpg, dqn, impala, ippo, iql, maddpg, mappo, pg, ppo, qmix, sac, "
+            "a2c, a3c, ac, apex_dqn, awac, cql, ddpg, dqn, gail, impala, ippo, iql, maddpg, mappo, pg, ppo, qmix, sac, "
             "td3, vdn",
         ],
     ),

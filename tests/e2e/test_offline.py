@@ -75,6 +75,26 @@ def test_record_writes_whole_episodes_of_the_checkpoints_policy(cartpole: msrl.R
         np.testing.assert_array_equal(a.actions, b.actions)
 
 
+def test_gail_imitates_demonstrations_counting_only_the_environments_steps(cartpole: msrl.Run, tmp_path: Path) -> None:
+    demos = tmp_path / "demos"
+    assert in_process("record", cartpole.checkpoint, "--episodes", "8", "--out", str(demos)).returncode == 0
+    overrides = [f"runs_dir={tmp_path}", f"algo.demonstrations={demos}", "total_env_steps=4096", "algo.compile=false"]
+    run = msrl.train(str(REPO / "configs/gail_cartpole.yaml"), [*overrides, "progress=false", "eval_episodes=2"])
+    assert [r["env_steps"] for r in run.metrics] == [2048, 4096]  # the demonstrations' samples are not steps
+    assert all(0.0 < r["d_expert"] < 1.0 and np.isfinite(r["discriminator_loss"]) for r in run.metrics)
+    mismatched = in_process(
+        "train",
+        str(REPO / "configs/gail_cartpole.yaml"),
+        "--set",
+        f"runs_dir={tmp_path}",
+        "--set",
+        f"algo.demonstrations={demos}",
+        "--set",
+        "algo.env_id=Acrobot-v1",
+    )
+    assert_one_error_line(mismatched, ["holds Box(4,) observations", "Acrobot-v1 has Box(6,)"])
+
+
 def test_epsilon_one_records_uniform_actions(pendulum_data: Path) -> None:
     actions = np.concatenate([e.actions for e in read_episodes(pendulum_data)])
     assert actions.shape == (8 * 200, 1)

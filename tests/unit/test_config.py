@@ -205,7 +205,8 @@ def test_out_of_range(override, expected):
 def test_unknown_algorithm():
     message = error_of(["algorithm=sacc"])
     choices = (
-        "a2c, a3c, ac, apex_dqn, awac, cql, ddpg, dqn, impala, ippo, iql, maddpg, mappo, pg, ppo, qmix, sac, td3, vdn"
+        "a2c, a3c, ac, apex_dqn, awac, cql, ddpg, dqn, gail, impala, ippo, iql, maddpg, mappo, pg, ppo, qmix, sac, "
+        "td3, vdn"
     )
     assert f"unknown algorithm 'sacc'; valid choices: {choices}" in message
     assert "cannot load algorithm 'nosuchmodule:X'" in error_of(["algorithm=nosuchmodule:X"])
