@@ -1,5 +1,5 @@
-"""How well do the multi-agent algorithms learn?  MAPPO and IPPO on simple_spread over seeds, and
-IPPO's Tag curves.
+"""How well do the multi-agent algorithms learn?  MAPPO, IPPO, QMIX, VDN and MADDPG on
+simple_spread over seeds, and IPPO's Tag curves.
 
 ``spread``: ``configs/mappo_simple_spread.yaml`` (the MAPPO paper's settings) at a reduced budget,
 MAPPO and IPPO (the same config with ``algo.critic=decentralised``) interleaved seed by seed, one
@@ -51,13 +51,27 @@ from msrl.app import Trainer, load_config
 
 SPREAD = str(REPO / "configs" / "mappo_simple_spread.yaml")
 TAG = str(REPO / "configs" / "ippo_tag.yaml")
-CRITIC = {"mappo": "centralised", "ippo": "decentralised"}
+SPREAD_RUNS = {
+    "mappo": (SPREAD, ["algo.critic=centralised"]),
+    "ippo": (SPREAD, ["algo.critic=decentralised"]),
+    "qmix": (str(REPO / "configs" / "qmix_simple_spread.yaml"), []),
+    "vdn": (str(REPO / "configs" / "vdn_simple_spread.yaml"), []),
+    "maddpg": (str(REPO / "configs" / "maddpg_simple_spread.yaml"), []),
+}
+"""``spread --algorithms``: each one's config and its overrides (IPPO is MAPPO's config with each
+agent's critic on its own observation).  QMIX, VDN and MADDPG train from whole episodes at
+EPyMARL's settings, MAPPO and IPPO at the MAPPO paper's."""
 
 
 SHARED = "algo.env_kwargs.shared_reward=true"
 FORK_RULES = ["algo.env_kwargs.landmark_range=0.8", SHARED, "algo.env_kwargs.integrator=semi-implicit"]
-RULES = {"shipped": [], "mpe2": ["algo.env_kwargs.integrator=explicit"], "fork": FORK_RULES}
-"""``spread --rules``: the overrides that give each set of simple_spread's rules."""
+RULES = {
+    "shipped": ["algo.env_kwargs.integrator=semi-implicit"],
+    "mpe2": ["algo.env_kwargs.integrator=explicit"],
+    "fork": FORK_RULES,
+}
+"""``spread --rules``: the overrides that give each set of simple_spread's rules, whichever
+algorithm's config runs (``shipped``: MAPPO's config's rules, the fork's integrator)."""
 
 
 ENV_KWARGS = "algo.env_kwargs."
@@ -99,10 +113,11 @@ def paper_scale(record: dict[str, Any]) -> tuple[Any, float]:
 
 # -- simple_spread ------------------------------------------------------------------------------------
 def spread_run(algorithm: str, seed: int, steps: int, extra: list[str]) -> dict[str, Any]:
-    overrides = [f"seed={seed}", f"total_env_steps={steps}", f"algo.critic={CRITIC[algorithm]}", *extra]
+    config, own = SPREAD_RUNS[algorithm]
+    overrides = [f"seed={seed}", f"total_env_steps={steps}", *own, *extra]
     with tempfile.TemporaryDirectory() as runs:
         start = time.perf_counter()
-        run = msrl.train(SPREAD, [f"runs_dir={runs}", "progress=false", "checkpoint_every=0", *overrides])
+        run = msrl.train(config, [f"runs_dir={runs}", "progress=false", "checkpoint_every=0", *overrides])
         wall = time.perf_counter() - start
     curve = [(r["env_steps"], r["episode_return"]) for r in run.metrics if "episode_return" in r]
     last = [ret for _, ret in curve[-5:]]
@@ -112,7 +127,7 @@ def spread_run(algorithm: str, seed: int, steps: int, extra: list[str]) -> dict[
         "seed": seed,
         "env_steps": run.env_steps,
         "overrides": extra,
-        "env_kwargs": load_config(SPREAD, overrides).algo.env_kwargs,
+        "env_kwargs": load_config(config, overrides).algo.env_kwargs,
         "greedy_return": run.evaluation.mean,
         "greedy_episodes": run.evaluation.episodes,
         "train_return_last5": float(np.mean(last)),
@@ -267,7 +282,7 @@ def main() -> None:
     spread = sub.add_parser("spread")
     spread.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     spread.add_argument("--steps", type=int, default=300_000)
-    spread.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"], choices=sorted(CRITIC))
+    spread.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"], choices=sorted(SPREAD_RUNS))
     spread.add_argument(
         "--rules",
         choices=sorted(RULES),
