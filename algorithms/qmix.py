@@ -225,7 +225,7 @@ class QMIXActor(Actor):
 
     def _q(self, obs: Tensor, memory: Tensor | None) -> tuple[Tensor, Tensor]:
         envs, agents = obs.shape[:2]
-        if memory is None or memory.shape[0] != envs:
+        if memory is None or memory.shape[0] != envs * agents:
             memory = torch.zeros(envs * agents, self.net.hidden, device=self.device)
         q, memory = self.net(agent_inputs(obs).reshape(envs * agents, -1), memory)
         return q.view(envs, agents, -1), memory

@@ -95,6 +95,15 @@ SPECS: dict[str, Spec] = {
         note="neither SB3 nor CleanRL has the one-step actor-critic: its peer is SB3's A2C with rl-zoo's "
         "CartPole-v1 settings",
     ),
+    "gail_cartpole": Spec(
+        "CartPole-v1",
+        "gail",
+        "PPO",
+        "ppo.yml",
+        "CartPole-v1",
+        note="GAIL imitates demonstrations (--set algo.demonstrations=DIR, msrl record of an expert); SB3 has no "
+        "GAIL: its peer is SB3's PPO with rl-zoo's CartPole-v1 settings, trained on the environment's reward",
+    ),
     "ppo_halfcheetah": Spec(
         "HalfCheetah-v5",
         "ppo",

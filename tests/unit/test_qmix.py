@@ -133,6 +133,12 @@ def test_the_actor_forgets_ended_episodes_and_anneals_epsilon() -> None:
     assert actor.epsilon() == 1.0
     actions = actor.act(obs)
     assert actions["a"].shape == (3, 2) and actor.memory is not None
+    remembered = actor.memory.clone()
+    actor.act(obs)  # the next step starts from the memories, not blank ones
+    _, fresh = actor.net(agent_inputs(obs["a"]).reshape(6, -1), torch.zeros(6, 8))
+    _, carried = actor.net(agent_inputs(obs["a"]).reshape(6, -1), remembered)
+    torch.testing.assert_close(actor.memory, carried)
+    assert not torch.allclose(actor.memory, fresh)
     actor.forget(torch.tensor([0.0, 1.0, 0.0]), torch.zeros(3))
     memory = actor.memory.view(3, 2, 8)
     assert (memory[1] == 0).all() and (memory[0] != 0).any()
