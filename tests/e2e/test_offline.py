@@ -39,14 +39,19 @@ def cartpole(tmp_path_factory: pytest.TempPathFactory) -> msrl.Run:
 
 
 @pytest.fixture(scope="module")
-def pendulum_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Pendulum dataset of random actions, from an untrained DDPG's checkpoint (8 env steps)."""
+def ddpg(tmp_path_factory: pytest.TempPathFactory) -> msrl.Run:
+    """An untrained DDPG on Pendulum (8 env steps): a Box-action checkpoint to record from."""
     runs = tmp_path_factory.mktemp("runs")
     overrides = ["progress=false", "total_env_steps=8", "eval_episodes=0", "algo.learning_starts=100"]
     overrides += ["algo.hidden_sizes=[8, 8]", "algo.compile=false"]
-    run = msrl.train(str(REPO / "configs/ddpg_pendulum.yaml"), [f"runs_dir={runs}", *overrides])
+    return msrl.train(str(REPO / "configs/ddpg_pendulum.yaml"), [f"runs_dir={runs}", *overrides])
+
+
+@pytest.fixture(scope="module")
+def pendulum_data(ddpg: msrl.Run, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Pendulum dataset of random actions."""
     out = tmp_path_factory.mktemp("data") / "pendulum-random"
-    result = in_process("record", run.checkpoint, "--episodes", "8", "--out", str(out), "--epsilon", "1")
+    result = in_process("record", ddpg.checkpoint, "--episodes", "8", "--out", str(out), "--epsilon", "1")
     assert result.returncode == 0, explain(result)
     return out
 
@@ -100,6 +105,18 @@ def test_epsilon_one_records_uniform_actions(pendulum_data: Path) -> None:
     assert actions.shape == (8 * 200, 1)
     assert actions.min() >= -2.0 and actions.max() <= 2.0
     assert abs(actions.mean()) < 0.15 and actions.std() == pytest.approx(4 / np.sqrt(12), rel=0.1)
+
+
+def test_noise_moves_box_actions_within_their_bounds(ddpg: msrl.Run, tmp_path: Path) -> None:
+    actions = {}
+    for noise in ("0", "0.5"):
+        out = tmp_path / f"noise{noise}"
+        result = in_process("record", ddpg.checkpoint, "--episodes", "2", "--out", str(out), "--noise", noise)
+        assert result.returncode == 0, explain(result)
+        actions[noise] = np.concatenate([e.actions for e in read_episodes(out)])
+    assert np.abs(actions["0.5"]).max() <= 2.0
+    assert np.abs(actions["0.5"] - actions["0"]).mean() > 0.1  # the same greedy policy, noised
+    assert np.unique(actions["0.5"]).size > 100  # drawn per step, not one offset
 
 
 def test_iql_trains_from_the_dataset_and_is_evaluated_on_its_environment(pendulum_data: Path, tmp_path: Path) -> None:
