@@ -9,7 +9,8 @@ Training:
     cleanrl_speed       How fast does msrl train per env step where CleanRL's script is the peer (C51)?
     offline_learning    How well do IQL, AWAC and CQL learn from msrl's recorded datasets (D4RL's levels
                         and normalised score)?
-    marl_learning       How well do MAPPO and IPPO learn simple_spread, and IPPO's taggers Tag?
+    marl_learning       How well do MAPPO, IPPO, QMIX, VDN and MADDPG learn simple_spread, and IPPO's
+                        taggers Tag?
     algorithm_matrix    Does every algorithm learn under every preset?  (The slow test's table.)
     warpdrive           WarpDrive on the same GPU: the peer of the GPU training, env stepping and
                         Tag rows (its own environment: see its docstring).

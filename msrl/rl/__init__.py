@@ -1,9 +1,10 @@
 """Pieces RL algorithms share, written once and tested against reference formulas: returns (GAE,
-n-step, V-trace), buffers (rollout, replay, and a replay of stacked frames that stores each frame once:
-``FrameReplayBuffer``), action heads (categorical, diagonal Gaussian,
-tanh-Gaussian), the actor-critic network, actor and loss of the on-policy algorithms, the networks a config names
-(``algo.network``: ``mlp``, ``nature_cnn``, ``impala_cnn`` or a user's ``module:Class`` torso), Polyak averaging,
-the recurrent actor-critic of rMAPPO (``RecurrentActorCritic``),
+n-step, V-trace), buffers (rollout, replay, a replay of stacked frames that stores each frame once:
+``FrameReplayBuffer``, and a replay of whole multi-agent episodes: ``EpisodeReplay``), action heads
+(categorical, diagonal Gaussian, tanh-Gaussian), the actor-critic network, actor and loss of the
+on-policy algorithms, the networks a config names (``algo.network``: ``mlp``, ``nature_cnn``,
+``impala_cnn`` or a user's ``module:Class`` torso), Polyak averaging, the recurrent actor-critic of
+rMAPPO (``RecurrentActorCritic``),
 running mean/std normalisation and value-target normalisation (``ValueNorm``), PPO's update
 (``clipped_surrogate``, ``ppo_epochs``, ``linear_lr``), and the one way a learner's update and an
 actor's draw run fast: ``GradientStep`` (a loss, its gradient, ``clip_grad_norm_`` and a
