@@ -41,6 +41,7 @@ def random_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.timeout(3600)  # CQL's 10,000 steps are half an hour on 2 cores; the suite's 600 s is not enough
 @pytest.mark.parametrize("name", sorted(LEARNING))
 def test_offline_algorithm_learns_from_random_data(name: str, random_data: Path, tmp_path: Path) -> None:
     steps, bar = LEARNING[name]
