@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 import msrl.envs
-from algorithms.qmix import AgentQ, QMIXActor, agent_inputs, multi_agent_layout
+from algorithms.qmix import AgentQ, QMIXActor, multi_agent_layout, unroll
 from msrl.core import Algorithm, Batched, ConfigError, Global, Learner, RunInfo, check_unit_interval, split, steps
 from msrl.rl import (
     EpisodeBatch,
@@ -200,14 +200,7 @@ class MADDPGLearner(Learner):
 
     def logits(self, net: AgentQ, obs: Tensor) -> Tensor:
         """The policy's logits over every step of every episode: ``(B, T + 1, agents, actions)``."""
-        episodes, length, agents = obs.shape[:3]
-        inputs = agent_inputs(obs)
-        memory = torch.zeros(episodes * agents, net.hidden, device=obs.device)
-        values = []
-        for t in range(length):
-            out, memory = net(inputs[:, t].reshape(episodes * agents, -1), memory)
-            values.append(out.view(episodes, agents, -1))
-        return torch.stack(values, 1)
+        return unroll(net, obs)
 
     def critic_loss(
         self, obs: Tensor, actions: Tensor, rewards: Tensor, terminated: Tensor, mask: Tensor

@@ -194,6 +194,19 @@ def agent_inputs(obs: Tensor) -> Tensor:
     return torch.cat((obs, ids), dim=-1)
 
 
+def unroll(net: AgentQ, obs: Tensor) -> Tensor:
+    """``net``'s outputs over every step of a batch of episodes ``(B, T + 1, agents, obs_dim)``, its
+    memories carried from step to step from blank: ``(B, T + 1, agents, outputs)``."""
+    episodes, length, agents = obs.shape[:3]
+    inputs = agent_inputs(obs)
+    memory = torch.zeros(episodes * agents, net.hidden, device=obs.device)
+    values = []
+    for t in range(length):
+        out, memory = net(inputs[:, t].reshape(episodes * agents, -1), memory)
+        values.append(out.view(episodes, agents, -1))
+    return torch.stack(values, 1)
+
+
 # -- components ------------------------------------------------------------------------------------
 class QMIXActor(Actor):
     """Every agent's epsilon-greedy action from the shared network, remembering each agent's GRU
@@ -319,14 +332,7 @@ class QMIXLearner(Learner):
 
     def unroll(self, net: AgentQ, obs: Tensor) -> Tensor:
         """The network's Q-values over every step of every episode: ``(B, T + 1, agents, actions)``."""
-        episodes, length, agents = obs.shape[:3]
-        inputs = agent_inputs(obs)
-        memory = torch.zeros(episodes * agents, net.hidden, device=obs.device)
-        values = []
-        for t in range(length):
-            q, memory = net(inputs[:, t].reshape(episodes * agents, -1), memory)
-            values.append(q.view(episodes, agents, -1))
-        return torch.stack(values, 1)
+        return unroll(net, obs)
 
     def loss(
         self, obs: Tensor, actions: Tensor, rewards: Tensor, terminated: Tensor, mask: Tensor
