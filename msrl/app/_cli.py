@@ -1,4 +1,4 @@
-"""``msrl`` command line: train, eval, graph, compare, plot, a thin layer over
+"""``msrl`` command line: train, eval, record, merge, graph, compare, plan, plot, a thin layer over
 ``msrl.train``, ``msrl.evaluate``, ``msrl.app.compare`` and the run plan.
 
 Bad input of any kind ends with one line ``msrl: error: ...`` on stderr and
@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import signal
+import statistics
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, NoReturn
@@ -90,6 +91,17 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--seed", type=int, default=0, help="seed of the environments and the noise (default 0)")
     record.add_argument("--envs", type=int, default=8, help="environments stepped together (default 8)")
     record.add_argument("--dataset-id", help="the dataset's id in its metadata (default msrl/<DIR's name>-v0)")
+
+    merge = commands.add_parser(
+        "merge",
+        help="join datasets of one environment into a new one (D4RL's mixed levels)",
+        description="The episodes of every DATASET, in the order given, written into a new folder in Minari's "
+        "format: D4RL's medium-expert is `msrl merge medium expert --out medium-expert`. The datasets must hold "
+        "the same environment and spaces.",
+    )
+    merge.add_argument("datasets", nargs="+", metavar="DATASET")
+    merge.add_argument("--out", required=True, metavar="DIR", help="the merged dataset's folder (must not exist)")
+    merge.add_argument("--dataset-id", help="the dataset's id in its metadata (default msrl/<DIR's name>-v0)")
 
     graph = commands.add_parser("graph", help="print the traced graph and its fragments, and draw them as DOT and PNG")
     graph.add_argument("config")
@@ -206,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "train": _train,
             "eval": _eval,
             "record": _record,
+            "merge": _merge,
             "graph": _graph,
             "compare": _compare,
             "plan": _plan,
@@ -263,6 +276,19 @@ def _record(args: argparse.Namespace) -> int:
             num_envs=args.envs,
             dataset_id=args.dataset_id,
         )
+    )
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from msrl.data import merge_datasets, read_episodes
+
+    info = merge_datasets(args.datasets, args.out, dataset_id=args.dataset_id)
+    returns = [episode.episode_return for episode in read_episodes(info.path, reader="h5py")]
+    spread = statistics.pstdev(returns) if len(returns) > 1 else 0.0
+    print(
+        f"merged {len(args.datasets)} datasets, {info.total_episodes} episodes ({info.total_steps:,} steps), into "
+        f"{info.path}: return {statistics.fmean(returns):.1f} ± {spread:.1f}"
     )
     return 0
 

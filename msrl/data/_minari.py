@@ -137,7 +137,7 @@ def write_dataset(
     observation_space: Space,
     action_space: Space,
     dataset_id: str,
-    env_id: str,
+    env_id: str | None,
     env_kwargs: dict[str, Any] | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> DatasetInfo:
@@ -194,6 +194,47 @@ def write_dataset(
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return read_info(target)
+
+
+def merge_datasets(
+    paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], dataset_id: str | None = None
+) -> DatasetInfo:
+    """Write the episodes of the datasets ``paths``, in that order, as one new dataset ``out``:
+    D4RL's mixed levels (medium-expert is medium's episodes then expert's).  The datasets must hold
+    the same environment (id and keywords) and spaces; each is read, checked and written in turn,
+    so memory holds one source at a time.  Nothing is written where a source is bad."""
+    if len(paths) < 2:
+        raise DatasetError(f"merging needs two datasets or more, got {len(paths)}")
+    infos = [read_info(path) for path in paths]
+    first = infos[0]
+    for info in infos[1:]:
+        for what, ours, theirs in (
+            ("environment", (first.env_id, first.env_kwargs), (info.env_id, info.env_kwargs)),
+            ("observation space", space_to_json(first.observation_space), space_to_json(info.observation_space)),
+            ("action space", space_to_json(first.action_space), space_to_json(info.action_space)),
+        ):
+            if ours != theirs:
+                raise DatasetError(
+                    f"{info.path} and {first.path} differ in their {what} ({theirs} vs {ours}); "
+                    "merged datasets must share it (nothing was written)"
+                )
+
+    def episodes() -> Iterable[Episode]:
+        for info in infos:
+            yield from read_episodes(info.path)
+
+    sources = [{"path": str(i.path), "dataset_id": i.dataset_id, "episodes": i.total_episodes} for i in infos]
+    description = "; ".join(f"{s['episodes']} episodes of {s['dataset_id']}" for s in sources)
+    return write_dataset(
+        out,
+        episodes(),
+        first.observation_space,
+        first.action_space,
+        dataset_id or f"msrl/{Path(out).name}-v0",
+        first.env_id,
+        first.env_kwargs,
+        {"description": f"merged: {description}", "msrl_merged_from": sources},
+    )
 
 
 # -- reading --------------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Learning from data end to end: ``msrl record`` writes a checkpoint's episodes as a dataset Minari's
-format holds (random actions with ``--epsilon 1``, noise on Box actions), ``msrl train`` trains
+format holds (random actions with ``--epsilon 1``, noise on Box actions), ``msrl merge`` joins datasets of one
+environment into a mixed one, ``msrl train`` trains
 ``iql`` from a dataset with no environment in its loop, counting the transitions it trains on and
 evaluating on the dataset's environment, the same seed gives the same run twice, two learners
 sharding the dataset step as one learner with their batch, a resumed run reads the same dataset or
@@ -224,6 +225,30 @@ def test_bad_record_options_are_one_line(cartpole: msrl.Run, tmp_path: Path, arg
     result = in_process("record", cartpole.checkpoint, "--out", str(tmp_path / "ds"), *args)
     assert_one_error_line(result, words)
     assert not (tmp_path / "ds").exists()
+
+
+def test_merge_joins_two_recordings_and_refuses_another_environments(
+    cartpole: msrl.Run, ddpg: msrl.Run, pendulum_data: Path, tmp_path: Path
+) -> None:
+    noisy = tmp_path / "pendulum-noisy"
+    result = in_process("record", ddpg.checkpoint, "--episodes", "3", "--out", str(noisy), "--noise", "0.3")
+    assert result.returncode == 0, explain(result)
+    mixed = tmp_path / "pendulum-mixed"
+    result = in_process("merge", str(pendulum_data), str(noisy), "--out", str(mixed))
+    assert result.returncode == 0, explain(result)
+    assert "merged 2 datasets, 11 episodes (2,200 steps)" in result.stdout
+    episodes = read_episodes(mixed)
+    np.testing.assert_array_equal(episodes[8].actions, read_episodes(noisy)[0].actions)
+    run = msrl.train(
+        str(REPO / "configs/iql_pendulum.yaml"),
+        [f"runs_dir={tmp_path / 'runs'}", f"algo.dataset={mixed}", *IQL, "total_env_steps=640", "eval_episodes=0"],
+    )
+    assert run.metrics[-1]["env_steps"] == 640
+    cartpole_data = tmp_path / "cartpole"
+    assert in_process("record", cartpole.checkpoint, "--episodes", "2", "--out", str(cartpole_data)).returncode == 0
+    result = in_process("merge", str(pendulum_data), str(cartpole_data), "--out", str(tmp_path / "bad"))
+    assert_one_error_line(result, ["differ in their environment", "nothing was written"])
+    assert not (tmp_path / "bad").exists()
 
 
 def test_record_never_writes_over_a_dataset(cartpole: msrl.Run, pendulum_data: Path) -> None:

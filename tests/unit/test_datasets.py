@@ -1,6 +1,7 @@
 """Datasets in Minari's format (``msrl.data``): what msrl writes reads back unchanged through h5py and
 through Minari's own reader, Minari's parser takes its spaces, a bad dataset (truncated, altered,
-mismatched, non-finite) is one ``DatasetError`` and nothing is left half written, and
+mismatched, non-finite) is one ``DatasetError`` and nothing is left half written, merged
+datasets hold their sources' episodes in order (and only datasets of one environment merge), and
 ``DatasetReplay``'s copies hold whole strata of the episodes and draw together what one copy draws
 (also across a regrouping), keep time-limited transitions bootstrapped, and checkpoint which
 dataset they read rather than the data."""
@@ -19,6 +20,7 @@ from msrl.core import Box, ConfigError, DatasetError, Discrete
 from msrl.data import (
     DatasetReplay,
     Episode,
+    merge_datasets,
     read_episodes,
     read_info,
     space_from_json,
@@ -152,6 +154,38 @@ def test_an_existing_folder_is_never_written_over(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="exists"):
         _write(tmp_path)
     assert (out / "data" / "main_data.hdf5").read_bytes() == before
+
+
+def test_a_merged_dataset_holds_its_sources_episodes_in_order(tmp_path: Path) -> None:
+    first, second = _episodes(3, seed=1), _episodes(4, seed=2)
+    merged = merge_datasets([_write(tmp_path, first, "a"), _write(tmp_path, second, "b")], tmp_path / "ab")
+    assert (merged.total_episodes, merged.total_steps) == (7, sum(e.steps for e in first + second))
+    assert merged.env_id == "Pendulum-v1" and merged.dataset_id == "msrl/ab-v0"
+    assert [s["episodes"] for s in merged.metadata["msrl_merged_from"]] == [3, 4]
+    for ours, theirs in zip(read_episodes(tmp_path / "ab", reader="h5py"), first + second, strict=True):
+        np.testing.assert_array_equal(ours.observations, theirs.observations)
+        np.testing.assert_array_equal(ours.actions, theirs.actions)
+        np.testing.assert_array_equal(ours.terminations, theirs.terminations)
+        np.testing.assert_array_equal(ours.truncations, theirs.truncations)
+
+
+def test_datasets_of_different_environments_or_spaces_do_not_merge(tmp_path: Path) -> None:
+    a = _write(tmp_path, name="a")
+    other_env = tmp_path / "b"
+    write_dataset(other_env, _episodes(), OBS, ACTION, "test/other-v0", "MountainCarContinuous-v0")
+    with pytest.raises(DatasetError, match="differ in their environment"):
+        merge_datasets([a, other_env], tmp_path / "out")
+    wider = Box(-3.0, 3.0, (1,))
+    other_space = tmp_path / "c"
+    write_dataset(other_space, _episodes(), OBS, wider, "test/wide-v0", "Pendulum-v1")
+    with pytest.raises(DatasetError, match="differ in their action space"):
+        merge_datasets([a, other_space], tmp_path / "out")
+    with pytest.raises(DatasetError, match="two datasets or more"):
+        merge_datasets([a], tmp_path / "out")
+    with pytest.raises(DatasetError, match="exists"):
+        merge_datasets([a, a], other_space)
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "c"]  # no scratch folder left
 
 
 def test_copies_of_the_replay_hold_whole_strata_and_draw_what_one_copy_draws(tmp_path: Path) -> None:
