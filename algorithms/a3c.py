@@ -51,6 +51,7 @@ from msrl.rl import (
     ActorCritic,
     ActorCriticActor,
     ActorCriticNet,
+    GradientStep,
     RolloutBatch,
     RolloutBuffer,
     action_layout,
@@ -59,7 +60,6 @@ from msrl.rl import (
     check_action_space,
     check_compile_option,
     check_network,
-    clip_grad_norm_,
     copy_weights,
     linear_lr,
     load_state,
@@ -113,8 +113,9 @@ class A3CConfig:
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
     compile: bool | str = "auto"
-    """The actor's ``act`` as a compiled region: ``auto`` switches to it once built, ``true`` waits
-    for it, ``false``: eager.  Gradients and their application run eagerly."""
+    """The actor's ``act``, its gradient and the learner's application of it as compiled regions
+    (``msrl.rl.GradientStep``'s halves): ``auto`` switches to each once built, ``true`` waits for
+    them, ``false``: eager."""
 
     def validate(self) -> None:
         check_unit_interval(self, "gamma", "gae_lambda")
@@ -139,6 +140,16 @@ def network(
     return actor_critic(config.network, obs_space, action_space, seed, mlp)
 
 
+def update(net: ActorCriticNet, optimizer: torch.optim.Optimizer | None, config: A3CConfig) -> GradientStep:
+    """A2C's loss on ``net`` as a ``GradientStep`` whose halves A3C splits: an actor's
+    ``gradient`` (no optimizer) and the learner's ``apply``."""
+
+    def loss(obs: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, returns: torch.Tensor) -> Any:
+        return actor_critic_loss(net, obs, actions, advantages, returns, config.vf_coef, config.ent_coef)
+
+    return GradientStep(net, optimizer, loss, config.max_grad_norm, config.compile, key=region_key(config))
+
+
 # -- actor -------------------------------------------------------------------------------------------
 class A3CActor(ActorCriticActor):
     """Acts with its copy of the network and differentiates the loss on its own rollouts:
@@ -148,20 +159,18 @@ class A3CActor(ActorCriticActor):
         super().__init__(net, run.seed_for("actor"), run.device, compile=config.compile, key=region_key(config))
         self.config = config
         self.version = 0  # the learner's optimiser steps behind the weights this actor holds
+        self.step = update(self.net, None, config)
+        self.names = [name for name, _ in self.net.named_parameters()]
 
     def gradients(self, batch: RolloutBatch) -> Batched:
         """The loss's gradient at this actor's weights, as one row: ``grad.<parameter>`` (each with
         a leading axis of 1), ``version`` (the weights' version) and ``terms`` (policy, value and
         entropy losses)."""
-        cfg = self.config
         obs, actions, _, _, advantages, returns = (t.to(self.device) for t in batch)
-        if cfg.norm_adv:
+        if self.config.norm_adv:
             advantages = normalize_advantages(advantages)
-        named = list(self.net.named_parameters())
-        with torch.enable_grad():
-            loss, terms = actor_critic_loss(self.net, obs, actions, advantages, returns, cfg.vf_coef, cfg.ent_coef)
-            grads = torch.autograd.grad(loss, [p for _, p in named])
-        message = {GRAD + name: grad.unsqueeze(0) for (name, _), grad in zip(named, grads)}
+        grads, terms = self.step.gradient(obs, actions, advantages, returns)
+        message = {GRAD + name: grad.unsqueeze(0) for name, grad in zip(self.names, grads)}
         message["version"] = torch.tensor([self.version], dtype=torch.int64, device=self.device)
         message["terms"] = terms.unsqueeze(0)
         return message
@@ -195,6 +204,7 @@ class A3CLearner(Learner):
             self.optimizer = torch.optim.RMSprop(self.params, lr=config.learning_rate, alpha=0.99, eps=1e-5)
         else:
             self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
+        self.step = update(self.net, self.optimizer, config)
         self.num_iterations = run.num_updates(config.num_envs * config.num_steps)
         self.iterations = 0
         self.updates = 0  # optimiser steps taken: the version of the weights the actors receive
@@ -209,12 +219,8 @@ class A3CLearner(Learner):
             stale = self.updates - version
             if 0 <= cfg.max_staleness < stale:
                 continue
-            for param, name in zip(self.params, self.names):
-                param.grad = gradients[GRAD + name][row].to(self.device, copy=True)
-            self.sync_grads(self.params)
-            if cfg.max_grad_norm:
-                clip_grad_norm_([p.grad for p in self.params], cfg.max_grad_norm)
-            self.optimizer.step()
+            grads = [gradients[GRAD + name][row].to(self.device, copy=True) for name in self.names]
+            self.step.apply(grads, sync=self.gradient_sync)
             self.updates += 1
             applied.append(row)
             staleness.append(stale)

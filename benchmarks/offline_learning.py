@@ -1,9 +1,12 @@
 """How well do msrl's offline algorithms (IQL, AWAC, CQL) learn from datasets msrl records, at
-D4RL's three levels, on D4RL's normalised score?
+D4RL's levels, on D4RL's normalised score?
 
 D4RL's recipe on Pendulum-v1: SAC trained from ``configs/sac_pendulum.yaml`` to its budget is the
 expert; the same config stopped at ``--medium-steps`` env steps is the medium policy; each plays
-``--episodes`` episodes into a dataset with ``msrl record`` (the random one with ``--epsilon 1``).
+``--episodes`` episodes into a dataset with ``msrl record`` (the random one with ``--epsilon 1``), and
+``msrl merge`` joins the medium and expert ones into D4RL's medium-expert (twice the episodes).
+D4RL's medium-replay (the medium run's replay buffer) has no counterpart: the medium SAC's
+buffer holds ten episodes.
 Every offline algorithm then trains on each dataset for ``--gradient-steps`` gradient steps of 256
 at its shipped config (``configs/<algorithm>_pendulum.yaml``), seeds interleaved, and is evaluated
 greedily (20 episodes).  The normalised score is D4RL's: ``100 * (R - R_random) / (R_expert -
@@ -34,7 +37,7 @@ from typing import Any
 from benchmarks.harness import REPO, append_jsonl, machine_info, markdown_table, read_jsonl
 
 ALGORITHMS = ("iql", "awac", "cql")
-LEVELS = ("random", "medium", "expert")
+LEVELS = ("random", "medium", "expert", "medium-expert")
 PRESETS = {
     "local": ["policy=local"],
     "single_learner_coarse": ["policy=single_learner_coarse"],
@@ -66,8 +69,10 @@ def sac_checkpoint(workdir: Path, name: str, steps: int | None) -> str:
 
 
 def datasets(workdir: Path, episodes: int, medium_steps: int) -> dict[str, Path]:
-    """The three datasets, recorded once in ``workdir``: random, medium and expert."""
+    """The four datasets, made once in ``workdir``: random, medium and expert recorded, and
+    medium-expert (D4RL's mix) the medium episodes then the expert ones."""
     from msrl.app import record
+    from msrl.data import merge_datasets
 
     expert = sac_checkpoint(workdir, "expert", None)
     medium = sac_checkpoint(workdir, "medium", medium_steps)
@@ -77,6 +82,10 @@ def datasets(workdir: Path, episodes: int, medium_steps: int) -> dict[str, Path]
         if not out.exists():
             print(record(checkpoint, episodes, out, epsilon=epsilon, seed=100), flush=True)
         made[level] = out
+    mixed = workdir / "datasets" / "pendulum-medium-expert"
+    if not mixed.exists():
+        merge_datasets([made["medium"], made["expert"]], mixed)
+    made["medium-expert"] = mixed
     return made
 
 

@@ -156,7 +156,10 @@ class GradientStep:
     rather than as constants.  ``max_grad_norm`` of 0 clips nothing; ``clip_groups`` (lists of
     ``net``'s parameters) clips each group to it on its own, where one global clip is not the
     algorithm's.  ``compile`` is ``algo.compile`` (``msrl.rl.CompiledRegion``); ``sync`` averages
-    the gradients in place (``Learner.sync_mean``), None with one learner.  ``key`` names the
+    the gradients in place (``Learner.sync_mean``), None with one learner.  A step split across
+    components (A3C: actors differentiate, the learner applies) calls its halves, ``gradient(*batch)``
+    and ``apply(grads)``, each its own compiled region; a step that only differentiates takes no
+    ``optimizer`` (None).  ``key`` names the
     compiled region (see ``CompiledRegion``): what fixes the constants ``loss`` reads beyond the
     modules' structure, the optimizer's settings and the clip, which the step adds itself (msrl's
     algorithms pass ``region_key(config)``); without it the region is found by a trace at each run's start.
@@ -170,7 +173,7 @@ class GradientStep:
     def __init__(
         self,
         net: nn.Module,
-        optimizer: torch.optim.Optimizer,
+        optimizer: torch.optim.Optimizer | None,
         loss: Loss,
         max_grad_norm: float = 0.0,
         compile: Any = "auto",
@@ -190,7 +193,11 @@ class GradientStep:
         groups = [self.params] if clip_groups is None else clip_groups
         self.clip_groups = [[index[id(p)] for p in group] for group in groups]
         modules = {type(m).__module__ for m in self.module.modules()} | {getattr(loss, "__module__", "")} - {""}
-        group = {k: v for k, v in optimizer.param_groups[0].items() if k not in ("params", "lr")}
+        group = (
+            {}
+            if optimizer is None
+            else {k: v for k, v in optimizer.param_groups[0].items() if k not in ("params", "lr")}
+        )
         full_key = None
         if key is not None:  # the network, reads, optimizer and clip as the step holds them, and the owner's key
             setting = (key, repr(self.module), type(optimizer).__name__, group, max_grad_norm, self.clip_groups)
@@ -210,14 +217,23 @@ class GradientStep:
     # -- eager ---------------------------------------------------------------------------------------
     def _eager(self, batch: tuple[Any, ...], sync: Sync | None) -> torch.Tensor:
         loss, metrics = self.loss(*batch)
-        self.optimizer.zero_grad(set_to_none=True)
+        self._optimizer().zero_grad(set_to_none=True)
         loss.backward()
-        grads = [p.grad for p in self.params]
+        self._eager_apply([p.grad for p in self.params], sync)
+        return metrics
+
+    def _eager_apply(self, grads: Sequence[torch.Tensor | None], sync: Sync | None) -> None:
         if sync is not None:
             sync([g for g in grads if g is not None])
         self._clip(grads)
-        self.optimizer.step()
-        return metrics
+        for param, grad in zip(self.params, grads):
+            param.grad = grad
+        self._optimizer().step()
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        if self.optimizer is None:
+            raise ValueError("this GradientStep has no optimizer: it computes gradients only (gradient())")
+        return self.optimizer
 
     def _clip(self, grads: Sequence[torch.Tensor | None]) -> None:
         if self.max_grad_norm:
@@ -297,14 +313,19 @@ class GradientStep:
     def arguments(self, *batch: Any) -> tuple[Any, ...]:
         """What the compiled region of a step on ``batch`` takes: ``(params, read, states, lr,
         *batch)``, for whoever checks the region (one graph, no host sync) or times it."""
-        self._functional = self._functional or _functional(self.optimizer)
+        self._functional = self._functional or _functional(self._optimizer())
         (params, read), states = self._views(), self._states()
         return (params, read, states, self._lr(params[0]), *batch)
 
     def _start(self, kinds: tuple[str, ...], batch: tuple[Any, ...]) -> None:
         """Start the regions ``kinds`` on this call's arguments (what fixes their shapes)."""
+        if kinds == ("grad",):  # a gradient alone reads no optimizer
+            with torch.no_grad():
+                params, read = self._views()
+                self.regions["grad"].start(params, read, *batch)
+            return
         try:
-            self._functional = _functional(self.optimizer)
+            self._functional = _functional(self._optimizer())
         except TypeError as error:
             for kind in kinds:
                 self.regions[kind].started = True
@@ -315,7 +336,8 @@ class GradientStep:
             if "step" in kinds:
                 self.regions["step"].start(params, read, states, lr, *batch)
                 return
-            self.regions["grad"].start(params, read, *batch)
+            if "grad" in kinds:
+                self.regions["grad"].start(params, read, *batch)
             grads = tuple(torch.zeros_like(p) for p in params)
             self.regions["apply"].start(params, grads, states, lr)
 
@@ -346,3 +368,39 @@ class GradientStep:
             sync(list(grads))
             self.regions["apply"](params, grads, states, lr)
             return metrics
+
+    def gradient(self, *batch: Any) -> tuple[list[torch.Tensor], Any]:
+        """The step's first half: ``loss``'s gradient at ``net``'s parameters, and its metrics,
+        with nothing stepped; what an actor sends to a learner that ``apply``s it."""
+        region = self.regions["grad"]
+        if not region.started:
+            self._start(("grad",), batch)
+        if not region.ready:
+            with torch.enable_grad():
+                loss, metrics = self.loss(*batch)
+                grads = torch.autograd.grad(loss, self.params)
+            return list(grads), metrics
+        with torch.no_grad():
+            params, read = self._views()
+            grads, metrics = region(params, read, *batch)
+        if params[0].is_cuda:  # a CUDA graph's next replay writes over its outputs: these leave the step
+            grads = [g.clone() for g in grads]
+        return list(grads), metrics
+
+    def apply(self, grads: Sequence[torch.Tensor], sync: Sync | None = None) -> None:
+        """The step's second half: ``grads`` (one per parameter of ``net``, as ``gradient`` gives
+        them, computed here or elsewhere) averaged by ``sync``, clipped, and ``optimizer``'s step.
+        ``grads`` are written to in place."""
+        region = self.regions["apply"]
+        if not region.started:
+            self._start(("apply",), ())
+        if not region.ready:
+            self._eager_apply(list(grads), sync)
+            return
+        with torch.no_grad():
+            (params, _), states = self._views(), self._states()
+            if params[0].is_cuda:
+                keep_in_place([*params, *(t for state in states for t in state)])
+            if sync is not None:
+                sync(list(grads))
+            region(params, tuple(grads), states, self._lr(params[0]))

@@ -1,7 +1,9 @@
 """A3C (``algorithms/a3c.py``): an actor's gradient applied by the learner is A2C's step on the same
-rollout; gradients gathered from several actors are applied one optimiser step each, in replica
-order, with their staleness reported and the stale ones dropped; the gradients cross from the actors'
-fragment to the learner's as a gather; bad settings get one line."""
+rollout; the actor's gradient and the learner's application of it, compiled (``GradientStep``'s two
+halves as regions), equal the eager ones, each one graph; gradients gathered from several actors are
+applied one optimiser step each, in replica order, with their staleness reported and the stale ones
+dropped; the gradients cross from the actors' fragment to the learner's as a gather; bad settings
+get one line."""
 
 from __future__ import annotations
 
@@ -60,6 +62,59 @@ def test_one_actors_gradient_applied_by_the_learner_is_a2cs_step_on_the_same_rol
     assert actor.version == learner.updates == 2
     for ours, theirs in zip(actor.net.parameters(), learner.net.parameters()):
         assert torch.equal(ours, theirs)
+
+
+@pytest.mark.parametrize("optimizer", ["rmsprop", "adam"])
+def test_the_compiled_gradient_and_its_application_equal_the_eager_ones(optimizer: str) -> None:
+    """Two actors' gradients applied over two iterations, eagerly and as the regions' traced graphs
+    (the arithmetic inductor builds): the same weights and optimizer state, the same loss terms."""
+    runs = {}
+    for compiled in (False, True):
+        config = A3CConfig(**SHARED, optimizer=optimizer, compile=False)
+        learner, actors = A3CLearner(4, SPACE, config, RUN), [_actor(config), _actor(config)]
+        if compiled:
+            for step in (learner.step, *(actor.step for actor in actors)):
+                for region in step.regions.values():
+                    region.option, region.started, region.backend = "true", False, "traced"
+        metrics = []
+        for seed in (1, 2):
+            gathered = concat_batched([a.gradients(_rollout(10 * seed + i)) for i, a in enumerate(actors)])
+            metrics.append(learner.learn(gathered))
+            for actor in actors:
+                actor.set_weights(learner.get_weights())
+        runs[compiled] = (learner, actors, metrics)
+    (eager, _, want), (learner, actors, got) = runs[False], runs[True]
+    assert learner.step.regions["apply"].ready and all(a.step.regions["grad"].ready for a in actors)
+    assert not any(a.step.regions["step"].started for a in actors)  # an actor never steps
+    for ours, theirs in zip(got, want):
+        assert ours == pytest.approx(theirs, rel=1e-5, abs=1e-6)
+    for ours, theirs in zip(learner.net.parameters(), eager.net.parameters()):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    ours_state, theirs_state = learner.optimizer.state_dict()["state"], eager.optimizer.state_dict()["state"]
+    for index, state in theirs_state.items():
+        for key, value in state.items():
+            torch.testing.assert_close(torch.as_tensor(ours_state[index][key]), torch.as_tensor(value))
+    assert (_params(learner.net)[0] - _params(_actor(A3CConfig(**SHARED)).net)[0]).abs().max() > 1e-4
+
+
+def test_each_half_is_one_graph_without_a_break() -> None:
+    config = A3CConfig(**SHARED, compile=False)
+    learner, actor = A3CLearner(4, SPACE, config, RUN), _actor(config)
+    obs, actions, _, _, advantages, returns = _rollout(1)
+    params, read = actor.step._views()
+    grad = torch._dynamo.explain(actor.step.regions["grad"].fn)(params, read, obs, actions, advantages, returns)
+    assert grad.graph_count == 1 and grad.graph_break_count == 0, grad.break_reasons
+    params, read, states, lr = learner.step.arguments()
+    grads = tuple(torch.ones_like(p) for p in params)
+    apply = torch._dynamo.explain(learner.step.regions["apply"].fn)(params, grads, states, lr)
+    assert apply.graph_count == 1 and apply.graph_break_count == 0, apply.break_reasons
+
+
+def test_a_step_without_an_optimizer_only_differentiates() -> None:
+    actor = _actor(A3CConfig(**SHARED, compile=False))
+    grads = [torch.zeros_like(p) for p in actor.net.parameters()]
+    with pytest.raises(ValueError, match="no optimizer: it computes gradients only"):
+        actor.step.apply(grads)
 
 
 def test_gathered_gradients_are_applied_one_step_each_in_replica_order_and_report_their_staleness() -> None:
