@@ -140,14 +140,15 @@ def network(
     return actor_critic(config.network, obs_space, action_space, seed, mlp)
 
 
-def update(net: ActorCriticNet, optimizer: torch.optim.Optimizer | None, config: A3CConfig) -> GradientStep:
+def update(net: ActorCriticNet, optimizer: torch.optim.Optimizer | None, config: A3CConfig, name: str) -> GradientStep:
     """A2C's loss on ``net`` as a ``GradientStep`` whose halves A3C splits: an actor's
     ``gradient`` (no optimizer) and the learner's ``apply``."""
 
     def loss(obs: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, returns: torch.Tensor) -> Any:
         return actor_critic_loss(net, obs, actions, advantages, returns, config.vf_coef, config.ent_coef)
 
-    return GradientStep(net, optimizer, loss, config.max_grad_norm, config.compile, key=region_key(config))
+    key = region_key(config)
+    return GradientStep(net, optimizer, loss, config.max_grad_norm, config.compile, name=name, key=key)
 
 
 # -- actor -------------------------------------------------------------------------------------------
@@ -159,7 +160,7 @@ class A3CActor(ActorCriticActor):
         super().__init__(net, run.seed_for("actor"), run.device, compile=config.compile, key=region_key(config))
         self.config = config
         self.version = 0  # the learner's optimiser steps behind the weights this actor holds
-        self.step = update(self.net, None, config)
+        self.step = update(self.net, None, config, "gradient")
         self.names = [name for name, _ in self.net.named_parameters()]
 
     def gradients(self, batch: RolloutBatch) -> Batched:
@@ -204,7 +205,7 @@ class A3CLearner(Learner):
             self.optimizer = torch.optim.RMSprop(self.params, lr=config.learning_rate, alpha=0.99, eps=1e-5)
         else:
             self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
-        self.step = update(self.net, self.optimizer, config)
+        self.step = update(self.net, self.optimizer, config, "learner")
         self.num_iterations = run.num_updates(config.num_envs * config.num_steps)
         self.iterations = 0
         self.updates = 0  # optimiser steps taken: the version of the weights the actors receive
