@@ -19,21 +19,20 @@ Read top to bottom: config, networks, components, algorithm.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
 import msrl.envs
-from algorithms.qmix import AgentQ, QMIXActor, multi_agent_layout, unroll
-from msrl.core import Algorithm, Batched, ConfigError, Global, Learner, RunInfo, check_unit_interval, split, steps
+from algorithms.qmix import AgentQ, EpisodeConfig, QMIXActor, multi_agent_layout, standardised, unroll
+from msrl.core import Algorithm, Batched, ConfigError, Global, Learner, RunInfo, split, steps
 from msrl.rl import (
     EpisodeBatch,
     EpisodeReplay,
     GradientStep,
     RunningMeanStd,
-    check_compile_option,
     copy_weights,
     load_state,
     mlp,
@@ -43,54 +42,18 @@ from msrl.rl import (
 
 
 @dataclass
-class MADDPGConfig:
-    env_id: str = "simple_spread_v3"
-    """A cooperative multi-agent environment from msrl.envs, every agent with the same Box
-    observations and Discrete actions."""
-    env_kwargs: dict = field(default_factory=dict)
-    """Keyword arguments of the environment."""
-    num_envs: int = split(8)
-    """Environments played together, one episode each per iteration (a per-run quantity)."""
-    episode_length: int = 25
-    """Steps per iteration: the environment's episode length (simple_spread's 25)."""
-    gradient_steps: int = 8
-    """Updates per iteration (one per episode played, as EPyMARL)."""
-    batch_size: int = split(32)
-    """Episodes per update, over the whole run."""
+class MADDPGConfig(EpisodeConfig):
     buffer_size: int = split(50_000)
     """Replay capacity in episodes, over the whole run."""
-    learning_rate: float = 5e-4
-    """Adam step size of the policy and of the critic."""
-    gamma: float = 0.99
-    """Discount factor."""
-    target_update_interval: int = 200
-    """Updates between copies of the policy and the critic into their targets."""
-    reg: float = 1e-3
-    """Weight of the policy logits' mean square in the policy's loss."""
     hidden_size: int = 128
     """Width of the policy (and its GRU) and of the critic."""
-    recurrent: bool = True
-    """A GRU in the policy, unrolled over each episode (EPyMARL's ``use_rnn``)."""
-    standardise_rewards: bool = True
-    """Scale rewards by their running statistics in the targets."""
-    max_grad_norm: float = 10.0
-    """Global gradient-norm clip of each network."""
-    compile: bool | str = False
-    """The two updates as compiled regions: ``auto`` switches to them once built, ``true`` waits
-    for them, ``false`` (the default: the unrolled episode makes a large graph): eager."""
+    reg: float = 1e-3
+    """Weight of the policy logits' mean square in the policy's loss."""
 
     def validate(self) -> None:
-        check_unit_interval(self, "gamma")
-        for name in ("num_envs", "episode_length", "gradient_steps", "batch_size", "buffer_size", "hidden_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
-        if not self.learning_rate > 0:
-            raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        super().validate()
         if self.reg < 0:
             raise ConfigError(f"algo.reg must be >= 0, got {self.reg}")
-        if self.target_update_interval < 1:
-            raise ConfigError(f"algo.target_update_interval must be >= 1, got {self.target_update_interval}")
-        check_compile_option(self.compile)
 
 
 def gumbel_softmax(logits: Tensor, gumbel: Tensor) -> Tensor:
@@ -164,10 +127,7 @@ class MADDPGLearner(Learner):
         if batch.rewards.shape[0] == 0:
             return {}  # warm-up: too few episodes yet
         batch = EpisodeBatch(*(field.to(self.device) for field in batch))
-        rewards = batch.rewards
-        if self.config.standardise_rewards:  # the statistics of every reward sampled so far
-            self.rewards.update(rewards[batch.mask > 0])
-            rewards = (rewards - self.rewards.mean.float()) / self.rewards.var.float().sqrt().clamp_min(1e-8)
+        rewards = standardised(self.rewards, batch) if self.config.standardise_rewards else batch.rewards
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
         sync = self.gradient_sync
         for k in range(batch.num_batches):
@@ -233,17 +193,13 @@ class MADDPGLearner(Learner):
     def get_weights(self) -> Global:
         return copy_weights(self.policy)
 
-    _STATE = ("policy", "critic", "target", "policy_optimizer", "critic_optimizer", "generator", "updates")
+    _STATE = ("policy", "critic", "target", "policy_optimizer", "critic_optimizer", "generator", "updates", "rewards")
 
     def state_dict(self) -> dict[str, Any]:
-        state = save_state(self, *self._STATE)
-        state["rewards"] = {"mean": self.rewards.mean, "var": self.rewards.var, "count": self.rewards.count}
-        return state
+        return save_state(self, *self._STATE)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         load_state(self, state, *self._STATE)
-        saved = state["rewards"]
-        self.rewards.mean, self.rewards.var, self.rewards.count = saved["mean"], saved["var"], saved["count"]
 
 
 # -- algorithm ---------------------------------------------------------------------------------------

@@ -67,7 +67,9 @@ MIXERS = ("qmix", "vdn")
 
 
 @dataclass
-class QMIXConfig:
+class EpisodeConfig:
+    """What every algorithm trained from whole multi-agent episodes sets (QMIX's, VDN's, MADDPG's)."""
+
     env_id: str = "simple_spread_v3"
     """A cooperative multi-agent environment from msrl.envs, every agent with the same Box
     observations and Discrete actions."""
@@ -84,11 +86,37 @@ class QMIXConfig:
     buffer_size: int = split(5000)
     """Replay capacity in episodes, over the whole run."""
     learning_rate: float = 5e-4
-    """Adam step size of the agents' network and the mixer."""
+    """Adam step size of every network."""
     gamma: float = 0.99
     """Discount factor."""
     target_update_interval: int = 200
     """Updates between copies of the networks into the targets."""
+    hidden_size: int = 64
+    """Width of the agents' network (and its GRU)."""
+    recurrent: bool = True
+    """A GRU in the agents' network, unrolled over each episode (EPyMARL's ``use_rnn``)."""
+    standardise_rewards: bool = True
+    """Scale rewards by their running statistics in the targets (EPyMARL's ``standardise_rewards``)."""
+    max_grad_norm: float = 10.0
+    """Global gradient-norm clip of each network."""
+    compile: bool | str = False
+    """The updates as compiled regions: ``auto`` switches to them once built, ``true`` waits for
+    them, ``false`` (the default: the unrolled episode makes a large graph): eager."""
+
+    def validate(self) -> None:
+        check_unit_interval(self, "gamma")
+        for name in ("num_envs", "episode_length", "gradient_steps", "batch_size", "buffer_size", "hidden_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
+        if not self.learning_rate > 0:
+            raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
+        if self.target_update_interval < 1:
+            raise ConfigError(f"algo.target_update_interval must be >= 1, got {self.target_update_interval}")
+        check_compile_option(self.compile)
+
+
+@dataclass
+class QMIXConfig(EpisodeConfig):
     epsilon_start: float = 1.0
     """Exploration: the probability of a uniformly random action at the start."""
     epsilon_finish: float = 0.05
@@ -98,38 +126,26 @@ class QMIXConfig:
     mixer: str = "qmix"
     """How agents' Q-values make the team's: ``qmix`` (a monotonic mixing network of the state) or
     ``vdn`` (their sum)."""
-    hidden_size: int = 64
-    """Width of the agents' network (and its GRU)."""
-    recurrent: bool = True
-    """A GRU in the agents' network, unrolled over each episode (EPyMARL's ``use_rnn``)."""
     mixing_embed: int = 32
     """Width of QMIX's mixing network."""
     hypernet_embed: int = 64
     """Width of the hypernetworks that make the mixing network's weights."""
     double_q: bool = True
     """Pick each agent's next action with the online network, value it with the target network."""
-    standardise_rewards: bool = True
-    """Scale rewards by their running statistics in the targets (EPyMARL's ``standardise_rewards``)."""
-    max_grad_norm: float = 10.0
-    """Global gradient-norm clip."""
-    compile: bool | str = False
-    """The update as a compiled region: ``auto`` switches to it once built, ``true`` waits for it,
-    ``false`` (the default: the unrolled episode makes a large graph): eager."""
 
     def validate(self) -> None:
-        check_unit_interval(self, "gamma")
-        for name in ("num_envs", "episode_length", "gradient_steps", "batch_size", "buffer_size", "hidden_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"algo.{name} must be >= 1, got {getattr(self, name)}")
+        super().validate()
         for name in ("epsilon_start", "epsilon_finish"):
             check_unit_interval(self, name)
         if self.mixer not in MIXERS:
             raise ConfigError(f"unknown algo.mixer {self.mixer!r}; valid choices: {', '.join(MIXERS)}")
-        if not self.learning_rate > 0:
-            raise ConfigError(f"algo.learning_rate must be > 0, got {self.learning_rate}")
-        if self.target_update_interval < 1:
-            raise ConfigError(f"algo.target_update_interval must be >= 1, got {self.target_update_interval}")
-        check_compile_option(self.compile)
+
+
+def standardised(stats: RunningMeanStd, batch: EpisodeBatch) -> Tensor:
+    """``batch``'s rewards scaled by the statistics of every reward sampled so far, this batch's
+    (the steps its mask keeps) folded in first."""
+    stats.update(batch.rewards[batch.mask > 0])
+    return (batch.rewards - stats.mean.float()) / stats.var.float().sqrt().clamp_min(1e-8)
 
 
 # -- networks ------------------------------------------------------------------------------------
@@ -316,10 +332,7 @@ class QMIXLearner(Learner):
         if batch.rewards.shape[0] == 0:
             return {}  # warm-up: too few episodes yet
         batch = EpisodeBatch(*(field.to(self.device) for field in batch))
-        rewards = batch.rewards
-        if self.config.standardise_rewards:  # the statistics of every reward sampled so far
-            self.rewards.update(rewards[batch.mask > 0])
-            rewards = (rewards - self.rewards.mean.float()) / self.rewards.var.float().sqrt().clamp_min(1e-8)
+        rewards = standardised(self.rewards, batch) if self.config.standardise_rewards else batch.rewards
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         for k in range(batch.num_batches):
             episodes = batch.minibatch(k)
@@ -358,17 +371,13 @@ class QMIXLearner(Learner):
     def get_weights(self) -> Global:
         return copy_weights(self.net)
 
-    _STATE = ("modules", "target", "optimizer", "updates")
+    _STATE = ("modules", "target", "optimizer", "updates", "rewards")
 
     def state_dict(self) -> dict[str, Any]:
-        state = save_state(self, *self._STATE)
-        state["rewards"] = {"mean": self.rewards.mean, "var": self.rewards.var, "count": self.rewards.count}
-        return state
+        return save_state(self, *self._STATE)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         load_state(self, state, *self._STATE)
-        saved = state["rewards"]
-        self.rewards.mean, self.rewards.var, self.rewards.count = saved["mean"], saved["var"], saved["count"]
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,12 @@ from msrl.core import load_generator_state
 
 
 def save_state(owner: Any, *names: str) -> dict[str, Any]:
-    """``owner``'s attributes ``names`` as checkpoint state: modules and optimizers by their
-    ``state_dict()``, generators by their state, numbers as they are."""
+    """``owner``'s attributes ``names`` as checkpoint state: modules, optimizers and whatever else
+    has a ``state_dict()`` (running statistics) by it, generators by their state, numbers as they are."""
     state: dict[str, Any] = {}
     for name in names:
         value = getattr(owner, name)
-        if isinstance(value, (nn.Module, torch.optim.Optimizer)):
+        if callable(getattr(value, "state_dict", None)):
             state[name] = value.state_dict()
         elif isinstance(value, torch.Generator):
             state[name] = value.get_state()
@@ -27,7 +27,7 @@ def save_state(owner: Any, *names: str) -> dict[str, Any]:
             state[name] = value
         else:
             raise TypeError(
-                f"save_state: {name} is a {type(value).__name__}, not a module, optimizer, generator, tensor or number"
+                f"save_state: {name} is a {type(value).__name__}: no state_dict(), not a generator, tensor or number"
             )
     return state
 
@@ -36,7 +36,7 @@ def load_state(owner: Any, state: dict[str, Any], *names: str) -> None:
     """The inverse of ``save_state``: restores ``names`` in place from ``state``."""
     for name in names:
         value = getattr(owner, name)
-        if isinstance(value, (nn.Module, torch.optim.Optimizer)):
+        if callable(getattr(value, "load_state_dict", None)):
             value.load_state_dict(state[name])
         elif isinstance(value, torch.Generator):
             load_generator_state(value, state[name])

@@ -276,7 +276,7 @@ class GradientStep:
         assert self._functional is not None
         states = []
         for p in self.params:
-            state = self.optimizer.state[p]
+            state = self._optimizer().state[p]
             if not state:
                 state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
                 for name in self._functional.state[:-1]:
@@ -289,7 +289,7 @@ class GradientStep:
     def _lr(self, like: torch.Tensor) -> torch.Tensor:
         """The learning rate as a 0-d tensor (an input of the region, so an annealed rate rebuilds
         nothing), made again only when it changed."""
-        value = self.optimizer.param_groups[0]["lr"]
+        value = self._optimizer().param_groups[0]["lr"]
         if value != self._lr_tensor[0] or self._lr_tensor[1].device != like.device:
             self._lr_tensor = (value, torch.as_tensor(value, dtype=like.dtype, device=like.device))
         return self._lr_tensor[1]
@@ -300,13 +300,13 @@ class GradientStep:
         step.  Made again when one of them moved to new storage (``_views``) or the optimizer's
         state was replaced (``load_state_dict`` makes new tensors)."""
         params, read = self._views()
-        state = self.optimizer.state.get(self.params[0])
+        state = self._optimizer().state.get(self.params[0])
         first = next(iter(state.values()), None) if state else None
         marks = (params[0], read[0] if read else None, state, first)
         if not self._fixed or any(a is not b for a, b in zip(marks, self._fixed_marks)):
             states = self._states()
             self._fixed = [*params, *read, *(t for s in states for t in s)]
-            state = self.optimizer.state[self.params[0]]
+            state = self._optimizer().state[self.params[0]]
             self._fixed_marks = (params[0], read[0] if read else None, state, next(iter(state.values())))
         return self._fixed
 
@@ -382,10 +382,10 @@ class GradientStep:
             return list(grads), metrics
         with torch.no_grad():
             params, read = self._views()
-            grads, metrics = region(params, read, *batch)
+            computed, metrics = region(params, read, *batch)
         if params[0].is_cuda:  # a CUDA graph's next replay writes over its outputs: these leave the step
-            grads = [g.clone() for g in grads]
-        return list(grads), metrics
+            return [g.clone() for g in computed], metrics
+        return list(computed), metrics
 
     def apply(self, grads: Sequence[torch.Tensor], sync: Sync | None = None) -> None:
         """The step's second half: ``grads`` (one per parameter of ``net``, as ``gradient`` gives

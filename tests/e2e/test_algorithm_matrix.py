@@ -3,7 +3,11 @@
 Each run must finish its budget and its greedy return must clear a bar far above a random
 policy's (CartPole: random ~22, bar 200; Pendulum: random ~-1200, bar -600): the policy learned
 under that preset.  Three budgets end some seeds short of solving, so their bars are lower: DQN's
-30k steps (50, where a constant action gives 9), and IMPALA's and A2C's 200k (100).
+30k steps (50, where a constant action gives 9), and IMPALA's and A2C's 200k (100).  IQL and AWAC
+train from 100 episodes of random Pendulum actions (bar -700, halfway from the data's -1230 to the
+expert's -156); GAIL imitates 20 episodes of the shipped PPO's CartPole expert.  CQL is left to
+its learning test (30 minutes a run), QMIX, VDN and MADDPG to their benchmark (a learned
+simple_spread takes 500k steps, 8 to 25 minutes a run here).
 
 With ``MSRL_MATRIX_OUT=path.jsonl`` every run's result is appended there;
 ``python -m benchmarks.algorithm_matrix path.jsonl`` prints the table BENCHMARKS.md holds.
@@ -16,6 +20,7 @@ import os
 from pathlib import Path
 
 import pytest
+from data_helpers import cartpole_demonstrations, random_pendulum_data
 from test_algorithm_learning import OVERRIDES
 from test_off_policy_learning import OVERRIDES as OFF_POLICY
 
@@ -37,6 +42,9 @@ CONFIGS = [
     "pg_cartpole",
     "ac_cartpole",
     "apex_dqn_cartpole",
+    "iql_pendulum",
+    "awac_pendulum",
+    "gail_cartpole",
 ]
 PRESETS = {
     "local": ["policy=local"],
@@ -57,6 +65,10 @@ CONFIG_BAR = {
     # the learning test's 200k steps with the step size annealed to 0: 17 of 18 cells end at 211-500,
     # `local` seed 3 at 178.1 (BENCHMARKS.md, this matrix's table)
     "a2c_cartpole": 100.0,
+    # seed 1 at 5,000 gradient steps under the presets that run them: IQL -419 to -474, AWAC -250 to
+    # -256 (BENCHMARKS.md, "Learning from data")
+    "iql_pendulum": -700.0,
+    "awac_pendulum": -700.0,
 }
 """config -> its bar where the env's is too high for the budget the matrix runs."""
 REPLAYED_PENDULUM = ["total_env_steps=12000", "algo.num_envs=4", "algo.train_frequency=4", "algo.gradient_steps=8"]
@@ -81,22 +93,48 @@ MATRIX: dict[str, list[str]] = {
         "algo.learning_starts=400",
         "algo.hidden_sizes=[64,64]",
     ],
+    "iql_pendulum": [f"total_env_steps={256 * 5000}"],  # 5,000 gradient steps of 256
+    "awac_pendulum": [f"total_env_steps={256 * 5000}"],
+    "gail_cartpole": ["total_env_steps=150000"],  # its learning test's budget
 }
 """config -> the overrides its matrix runs take (absent: the shipped config as it is)."""
 REFUSED = {
     # Ape-X's learner sends each replay shard its TD errors every iteration, so the shards cannot run
     # an iteration ahead of it
     ("apex_dqn_cartpole", "async_single_learner"): "which needs the synchronous schedule",
+    # an offline algorithm has no environment for the environment fragment to hold
+    ("iql_pendulum", "single_learner_fine"): "fragment 'env' of policy 'single_learner_fine' holds no component",
+    ("awac_pendulum", "single_learner_fine"): "fragment 'env' of policy 'single_learner_fine' holds no component",
 }
 """(config, preset) -> what the one-line refusal says, where the preset cannot carry the algorithm's shape."""
+DATA = {
+    "iql_pendulum": ("algo.dataset", random_pendulum_data),
+    "awac_pendulum": ("algo.dataset", random_pendulum_data),
+    "gail_cartpole": ("algo.demonstrations", cartpole_demonstrations),
+}
+"""config -> the key naming its dataset, and what makes the dataset (once per test process)."""
+_made: dict[object, Path] = {}
+
+
+def _dataset(name: str, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The override pointing ``name`` at its dataset, made on first use; none for an online config."""
+    if name not in DATA:
+        return []
+    key, make = DATA[name]
+    if make not in _made:
+        _made[make] = make(tmp_path_factory.mktemp("data"))
+    return [f"{key}={_made[make]}"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 @pytest.mark.parametrize("name", CONFIGS)
-def test_every_algorithm_learns_under_every_preset(name: str, preset: str, seed: int, tmp_path: Path) -> None:
-    overrides = [*MATRIX.get(name, []), f"runs_dir={tmp_path}", "progress=false", "checkpoint_every=0", f"seed={seed}"]
+def test_every_algorithm_learns_under_every_preset(
+    name: str, preset: str, seed: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    overrides = [*MATRIX.get(name, []), *_dataset(name, tmp_path_factory), f"runs_dir={tmp_path}"]
+    overrides += ["progress=false", "checkpoint_every=0", f"seed={seed}"]
     config = msrl.app.load_config(str(REPO / "configs" / f"{name}.yaml"), overrides)
     if (name, preset) in REFUSED:
         with pytest.raises(ConfigError, match=REFUSED[name, preset]):
@@ -117,4 +155,5 @@ def test_every_algorithm_learns_under_every_preset(name: str, preset: str, seed:
         with open(os.environ["MSRL_MATRIX_OUT"], "a", encoding="utf-8") as out:
             out.write(json.dumps(result) + "\n")
     assert run.env_steps >= config.run.total_env_steps
-    assert run.evaluation.mean >= CONFIG_BAR.get(name, BAR[config.algo.env_id]), result
+    bar = CONFIG_BAR[name] if name in CONFIG_BAR else BAR[config.algo.env_id]
+    assert run.evaluation.mean >= bar, result

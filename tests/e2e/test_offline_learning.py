@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_helpers import REPO, explain, in_process
+from cli_helpers import REPO
+from data_helpers import cartpole_demonstrations, random_pendulum_data
 
 import msrl
 
@@ -30,15 +31,7 @@ LEARNING = {
 
 @pytest.fixture(scope="module")
 def random_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    runs = tmp_path_factory.mktemp("runs")
-    overrides = ["progress=false", "total_env_steps=8", "eval_episodes=0", "algo.learning_starts=100"]
-    run = msrl.train(str(REPO / "configs/ddpg_pendulum.yaml"), [f"runs_dir={runs}", *overrides])
-    out = tmp_path_factory.mktemp("data") / "pendulum-random"
-    result = in_process(
-        "record", run.checkpoint, "--episodes", "100", "--out", str(out), "--epsilon", "1", "--seed", "100"
-    )
-    assert result.returncode == 0, explain(result)
-    return out
+    return random_pendulum_data(tmp_path_factory.mktemp("data"))
 
 
 @pytest.mark.timeout(3600)  # CQL's 10,000 steps are half an hour on 2 cores; the suite's 600 s is not enough
@@ -52,11 +45,7 @@ def test_offline_algorithm_learns_from_random_data(name: str, random_data: Path,
 
 
 def test_gail_imitates_an_expert_from_its_demonstrations(tmp_path: Path) -> None:
-    expert = msrl.train(str(REPO / "configs/ppo_cartpole.yaml"), [f"runs_dir={tmp_path}", "progress=false"])
-    assert expert.evaluation is not None and expert.evaluation.mean == 500.0
-    demos = tmp_path / "cartpole-expert"
-    result = in_process("record", expert.checkpoint, "--episodes", "20", "--out", str(demos))
-    assert result.returncode == 0, explain(result)
+    demos = cartpole_demonstrations(tmp_path)
     overrides = [f"runs_dir={tmp_path}", f"algo.demonstrations={demos}", "total_env_steps=150000", "progress=false"]
     run = msrl.train(str(REPO / "configs/gail_cartpole.yaml"), [*overrides, "checkpoint_every=0"])
     assert run.evaluation is not None and run.evaluation.mean >= 475.0, run.evaluation
