@@ -84,8 +84,8 @@ class Discriminator(nn.Module):
 
     def forward(self, obs: Tensor, actions: Tensor) -> Tensor:
         obs = obs.reshape(obs.shape[0], -1).float()
-        if self.discrete:
-            actions = nn.functional.one_hot(actions.long().reshape(-1), self.actions).float()
+        if self.discrete:  # one-hot by comparison: ``one_hot`` checks its values, which a compiled step cannot
+            actions = (actions.long().reshape(-1, 1) == torch.arange(self.actions, device=actions.device)).float()
         return self.net(torch.cat((obs, actions.reshape(obs.shape[0], -1).float()), -1)).squeeze(-1)
 
     def reward(self, obs: Tensor, actions: Tensor) -> Tensor:

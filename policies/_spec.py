@@ -183,7 +183,10 @@ class DistributionPolicy:
 
         Exact names win over roles; every component must land in exactly one
         fragment, and every entry must match something.  An entry that is no
-        component's name is read as a ``Role`` (``*``, every role: ``None``).
+        component's name is read as a ``Role`` (``*``, every role: ``None``); an
+        entry that is both (PPO's ``learner``) places its component, then, as a
+        role, the components of that role left over (GAIL's discriminator beside
+        its learner), so the presets' lists carry algorithms with more of a role.
         """
         assignment: dict[str, str] = {}
         by_role: list[tuple[Role | None, str]] = []
@@ -197,6 +200,8 @@ class DistributionPolicy:
                             f"component {entry!r} is placed in both {assignment[entry]!r} and {fragment.name!r}"
                         )
                     assignment[entry] = fragment.name
+                    if (role := Role.lookup(entry)) is not None:  # ``learner`` also takes the other learners
+                        by_role.append((role, fragment.name))
                 elif (role := Role.lookup(entry)) is not None:  # a role this algorithm may not use (no buffer, say)
                     by_role.append((role, fragment.name))
                 else:

@@ -147,6 +147,31 @@ def test_roles_and_wildcard_place_the_rest():
     assert policy.assign(roles) == {"pi_old": "a", "opt": "a", "pi": "b", "cart": "b", "buf": "b"}
 
 
+def test_a_name_that_is_also_a_role_takes_the_rest_of_that_role():
+    """GAIL's components beside PPO's: its discriminator (a learner) goes where ``learner`` is
+    listed, its demonstrations (a buffer) where ``buffer`` is, under the presets' own lists."""
+    roles = {**PPO_ROLES, "demos": "buffer", "discriminator": "learner"}
+    policy = custom(
+        [{"name": "rollout", "components": ["env", "actor", "buffer"]}, {"name": "learn", "components": ["learner"]}]
+    )
+    assert policy.assign(roles) == {
+        "env": "rollout",
+        "actor": "rollout",
+        "buffer": "rollout",
+        "demos": "rollout",
+        "learner": "learn",
+        "discriminator": "learn",
+    }
+    # a fragment that names the extra component itself still wins
+    policy = custom(
+        [
+            {"name": "rollout", "components": ["env", "actor", "buffer"]},
+            {"name": "learn", "components": ["learner", "demos"]},
+        ]
+    )
+    assert policy.assign(roles)["demos"] == "learn"
+
+
 def test_component_placed_twice_is_an_error():
     policy = custom(
         [{"name": "a", "components": ["env", "actor", "buffer", "learner"]}, {"name": "b", "components": ["learner"]}]
