@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from algorithms._offline import OfflineAlgorithm, OfflineConfig
-from algorithms.sac import SquashedGaussianPolicy, Temperature
+from algorithms.sac import SquashedGaussianPolicy, Temperature, policy_loss, temperature_loss
 from msrl.core import Box, ConfigError, Global, Learner, RunInfo
 from msrl.rl import (
     GaussianHead,
@@ -179,15 +179,12 @@ class CQLLearner(Learner):
         return loss, torch.stack([td.detach(), gap.detach() / 2])
 
     def policy_loss(self, obs: Tensor, noise: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor]:
-        """SAC's reparameterised policy loss, and it and its draws' mean log density (detached)."""
-        sampled, logprobs = self.policy.sample(obs, None, noise)
-        loss = (alpha * logprobs - torch.min(*self.critic(obs, sampled))).mean()
-        return loss, torch.stack([loss.detach(), logprobs.detach().mean()])
+        """SAC's (``algorithms.sac.policy_loss``)."""
+        return policy_loss(self.policy, self.critic, obs, noise, alpha)
 
     def alpha_loss(self, logprob: Tensor) -> tuple[Tensor, Tensor]:
-        """The temperature's loss towards ``target_entropy`` (SAC's), and it (detached)."""
-        loss = -(self.temperature.log_alpha * (logprob.detach() + self.target_entropy)).mean()
-        return loss, loss.detach().unsqueeze(0)
+        """SAC's (``algorithms.sac.temperature_loss``)."""
+        return temperature_loss(self.temperature, logprob, self.target_entropy)
 
     def get_weights(self) -> Global:
         return copy_weights(self.policy)

@@ -184,6 +184,23 @@ class Temperature(nn.Module):
         self.log_alpha = nn.Parameter(torch.tensor(float(np.log(alpha))), requires_grad=autotune)
 
 
+def policy_loss(
+    policy: SquashedGaussianPolicy, critic: nn.Module, obs: Tensor, noise: Tensor, alpha: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The reparameterised policy loss against the smaller of ``critic``'s two values, and it and
+    the sampled actions' mean log density (detached) to report."""
+    sampled, logprobs = policy.sample(obs, None, noise)
+    loss = (alpha * logprobs - torch.min(*critic(obs, sampled))).mean()
+    return loss, torch.stack([loss.detach(), logprobs.detach().mean()])
+
+
+def temperature_loss(temperature: Temperature, logprob: Tensor, target_entropy: float) -> tuple[Tensor, Tensor]:
+    """The temperature's loss, pushing the policy's entropy (-``logprob``, the mean log density)
+    towards ``target_entropy``, and it (detached) to report."""
+    loss = -(temperature.log_alpha * (logprob.detach() + target_entropy)).mean()
+    return loss, loss.detach().unsqueeze(0)
+
+
 # -- components ------------------------------------------------------------------------------------
 class SACActor(Actor):
     """Uniformly random actions for the first ``learning_starts`` transitions, then policy samples."""
@@ -322,18 +339,12 @@ class SACLearner(Learner):
         return q_loss, q_loss.detach().unsqueeze(0)
 
     def policy_loss(self, obs: Tensor, noise: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor]:
-        """The reparameterised policy loss, and it and the sampled actions' mean log density
-        (detached) to report."""
-        sampled, logprobs = self.policy.sample(obs, None, noise)
-        loss = (alpha * logprobs - torch.min(*self.critic(obs, sampled))).mean()
-        return loss, torch.stack([loss.detach(), logprobs.detach().mean()])
+        return policy_loss(self.policy, self.critic, obs, noise, alpha)
 
     def alpha_loss(self, logprob: Tensor) -> tuple[Tensor, Tensor]:
-        """The temperature's loss, pushing the policy's entropy (-``logprob``, the mean log density)
-        towards ``target_entropy``, and it (detached) to report.  It reads ``log_alpha`` through
-        ``self.temperature``, the module its compiled step swaps the parameter of."""
-        loss = -(self.temperature.log_alpha * (logprob.detach() + self.target_entropy)).mean()
-        return loss, loss.detach().unsqueeze(0)
+        """``temperature_loss`` through ``self.temperature``, the module its compiled step swaps
+        the parameter of."""
+        return temperature_loss(self.temperature, logprob, self.target_entropy)
 
     def get_weights(self) -> Global:
         return copy_weights(self.policy)
