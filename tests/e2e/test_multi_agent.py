@@ -1,6 +1,6 @@
-"""Multi-agent training end to end: MAPPO and IPPO on MPE simple_spread and Tag, written once and
-run under the distribution presets unchanged; agent steps and per-group returns in the metrics;
-configuration mistakes are one line before anything starts."""
+"""Multi-agent training end to end: MAPPO and IPPO on MPE simple_spread and Tag, and QMIX and MADDPG
+on simple_spread, written once and run under the distribution presets unchanged; agent steps and
+per-group returns in the metrics; configuration mistakes are one line before anything starts."""
 
 from __future__ import annotations
 
@@ -157,6 +157,25 @@ def test_mappo_runs_under_the_other_presets(preset: str, tmp_path: Path) -> None
         ],
     )
     assert run.env_steps >= 3200 and "episode_return/agents" in run.metrics[-1]
+
+
+@pytest.mark.slow  # 25-170 s a run on 2 cores (Ray workers start for each)
+@pytest.mark.parametrize(
+    "preset", ["single_learner_coarse", "single_learner_fine", "multi_learner", "async_single_learner", "gpu_only"]
+)
+@pytest.mark.parametrize("algorithm", ["qmix", "maddpg"])
+def test_the_episode_replay_algorithms_run_under_every_preset(algorithm: str, preset: str, tmp_path: Path) -> None:
+    """QMIX (VDN is its mixer option) and MADDPG, unchanged, under each Ray preset: whole
+    episodes into the replay, updates from it, the greedy evaluation at the end."""
+    extra = ["policy.device=cpu"] if preset == "gpu_only" else []
+    overrides = [f"runs_dir={tmp_path}", "progress=false", "total_env_steps=8000", "eval_episodes=4"]
+    run = msrl.train(
+        str(REPO / "configs" / f"{algorithm}_simple_spread.yaml"), [*overrides, f"policy={preset}", *extra]
+    )
+    assert run.env_steps >= 8000 and run.evaluation is not None and len(run.evaluation.returns) == 4
+    key = "td_loss" if algorithm == "qmix" else "q_loss"
+    losses = [r[key] for r in run.metrics if key in r]
+    assert losses and all(np.isfinite(losses))
 
 
 def _train_error(config: str, tmp_path: Path, *sets: str) -> str:
