@@ -7,8 +7,8 @@ valued; the policy is extracted by advantage-weighted regression, the dataset's 
 densities weighted by ``exp(beta * (Q - V))`` capped at ``max_weight``.  The settings are CORL's
 ``iql.py`` for D4RL's locomotion datasets (batch 256, Adam 3e-4 for all three networks, expectile
 0.7, beta 3, tau 0.005, [256, 256] networks, a Gaussian policy with a tanh mean and a learned
-state-independent log-std); CORL's cosine decay of the policy's step size and its observation and
-reward normalisation are not used here.
+state-independent log-std, the policy's step size decayed by a cosine with ``policy_lr_decay``);
+CORL's observation and reward normalisation are not used here.
 
 The loop is every offline algorithm's (``algorithms/_offline.py``): the dataset's batches, the
 learner's updates, the actor's weights; the policy is evaluated greedily on the dataset's
@@ -18,6 +18,7 @@ environment.  Read top to bottom: config, learner, algorithm.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,8 @@ class IQLConfig(OfflineConfig):
     """Inverse temperature of the advantage weights (0: behaviour cloning)."""
     max_weight: float = 100.0
     """The cap of each advantage weight ``exp(beta * A)``."""
+    policy_lr_decay: bool = False
+    """Decay the policy's step size to 0 over the run's gradient steps by a cosine (CORL's schedule)."""
 
     def validate(self) -> None:
         super().validate()
@@ -78,6 +81,7 @@ class IQLLearner(Learner):
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=lr)
         self.policy_optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr)
         self.gradient_steps_taken = 0
+        self.total_gradient_steps = run.num_updates(config.batch_size)
         option, key = config.compile, region_key(config)
         self.value_step = GradientStep(
             self.value, self.value_optimizer, self.value_loss, 0.0, option, (self.critic_target,), key=key
@@ -104,6 +108,11 @@ class IQLLearner(Learner):
             # The value first, then the critics on it, then the policy on both (CORL's order).
             value_terms = self.value_step(obs, actions, sync=sync)
             critic_terms = self.critic_step(obs, actions, rewards, next_obs, terminated, sync=sync)
+            if self.config.policy_lr_decay:
+                done = min(self.gradient_steps_taken / self.total_gradient_steps, 1.0)
+                self.policy_optimizer.param_groups[0]["lr"] = (
+                    self.config.learning_rate * 0.5 * (1 + math.cos(math.pi * done))
+                )
             policy_terms = self.policy_step(obs, actions, sync=sync)
             polyak_update_(self.critic_target, self.critic, self.config.tau)
             totals = totals + torch.cat([value_terms, critic_terms, policy_terms]).double()

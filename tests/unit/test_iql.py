@@ -1,8 +1,8 @@
 """``iql`` (``algorithms/iql.py``): one update checked against IQL's three steps written out with plain
 torch (the value's expectile regression on the target critics, the critics' TD regression on the
 value, the advantage-weighted policy regression, then the Polyak step), the expectile leaning the
-value above the critics' mean, the dataset's spaces checked against the evaluation environment,
-and bad settings in one line."""
+value above the critics' mean, the policy's step size following its cosine, the dataset's spaces
+checked against the evaluation environment, and bad settings in one line."""
 
 from __future__ import annotations
 
@@ -103,6 +103,24 @@ def _dataset(tmp_path: Path, obs_space: Box, action_space: Box | Discrete) -> Pa
     out = tmp_path / "ds"
     write_dataset(out, [episode], obs_space, action_space, "test/ds-v0", "Pendulum-v1")
     return out
+
+
+def test_the_policys_step_size_decays_by_a_cosine_over_the_runs_gradient_steps() -> None:
+    """Over a run of 4 gradient steps of 16 transitions, the policy's steps take 3e-4 times
+    0.5 (1 + cos(pi t / 4)) at step t; the value's and the critics' keep theirs."""
+    config = IQLConfig(dataset="unused", compile=False, hidden_sizes=(8, 8), batch_size=16, policy_lr_decay=True)
+    learner = IQLLearner(3, SPACE, config, RunInfo(seed=5, total_env_steps=64))
+    seen = []
+    step = learner.policy_step.__call__
+
+    def recording(*batch: object, **kw: object) -> object:
+        seen.append(learner.policy_optimizer.param_groups[0]["lr"])
+        return step(*batch, **kw)
+
+    learner.policy_step = recording
+    learner.learn(_batch(batches=4))
+    assert seen == pytest.approx([3e-4 * 0.5 * (1 + np.cos(np.pi * t / 4)) for t in range(4)])
+    assert learner.value_optimizer.param_groups[0]["lr"] == learner.critic_optimizer.param_groups[0]["lr"] == 3e-4
 
 
 def test_a_dataset_of_other_spaces_than_the_environments_is_one_line(tmp_path: Path) -> None:
