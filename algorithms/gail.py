@@ -39,6 +39,7 @@ from msrl.rl import (
     load_weights,
     mlp,
     observation_shape,
+    one_hot,
     region_key,
     save_state,
 )
@@ -84,8 +85,8 @@ class Discriminator(nn.Module):
 
     def forward(self, obs: Tensor, actions: Tensor) -> Tensor:
         obs = obs.reshape(obs.shape[0], -1).float()
-        if self.discrete:  # one-hot by comparison: ``one_hot`` checks its values, which a compiled step cannot
-            actions = (actions.long().reshape(-1, 1) == torch.arange(self.actions, device=actions.device)).float()
+        if self.discrete:
+            actions = one_hot(actions.reshape(-1), self.actions)
         return self.net(torch.cat((obs, actions.reshape(obs.shape[0], -1).float()), -1)).squeeze(-1)
 
     def reward(self, obs: Tensor, actions: Tensor) -> Tensor:

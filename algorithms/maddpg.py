@@ -36,6 +36,7 @@ from msrl.rl import (
     copy_weights,
     load_state,
     mlp,
+    one_hot,
     region_key,
     save_state,
 )
@@ -60,7 +61,7 @@ def gumbel_softmax(logits: Tensor, gumbel: Tensor) -> Tensor:
     """The one-hot of ``argmax(logits + gumbel)`` in the forward pass, the gradient of
     ``softmax(logits + gumbel)`` in the backward one (the straight-through estimator)."""
     soft = torch.softmax(logits + gumbel, dim=-1)
-    hard = nn.functional.one_hot(soft.argmax(-1), soft.shape[-1]).to(soft.dtype)
+    hard = one_hot(soft.argmax(-1), soft.shape[-1], soft.dtype)
     return hard - soft.detach() + soft
 
 
@@ -167,12 +168,12 @@ class MADDPGLearner(Learner):
     ) -> tuple[Tensor, Tensor]:
         """Every agent's squared TD error on the steps of the episodes, and it (detached)."""
         state = obs.flatten(2)
-        joint = nn.functional.one_hot(actions, self.actions).float().flatten(2)  # (B, T, agents * actions)
+        joint = one_hot(actions, self.actions).flatten(2)  # (B, T, agents * actions)
         taken = self.values(self.critic, state[:, :-1], joint.unsqueeze(-2).expand(-1, -1, self.agents, -1))
         with torch.no_grad():
             target_net = cast(AgentQ, self.target["policy"])
             greedy = self.logits(target_net, obs)[:, 1:].argmax(-1)
-            next_joint = nn.functional.one_hot(greedy, self.actions).float().flatten(2)
+            next_joint = one_hot(greedy, self.actions).flatten(2)
             next_joint = next_joint.unsqueeze(-2).expand(-1, -1, self.agents, -1)
             next_values = self.values(self.target["critic"], state[:, 1:], next_joint)
             target = rewards.unsqueeze(-1) + self.config.gamma * (1.0 - terminated.unsqueeze(-1)) * next_values

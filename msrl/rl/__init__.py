@@ -22,7 +22,7 @@ from msrl.rl._actor_critic import (
     check_activation,
     obs_stats_weights,
 )
-from msrl.rl._categorical import categorical_noise, sample_categorical
+from msrl.rl._categorical import categorical_noise, one_hot, sample_categorical
 from msrl.rl._compiled import (
     CompiledRegion,
     check_compile_option,
@@ -74,6 +74,7 @@ from msrl.rl._update import FUNCTIONAL_OPTIMIZERS, GradientStep, clip_grad_norm_
 from msrl.rl._value_norm import ValueNorm
 
 __all__ = [
+    "one_hot",
     "NStepReturns",
     "CategoricalQ",
     "categorical_projection",

@@ -38,3 +38,10 @@ def categorical_log_prob(logits: torch.Tensor, action: torch.Tensor) -> torch.Te
 def categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
     log_probs = torch.log_softmax(logits, dim=-1)
     return -(log_probs.exp() * log_probs).sum(-1)
+
+
+def one_hot(index: torch.Tensor, classes: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``index`` one-hot over ``classes`` (a new last dimension), made by comparison: unlike
+    ``torch.nn.functional.one_hot`` it does not check its values against ``classes``, a
+    data-dependent check that a compiled step cannot hold."""
+    return (index.long().unsqueeze(-1) == torch.arange(classes, device=index.device)).to(dtype)

@@ -101,3 +101,30 @@ def test_one_critic_update_is_the_masked_td_step_on_the_target_policys_actions()
 def test_bad_settings_are_one_line() -> None:
     with pytest.raises(ConfigError, match="algo.reg must be >= 0"):
         MADDPGConfig(reg=-1.0).validate()
+
+
+def test_the_compiled_updates_equal_the_eager_ones() -> None:
+    """Two learner calls, eagerly and with both steps as their regions' traced graphs (the arithmetic
+    inductor builds): the same losses and the same critic and policy weights, to a thousandth of one
+    Adam step (``learning_rate``: Adam moves a weight with a near-zero gradient by up to a whole step
+    on rounding alone). The Gumbel-softmax's and the critic's one-hots are comparisons, which a
+    compiled step holds."""
+    config = MADDPGConfig(standardise_rewards=False, learning_rate=1e-2, max_grad_norm=0.5, hidden_size=8)
+    runs = {}
+    for compiled in (False, True):
+        net = AgentQ(4 + 3, 5, 8, True, torch.Generator().manual_seed(1))
+        learner = MADDPGLearner(net, 3, 4, 5, config, RUN)
+        if compiled:
+            for step in (learner.critic_step, learner.policy_step):
+                for region in step.regions.values():
+                    region.option, region.started, region.backend = "true", False, "traced"
+        metrics = [learner.learn(_episodes()) for _ in range(2)]
+        runs[compiled] = (learner, metrics)
+    (eager, want), (learner, got) = runs[False], runs[True]
+    assert learner.critic_step.regions["step"].ready and learner.policy_step.regions["step"].ready
+    for ours, theirs in zip(got, want):
+        assert ours == pytest.approx(theirs, rel=1e-5, abs=1e-6)
+    for ours, theirs in zip(learner.critic.parameters(), eager.critic.parameters()):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    for ours, theirs in zip(learner.policy.parameters(), eager.policy.parameters()):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-3 * config.learning_rate)
