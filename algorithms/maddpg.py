@@ -34,6 +34,7 @@ from msrl.rl import (
     GradientStep,
     RunningMeanStd,
     copy_weights,
+    keeps_final_obs,
     load_state,
     mlp,
     one_hot,
@@ -223,6 +224,7 @@ class MADDPG(Algorithm):
         self.env = msrl.envs.make(
             config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults, **config.env_kwargs
         )
+        self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         self.actor = MADDPGActor(make_net(), layout.sizes, layout.actions, run)
         self.buffer = EpisodeReplay(
             config.buffer_size,
@@ -235,6 +237,7 @@ class MADDPG(Algorithm):
             num_batches=config.gradient_steps,
             seed=run.seed_for("replay"),
             device=run.device,
+            final_obs=self.final_obs,
         )
         self.learner = MADDPGLearner(make_net(), layout.agents, layout.obs_dim, layout.actions, config, run)
 
@@ -244,7 +247,8 @@ class MADDPG(Algorithm):
         for _ in steps(self.config.episode_length):
             actions = self.actor.act(obs)
             next_obs, rewards, terminated, truncated = self.env.step(actions)
-            self.buffer.insert(obs, actions, rewards, terminated, truncated)
+            last = self.env.final_obs() if self.final_obs else next_obs  # the episodes' last observations
+            self.buffer.insert(obs, actions, rewards, last, terminated, truncated)
             self.actor.forget(terminated, truncated)
             obs = next_obs
         # Replay: a batch of whole episodes (none during the warm-up).

@@ -10,8 +10,9 @@ whose weights a hypernetwork makes from the global state (every agent's observat
 non-negative, so ``Q_tot`` rises with each agent's Q; for VDN by their sum.  The target is
 ``r + gamma * Q_tot'(s')`` with the target networks, each agent's next action picked by the online
 network (double Q), rewards standardised by their running statistics, the team's reward the mean
-of the agents'.  An episode's last step is terminal, also where a time limit ended it
-(``msrl.rl.EpisodeReplay`` says why).
+of the agents'.  An episode cut by its time limit bootstraps its last step from its last
+observation (the environment's ``final_obs()``, EPyMARL's treatment; ``bootstrap_time_limits``);
+one that terminated does not.
 
 EPyMARL's settings (``src/config/default.yaml`` and ``algs/qmix.yaml``): Adam at 5e-4, batches of
 32 episodes, 5,000 in the replay, the target networks copied every 200 updates, epsilon from 1 to
@@ -56,6 +57,7 @@ from msrl.rl import (
     RunningMeanStd,
     check_compile_option,
     copy_weights,
+    keeps_final_obs,
     load_state,
     load_weights,
     mlp,
@@ -97,6 +99,10 @@ class EpisodeConfig:
     """A GRU in the agents' network, unrolled over each episode (EPyMARL's ``use_rnn``)."""
     standardise_rewards: bool = True
     """Scale rewards by their running statistics in the targets (EPyMARL's ``standardise_rewards``)."""
+    bootstrap_time_limits: bool = True
+    """Keep the last observation of an episode cut by its time limit (the environment's
+    ``final_obs()``) and bootstrap its last step from it, as EPyMARL does; false ends every
+    episode as terminal (the MAPPO paper's code)."""
     max_grad_norm: float = 10.0
     """Global gradient-norm clip of each network."""
     compile: bool | str = False
@@ -437,6 +443,7 @@ class QMIX(Algorithm):
         self.env = msrl.envs.make(
             config.env_id, config.num_envs, seed=run.seed_for("env"), defaults=run.env_defaults, **config.env_kwargs
         )
+        self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         schedule = (config.epsilon_start, config.epsilon_finish, config.epsilon_anneal_steps)
         self.actor = QMIXActor(make_net(), layout.sizes, layout.actions, run, schedule)
         self.buffer = EpisodeReplay(
@@ -450,6 +457,7 @@ class QMIX(Algorithm):
             num_batches=config.gradient_steps,
             seed=run.seed_for("replay"),
             device=run.device,
+            final_obs=self.final_obs,
         )
         self.learner = QMIXLearner(make_net(), layout.agents, layout.obs_dim, config, run)
 
@@ -459,7 +467,8 @@ class QMIX(Algorithm):
         for _ in steps(self.config.episode_length):
             actions = self.actor.act(obs)
             next_obs, rewards, terminated, truncated = self.env.step(actions)
-            self.buffer.insert(obs, actions, rewards, terminated, truncated)
+            last = self.env.final_obs() if self.final_obs else next_obs  # the episodes' last observations
+            self.buffer.insert(obs, actions, rewards, last, terminated, truncated)
             self.actor.forget(terminated, truncated)
             obs = next_obs
         # Replay: a batch of whole episodes (none during the warm-up).

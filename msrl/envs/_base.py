@@ -181,17 +181,21 @@ class HostDynamics:
         episodes.record(reward, rows)
         return new
 
-    def final_obs(self, obs: Array) -> Array:
-        """``obs``, the last step's observations, with the rows it finished set to their
-        episodes' last observations (NaN before the first call: keeping starts there)."""
+    def final_obs(self, obs: Any) -> Any:
+        """``obs``, the last step's observations (an array, or a multi-agent environment's dict of
+        one per group), with the rows it finished set to their episodes' last observations (NaN
+        before the first call: keeping starts there)."""
         self.keep_final = True
         if self._finished is not None:
+            parts = obs if isinstance(obs, dict) else {None: obs}
             if self._final_state is None:
-                self.arrays.fill_rows(obs, self._finished, float("nan"))
+                for part in parts.values():
+                    self.arrays.fill_rows(part, self._finished, float("nan"))
             else:
-                final = self.arrays.obs_buffer(obs.shape[0], tuple(obs.shape[1:]))
-                self.physics.write_obs(self._final_state, final)
-                self.arrays.copy_rows(obs, final, self._finished)
+                final = {k: self.arrays.obs_buffer(v.shape[0], tuple(v.shape[1:])) for k, v in parts.items()}
+                self.physics.write_obs(self._final_state, final if isinstance(obs, dict) else final[None])
+                for k, part in parts.items():
+                    self.arrays.copy_rows(part, final[k], self._finished)
         return obs
 
     def forget_final(self) -> None:

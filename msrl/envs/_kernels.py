@@ -198,12 +198,13 @@ class KernelDynamics:
     def observe(self, state: Array, out: Array) -> None:
         self.launch(self._observe, [state, out, self.num_envs])
 
-    def final_obs(self, obs: Array) -> Array:
-        """``obs`` with NaN on the rows the last step finished: the step kernel resets them, so
-        their episodes' last observations are gone."""
+    def final_obs(self, obs: Any) -> Any:
+        """``obs`` (an array, or a dict of one per group) with NaN on the rows the last step
+        finished: the step kernel resets them, so their episodes' last observations are gone."""
         rows = None if self._flags is None else self.arrays.finished_rows(*self._flags)
         if rows is not None:
-            self.arrays.fill_rows(obs, rows, float("nan"))
+            for part in obs.values() if isinstance(obs, dict) else (obs,):
+                self.arrays.fill_rows(part, rows, float("nan"))
         return obs
 
     def forget_final(self) -> None:

@@ -136,10 +136,6 @@ class MultiAgentEnv(BatchedEnv):
             )
         return obs, rewards, terminated, truncated
 
-    def final_obs(self) -> Batched:
-        """Not kept for multi-agent environments (per-group dicts; no off-policy learner uses them)."""
-        raise NotImplementedError(f"{self.env_id}: final_obs() is for single-agent environments")
-
     def _discard_episodes(self, mask: Array | None = None) -> None:
         self._group_episodes.discard(mask)
 

@@ -229,6 +229,7 @@ class PettingZooEnv(Environment):
         self._seed, self._steps = int(seed), 0
         self._obs = self._layout.new_obs(self.num_envs)
         self._ended: list[dict[Any, bool]] = [{} for _ in range(self.num_envs)]
+        self._final: dict[int, dict[str, np.ndarray]] = {}  # copy -> its ended episode's last observations
         for i, copy in enumerate(self._copies):
             self._layout.write_obs(self._obs, i, copy.reset(seed=self._seed + i)[0])
 
@@ -245,6 +246,7 @@ class PettingZooEnv(Environment):
         for i, copy in enumerate(self._copies):
             self._layout.write_obs(self._obs, i, copy.reset(seed=None if seed is None else seed + i)[0])
             self._ended[i].clear()
+        self._final = {}
         self._episodes.discard()
 
     def observe(self) -> Batched:
@@ -256,6 +258,7 @@ class PettingZooEnv(Environment):
         rewards = {name: np.zeros((self.num_envs, g.num_agents), np.float32) for name, g in self.groups.items()}
         terminated = np.zeros(self.num_envs, np.float32)
         truncated = np.zeros(self.num_envs, np.float32)
+        self._final = {}
         for i, copy in enumerate(self._copies):
             obs, reward, term, trunc, _ = copy.step(self._layout.to_pettingzoo(i, checked, copy.agents))
             self._layout.write_obs(self._obs, i, obs)
@@ -272,11 +275,22 @@ class PettingZooEnv(Environment):
                 terminated[i] = 1.0
             else:
                 truncated[i] = 1.0
+            self._final[i] = {name: part[i].copy() for name, part in self._obs.items()}
             self._layout.write_obs(self._obs, i, copy.reset()[0])
             ended.clear()
         self._episodes.record(rewards, self._arrays.finished_rows(terminated, truncated))
         self._steps += 1
         return self.observe(), rewards, terminated, truncated
+
+    def final_obs(self) -> Batched:
+        """``{group: observations}`` the last ``step`` ended in: its ``obs`` where an episode goes on,
+        and where the step ended one (and restarted it), that episode's last observations, which a
+        time-limited episode bootstraps from."""
+        obs = self.observe()
+        for i, last in self._final.items():
+            for name, rows in last.items():
+                obs[name][i] = rows
+        return obs
 
     def active(self) -> Batched:
         """Which agents are in the game, for the latest observation: ``{group: (num_envs,

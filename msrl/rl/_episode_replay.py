@@ -40,12 +40,14 @@ class EpisodeReplay(Buffer):
 
     ``insert`` takes one step of every environment of a multi-agent environment: per group
     ``obs`` ``(envs, agents, obs_dim)`` and ``actions`` ``(envs, agents)``, the rewards averaged
-    over all agents (the team's reward), and the episodes' ends.  Agents of all groups (``groups``,
-    in order) are one row of agents.  An episode enters the replay when it ends; one longer than
-    ``max_length`` steps is an error.  Its last step is stored as terminal whether the episode
-    terminated or was cut by a time limit: msrl's multi-agent environments keep no last
-    observation to bootstrap from (the MAPPO paper's code ends MPE's episodes so too); the slot
-    after it holds zeros.
+    over all agents (the team's reward), the step's last observations (``last``: the
+    environment's ``final_obs()``, or the next observations) and the episodes' ends.  Agents of all
+    groups (``groups``, in order) are one row of agents.  An episode enters the replay when it ends;
+    one longer than ``max_length`` steps is an error.  With ``final_obs`` an episode cut by a time
+    limit keeps its last observation in the slot after its last step and that step is not terminal,
+    so its value bootstraps from the observation (EPyMARL's episodes), where the observation is
+    known (not NaN: fused kernels reset inside the step); otherwise, and without ``final_obs``,
+    the end is terminal and the slot holds zeros (the MAPPO paper's code ends MPE's episodes so).
     ``sample()`` gives ``num_batches`` batches of ``batch_size`` episodes, or none before
     ``learning_starts`` episodes (at least a batch) are in."""
 
@@ -62,6 +64,7 @@ class EpisodeReplay(Buffer):
         learning_starts: int = 0,
         seed: int = 0,
         device: str = "cpu",
+        final_obs: bool = False,
     ) -> None:
         if min(capacity, max_length, num_envs, agents, obs_dim, batch_size) < 1:
             raise ValueError("capacity, max_length, num_envs, agents, obs_dim and batch_size must be >= 1")
@@ -73,6 +76,7 @@ class EpisodeReplay(Buffer):
             num_batches,
         )
         self.groups = list(groups)
+        self.final_obs = final_obs
         self.learning_starts = max(learning_starts, batch_size)
         self.device = torch.device(device)
         zeros = lambda *shape, dtype=torch.float32: torch.zeros(shape, dtype=dtype, device=self.device)  # noqa: E731
@@ -91,7 +95,7 @@ class EpisodeReplay(Buffer):
     def _agents(self, values: Any, dtype: torch.dtype) -> torch.Tensor:
         return torch.cat([torch.as_tensor(values[g], dtype=dtype, device=self.device) for g in self.groups], dim=1)
 
-    def insert(self, obs: Any, actions: Any, rewards: Any, terminated: Any, truncated: Any) -> NoValue:
+    def insert(self, obs: Any, actions: Any, rewards: Any, last: Any, terminated: Any, truncated: Any) -> NoValue:
         obs, actions = self._agents(obs, torch.float32), self._agents(actions, torch.int64)
         team = torch.cat([torch.as_tensor(rewards[g], device=self.device) for g in self.groups], 1).float().mean(1)
         terminated = torch.as_tensor(terminated, dtype=torch.float32, device=self.device)
@@ -103,7 +107,14 @@ class EpisodeReplay(Buffer):
         self.open_obs[rows, t] = obs
         self.open_actions[rows, t] = actions
         self.open_rewards[rows, t] = team
-        self.open_terminated[rows, t] = ended.float()
+        ends = ended
+        if self.final_obs:  # a cut episode keeps its last observation where known (not NaN)
+            last = self._agents(last, torch.float32)
+            known = torch.isfinite(last.flatten(1)).all(1)
+            ends = (terminated > 0) | (ended & ~known)
+            cut = ended & ~ends
+            self.open_obs[rows[cut], t[cut] + 1] = last[cut]
+        self.open_terminated[rows, t] = ends.float()
         self.length += 1
         for env in ended.nonzero().flatten().tolist():
             self._store(env)

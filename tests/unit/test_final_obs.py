@@ -114,3 +114,28 @@ def test_a_sharded_environment_joins_its_shards() -> None:
         for k, env in enumerate(alone):
             env.step(action[3 * k : 3 * k + 3])
         np.testing.assert_array_equal(sharded.final_obs(), np.concatenate([env.final_obs() for env in alone]))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch", "pettingzoo"])
+def test_a_multi_agent_environment_gives_each_groups_last_observations(backend: str) -> None:
+    """simple_spread cut at 5 steps against the same environment cut at 100 (its physics draws no
+    noise): where the short one's episodes end, its ``final_obs()`` is the long one's observation at
+    that step, not the next episode's first; every other step it is the step's own ``obs``."""
+    if backend == "pettingzoo":
+        pytest.importorskip("mpe2")
+    short, long = (msrl.envs.make("simple_spread_v3", 3, seed=4, backend=backend, max_cycles=n) for n in (5, 100))
+    short.final_obs()  # keeping starts here (host physics)
+    rng = np.random.default_rng(1)
+    for step in range(1, 7):
+        actions = {"agents": rng.integers(0, 5, (3, 3))}
+        obs, _, terminated, truncated = short.step(actions)
+        reference = _np(long.step(actions)[0]["agents"])
+        final = _np(short.final_obs()["agents"])
+        if step == 5:
+            assert (_np(truncated) == 1).all() and (_np(terminated) == 0).all()
+            np.testing.assert_allclose(final, reference, rtol=1e-5, atol=1e-6)
+            assert not np.allclose(final, _np(obs["agents"]))
+        else:
+            np.testing.assert_array_equal(final, _np(obs["agents"]))
+        if step < 5:
+            np.testing.assert_allclose(_np(obs["agents"]), reference, rtol=1e-5, atol=1e-6)

@@ -103,7 +103,7 @@ def test_the_replay_stores_whole_episodes_with_the_teams_reward() -> None:
         actions = {"a": torch.ones(2, 2, dtype=torch.int64), "b": torch.zeros(2, 1, dtype=torch.int64)}
         rewards = {"a": torch.tensor([[1.0, 2.0], [0.0, 0.0]]), "b": torch.tensor([[3.0], [3.0]])}
         ended = torch.tensor([1.0 if t == 2 else 0.0, 1.0 if t == 3 else 0.0])
-        replay.insert(obs, actions, rewards, torch.zeros(2), ended)
+        replay.insert(obs, actions, rewards, obs, torch.zeros(2), ended)
     assert len(replay) == 2 and replay.episodes == 2
     first, second = 0, 1  # env 0's episode ended after 3 steps, env 1's after 4
     torch.testing.assert_close(replay.mask[first], torch.tensor([1.0, 1.0, 1.0, 0.0]))
@@ -116,13 +116,37 @@ def test_the_replay_stores_whole_episodes_with_the_teams_reward() -> None:
     assert batch.obs.shape == (2, 3, 5, 3, 2) and batch.mask.shape == (2, 3, 4)
 
 
+def test_a_cut_episode_keeps_its_last_observation_and_bootstraps() -> None:
+    """With ``final_obs``: env 0's episode is cut by the limit after 2 steps (its last observation,
+    9, goes to the slot after them and its last step is not terminal), env 1's terminates (terminal,
+    as always), env 2's is cut with its last observation unknown (NaN: terminal, slot zeros)."""
+    replay = EpisodeReplay(10, 3, 3, ["a"], 1, 1, final_obs=True)
+    actions, rewards = {"a": torch.zeros(3, 1, dtype=torch.int64)}, {"a": torch.zeros(3, 1)}
+    for t in range(2):
+        obs = {"a": torch.full((3, 1, 1), float(t))}
+        last = {"a": torch.tensor([[[9.0]], [[8.0]], [[float("nan")]]]) if t == 1 else obs["a"]}
+        terminated, truncated = torch.tensor([0.0, t, 0.0]), torch.tensor([t, 0.0, t])
+        replay.insert(obs, actions, rewards, last, terminated, truncated)
+    assert replay.episodes == 3
+    torch.testing.assert_close(replay.terminated[:3, :2], torch.tensor([[0.0, 0.0], [0.0, 1.0], [0.0, 1.0]]))
+    torch.testing.assert_close(
+        replay.obs[:3, :3, 0, 0], torch.tensor([[0.0, 1.0, 9.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+    )
+    plain = EpisodeReplay(10, 3, 1, ["a"], 1, 1)  # without: every end is terminal
+    for t in range(2):
+        obs = {"a": torch.full((1, 1, 1), float(t))}
+        plain.insert(obs, {"a": actions["a"][:1]}, {"a": rewards["a"][:1]}, obs, torch.zeros(1), torch.tensor([t]))
+    torch.testing.assert_close(plain.terminated[0, :2], torch.tensor([0.0, 1.0]))
+    torch.testing.assert_close(plain.obs[0, :3, 0, 0], torch.tensor([0.0, 1.0, 0.0]))
+
+
 def test_an_episode_longer_than_its_slot_is_an_error() -> None:
     replay = EpisodeReplay(4, 2, 1, ["a"], 1, 1)
     step = ({"a": torch.zeros(1, 1, 1)}, {"a": torch.zeros(1, 1, dtype=torch.int64)}, {"a": torch.zeros(1, 1)})
-    replay.insert(*step, torch.zeros(1), torch.zeros(1))
-    replay.insert(*step, torch.zeros(1), torch.zeros(1))
+    replay.insert(*step, step[0], torch.zeros(1), torch.zeros(1))
+    replay.insert(*step, step[0], torch.zeros(1), torch.zeros(1))
     with pytest.raises(ValueError, match="ran past algo.episode_length"):
-        replay.insert(*step, torch.zeros(1), torch.zeros(1))
+        replay.insert(*step, step[0], torch.zeros(1), torch.zeros(1))
 
 
 def test_the_actor_forgets_ended_episodes_and_anneals_epsilon() -> None:
