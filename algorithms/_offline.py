@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 import msrl.envs
 from msrl.core import Actor, Algorithm, Batched, Box, ConfigError, NoValue, RunInfo, split
-from msrl.data import DatasetReplay, check_dataset_env, read_info
+from msrl.data import DatasetReplay, check_dataset_env, observation_statistics, read_info
 from msrl.rl import (
     check_action_space,
     check_compile_option,
@@ -48,6 +48,9 @@ class OfflineConfig:
     """Polyak rate of the target critics."""
     hidden_sizes: tuple = (256, 256)
     """Widths of the hidden layers (ReLU) of every network."""
+    normalize_obs: bool = False
+    """Standardise every observation by the whole dataset's mean and standard deviation, in the
+    learner's batches and in the actor (CORL's ``normalize``; ``msrl.data.observation_statistics``)."""
     compile: bool | str = "auto"
     """The gradient steps as compiled regions: ``auto`` switches to them once built, ``true`` waits
     for them, ``false``: eager."""
@@ -110,12 +113,18 @@ class GaussianPolicy(nn.Module):
 
 class OfflineActor(Actor):
     """The policy's most likely action (``policy.mode``): offline, an actor acts only in the
-    evaluation (and in ``msrl record``)."""
+    evaluation (and in ``msrl record``).  With ``obs_stats`` (the dataset's mean and standard
+    deviation) it standardises the environment's observations as the learner's were."""
 
-    def __init__(self, policy: nn.Module, run: RunInfo) -> None:
+    def __init__(self, policy: nn.Module, run: RunInfo, obs_stats: tuple[Any, Any] | None = None) -> None:
         self.device = torch.device(run.device)
         self.policy = policy.to(self.device)
         self.mode = cast(Callable[[Tensor], Tensor], policy.mode)  # the policy's most likely action
+        self.obs_stats = (
+            None
+            if obs_stats is None
+            else tuple(torch.as_tensor(x, dtype=torch.float32, device=self.device) for x in obs_stats)
+        )
 
     @torch.inference_mode()
     def act(self, obs: Any) -> Batched:
@@ -123,7 +132,11 @@ class OfflineActor(Actor):
 
     @torch.inference_mode()
     def greedy(self, obs: Any) -> Batched:
-        return self.mode(torch.as_tensor(obs, dtype=torch.float32, device=self.device))
+        obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        if self.obs_stats is not None:
+            mean, std = self.obs_stats
+            obs = (obs - mean) / std
+        return self.mode(obs)
 
     def set_weights(self, weights: dict[str, torch.Tensor]) -> NoValue:
         load_weights(self.policy, weights)
@@ -153,6 +166,7 @@ class OfflineAlgorithm(Algorithm):
         action_space = check_action_space(env_id, self.name, self.eval_env.action_space, (Box,))
         check_dataset_env(info, env_id, self.eval_env.observation_space, action_space)
         obs_dim = int(np.prod(observation_shape(env_id, self.eval_env.observation_space)))
+        stats = observation_statistics(config.dataset) if config.normalize_obs else None
         self.dataset = DatasetReplay(
             config.dataset,
             seeds=[run.seed_for("dataset", stratum) for stratum in range(config.sample_strata)],
@@ -160,9 +174,10 @@ class OfflineAlgorithm(Algorithm):
             num_batches=config.gradient_steps,
             device=run.device,
             part=run.part,
+            obs_stats=stats,
         )
         generator = torch.Generator().manual_seed(run.seed_for("weights"))  # the learner's first draws
-        self.actor = OfflineActor(self.make_policy(obs_dim, action_space, config, generator), run)
+        self.actor = OfflineActor(self.make_policy(obs_dim, action_space, config, generator), run, stats)
         self.learner = self.learner_class(obs_dim, action_space, config, run)
 
     def make_policy(self, obs_dim: int, action_space: Box, config: Any, generator: torch.Generator) -> nn.Module:

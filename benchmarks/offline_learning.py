@@ -120,7 +120,7 @@ def train_once(algorithm: str, dataset: Path, seed: int, policy: str, args: argp
     import msrl
 
     overrides = [f"algo.dataset={dataset}", f"seed={seed}", "progress=false", "checkpoint_every=0", *PRESETS[policy]]
-    overrides += [f"total_env_steps={256 * args.gradient_steps}", f"eval_episodes={args.eval_episodes}"]
+    overrides += [f"total_env_steps={256 * args.gradient_steps}", f"eval_episodes={args.eval_episodes}", *args.set]
     with tempfile.TemporaryDirectory(prefix="msrl-offline-") as runs:
         start = time.perf_counter()
         result = msrl.train(str(REPO / "configs" / f"{algorithm}_pendulum.yaml"), [f"runs_dir={runs}", *overrides])
@@ -131,6 +131,7 @@ def train_once(algorithm: str, dataset: Path, seed: int, policy: str, args: argp
         "seed": seed,
         "policy": policy,
         "gradient_steps": args.gradient_steps,
+        "settings": list(args.set),
         "greedy_return": result.evaluation.mean,
         "wall_s": seconds,
     }
@@ -142,12 +143,14 @@ def normalised(value: float, record: dict[str, Any]) -> float:
 
 def report(paths: list[str]) -> None:
     records = read_jsonl(paths)
-    groups: dict[tuple[str, str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, int, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
-        groups[(record["algorithm"], record["level"], record["policy"], record["gradient_steps"])].append(record)
+        settings = " ".join(record.get("settings", []))
+        key = (record["algorithm"], record["level"], record["policy"], record["gradient_steps"], settings)
+        groups[key].append(record)
     rows = []
-    order = lambda key: (ALGORITHMS.index(key[0]), LEVELS.index(key[1]), list(PRESETS).index(key[2]), key[3])  # noqa: E731
-    for (algorithm, level, policy, steps), runs in sorted(groups.items(), key=lambda kv: order(kv[0])):
+    order = lambda key: (ALGORITHMS.index(key[0]), LEVELS.index(key[1]), list(PRESETS).index(key[2]), key[3:])  # noqa: E731
+    for (algorithm, level, policy, steps, settings), runs in sorted(groups.items(), key=lambda kv: order(kv[0])):
         scores = [normalised(r["greedy_return"], r) for r in runs]
         returns = [r["greedy_return"] for r in runs]
         spread = lambda xs: statistics.pstdev(xs) if len(xs) > 1 else 0.0  # noqa: E731
@@ -156,6 +159,7 @@ def report(paths: list[str]) -> None:
                 algorithm,
                 level,
                 f"`{policy}`",
+                f"`{settings}`" if settings else "shipped",
                 f"{steps:,}",
                 len(runs),
                 f"{statistics.fmean(returns):.1f} ± {spread(returns):.1f}",
@@ -168,6 +172,7 @@ def report(paths: list[str]) -> None:
         "algorithm",
         "dataset",
         "policy",
+        "settings",
         "gradient steps",
         "seeds",
         "greedy return",
@@ -191,6 +196,7 @@ def main() -> None:
     go.add_argument("--episodes", type=int, default=100, help="episodes per dataset (default 100: 20,000 steps)")
     go.add_argument("--medium-steps", type=int, default=2_000, help="env steps of the medium SAC policy")
     go.add_argument("--eval-episodes", type=int, default=20)
+    go.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
     go.add_argument("--out", required=True, help="JSONL file the runs are appended to")
     rep = sub.add_parser("report", help="the table of runs recorded")
     rep.add_argument("paths", nargs="+")

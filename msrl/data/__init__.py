@@ -17,7 +17,7 @@ from msrl.data._minari import (
     transitions,
     write_dataset,
 )
-from msrl.data._replay import DatasetReplay, check_dataset_env
+from msrl.data._replay import DatasetReplay, check_dataset_env, observation_statistics
 
 __all__ = [
     "FORMAT_VERSION",
@@ -27,6 +27,7 @@ __all__ = [
     "Transitions",
     "check_dataset_env",
     "merge_datasets",
+    "observation_statistics",
     "read_episodes",
     "read_info",
     "space_from_json",

@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from msrl.core import Batched, ConfigError, DatasetError, load_generator_state
@@ -33,7 +34,8 @@ class DatasetReplay(ReplayBuffer):
     environment's steps are the run's (demonstrations beside an environment: GAIL's),
     ``counts_steps=False`` leaves them uncounted.  A checkpoint
     holds the strata's random streams and which dataset it was, not the data: a run resumes on the
-    same dataset or stops with one line."""
+    same dataset or stops with one line.  ``obs_stats`` (``observation_statistics``' mean and
+    standard deviation) stores every observation standardised by them."""
 
     def __init__(
         self,
@@ -45,6 +47,7 @@ class DatasetReplay(ReplayBuffer):
         part: tuple[int, int] = (0, 1),
         reader: str = "auto",
         counts_steps: bool = True,
+        obs_stats: tuple[Any, Any] | None = None,
     ) -> None:
         info = read_info(path)
         index, parts = part
@@ -81,7 +84,11 @@ class DatasetReplay(ReplayBuffer):
             device=device,
             final_obs=True,
         )
-        self.insert(steps.obs, steps.actions, steps.rewards, steps.next_obs, steps.terminations, steps.truncations)
+        obs, next_obs = torch.as_tensor(steps.obs), torch.as_tensor(steps.next_obs)
+        if obs_stats is not None:  # every observation standardised by the whole dataset's statistics
+            mean, std = (torch.as_tensor(x, dtype=torch.float32) for x in obs_stats)
+            obs, next_obs = ((torch.as_tensor(x, dtype=torch.float32) - mean) / std for x in (obs, next_obs))
+        self.insert(obs, steps.actions, steps.rewards, next_obs, steps.terminations, steps.truncations)
         # each stratum's rows in this copy's storage, and its random stream
         sizes = [sum(e.steps for e in episodes[bounds[s] - first : bounds[s + 1] - first]) for s in self.own_strata]
         starts = [sum(sizes[:i]) for i in range(len(sizes))]
@@ -143,6 +150,19 @@ class DatasetReplay(ReplayBuffer):
                 f"the checkpoint trained on dataset {_named(saved)}, this run reads {_named(self.identity)} "
                 f"from {self.info.path}"
             )
+
+
+def observation_statistics(path: str | os.PathLike[str], eps: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and standard deviation (plus ``eps``, so that constant features divide by it) of
+    the observations of every transition in dataset ``path``, per feature, as float32: what an
+    offline learner standardises its inputs by (CORL's ``normalize``), the same in every copy."""
+    count, total, squares = 0, 0.0, 0.0
+    for episode in read_episodes(path):
+        obs = episode.observations[:-1].reshape(episode.steps, -1).astype(np.float64)
+        count, total, squares = count + len(obs), total + obs.sum(0), squares + np.square(obs).sum(0)
+    mean = np.asarray(total) / count
+    std = np.sqrt(np.maximum(np.asarray(squares) / count - mean**2, 0.0)) + eps
+    return mean.astype(np.float32), std.astype(np.float32)
 
 
 def _named(identity: Any) -> str:

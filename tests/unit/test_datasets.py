@@ -21,6 +21,7 @@ from msrl.data import (
     DatasetReplay,
     Episode,
     merge_datasets,
+    observation_statistics,
     read_episodes,
     read_info,
     space_from_json,
@@ -239,6 +240,26 @@ def test_time_limited_transitions_bootstrap_from_the_episodes_last_observation(t
     second_end = first.steps + episodes[1].steps - 1  # terminated
     assert replay.terminated[second_end] == 1.0
     assert replay.terminated.sum() == 1.0
+
+
+def test_observations_standardise_by_the_whole_datasets_statistics_in_every_copy(tmp_path: Path) -> None:
+    """The statistics are the transitions' observations' (each episode's last observation follows
+    a transition, it starts none), plus 1e-3 on the deviation; both halves of a split replay
+    standardise by the whole dataset's, so their rows are the whole replay's rows."""
+    episodes = _episodes()
+    out = _write(tmp_path, episodes)
+    mean, std = observation_statistics(out)
+    rows = np.concatenate([e.observations[:-1] for e in episodes]).astype(np.float64)
+    np.testing.assert_allclose(mean, rows.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(std, rows.std(0) + 1e-3, rtol=1e-5, atol=1e-6)
+    whole = DatasetReplay(out, [1, 2], obs_stats=(mean, std))
+    raw = DatasetReplay(out, [1, 2])
+    n = len(whole)
+    torch.testing.assert_close(whole.obs[:n], (raw.obs[:n] - torch.as_tensor(mean)) / torch.as_tensor(std))
+    torch.testing.assert_close(whole.next_obs[:n], (raw.next_obs[:n] - torch.as_tensor(mean)) / torch.as_tensor(std))
+    torch.testing.assert_close(whole.obs[:n].mean(0), torch.zeros(3), rtol=0, atol=1e-5)
+    parts = [DatasetReplay(out, [1, 2], batch_size=128, part=(i, 2), obs_stats=(mean, std)) for i in range(2)]
+    torch.testing.assert_close(torch.cat([p.obs[: len(p)] for p in parts]), whole.obs[:n])
 
 
 def test_a_checkpoint_holds_the_random_streams_not_the_data(tmp_path: Path) -> None:

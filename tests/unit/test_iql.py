@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
+import msrl.envs
 from algorithms.iql import IQL, IQLConfig, IQLLearner
 from msrl.core import Box, ConfigError, DatasetError, Discrete, RunInfo
-from msrl.data import Episode, write_dataset
+from msrl.data import Episode, observation_statistics, write_dataset
 from msrl.rl import ReplayBatch
 
 SPACE = Box(-2.0, 2.0, (1,))
@@ -127,6 +128,26 @@ def test_a_dataset_of_other_spaces_than_the_environments_is_one_line(tmp_path: P
     out = _dataset(tmp_path, Box(-1.0, 1.0, (4,)), SPACE)
     with pytest.raises(DatasetError, match=r"holds Box\(4,\) observations .* Pendulum-v1 has Box\(3,\)"):
         IQL(IQLConfig(dataset=str(out)), RUN)
+
+
+def test_normalize_obs_standardises_the_learners_batches_and_the_actors_observations(tmp_path: Path) -> None:
+    """With ``normalize_obs`` the dataset's rows and the actor's inputs are standardised by the
+    dataset's statistics alike, so the greedy action on a raw observation is the policy's mode on
+    the standardised one; without, the actor passes observations through."""
+    out = _dataset(tmp_path, msrl.envs.spec("Pendulum-v1").observation_space, SPACE)
+    mean, std = observation_statistics(out)
+    plain = IQL(IQLConfig(dataset=str(out), sample_strata=1), RUN)
+    normalised = IQL(IQLConfig(dataset=str(out), sample_strata=1, normalize_obs=True), RUN)
+    n = len(plain.dataset)
+    torch.testing.assert_close(
+        normalised.dataset.obs[:n], (plain.dataset.obs[:n] - torch.as_tensor(mean)) / torch.as_tensor(std)
+    )
+    raw = torch.tensor([[0.5, -0.2, 3.0]])
+    with torch.no_grad():
+        want = normalised.actor.policy.mode((raw - torch.as_tensor(mean)) / torch.as_tensor(std))
+        torch.testing.assert_close(normalised.actor.greedy(raw), want)
+        torch.testing.assert_close(plain.actor.greedy(raw), plain.actor.policy.mode(raw))
+    assert not torch.allclose(normalised.actor.greedy(raw), normalised.actor.policy.mode(raw))
 
 
 def test_discrete_actions_are_refused_by_name(tmp_path: Path) -> None:
