@@ -1,26 +1,30 @@
 """How well do msrl's offline algorithms (IQL, AWAC, CQL) learn from datasets msrl records, at
 D4RL's levels, on D4RL's normalised score?
 
-D4RL's recipe on Pendulum-v1: SAC trained from ``configs/sac_pendulum.yaml`` to its budget is the
-expert; the same config stopped at ``--medium-steps`` env steps is the medium policy; each plays
-``--episodes`` episodes into a dataset with ``msrl record`` (the random one with ``--epsilon 1``), and
-``msrl merge`` joins the medium and expert ones into D4RL's medium-expert (twice the episodes).
-D4RL's medium-replay (the medium run's replay buffer) has no counterpart: the medium SAC's
-buffer holds ten episodes.
+D4RL's recipe, on Pendulum-v1 and HalfCheetah-v5 (``--env``): a policy trained to its config's
+budget is the expert (Pendulum: ``configs/sac_pendulum.yaml``; HalfCheetah:
+``configs/td3_halfcheetah.yaml``, 1M steps, its deterministic actions recorded with TD3's own
+exploration noise, 0.1, as D4RL sampled its SAC policies); the same config stopped at
+``--medium-steps`` env steps is the medium policy; each plays ``--episodes`` episodes into a dataset
+with ``msrl record`` (the random one with ``--epsilon 1``), and ``msrl merge`` joins the medium and
+expert ones into D4RL's medium-expert (twice the episodes).  D4RL's medium-replay (the medium
+run's replay buffer) has no counterpart.
 Every offline algorithm then trains on each dataset for ``--gradient-steps`` gradient steps of 256
-at its shipped config (``configs/<algorithm>_pendulum.yaml``), seeds interleaved, and is evaluated
-greedily (20 episodes).  The normalised score is D4RL's: ``100 * (R - R_random) / (R_expert -
-R_random)``, with the random and expert datasets' mean episode returns as the two references, so 0
-is the random policy and 100 the expert that made the data; each dataset's own score (what
-cloning it would give) is printed beside.
+at its shipped config (``configs/<algorithm>_<env>.yaml``, ``--set`` overriding), seeds
+interleaved, and is evaluated greedily.  The normalised score is D4RL's: ``100 * (R - R_random) /
+(R_expert - R_random)``, with the random and expert datasets' mean episode returns as the two
+references, so 0 is the random policy and 100 the expert that made the data; each dataset's own
+score (what cloning it would give) is printed beside.
 
     python -m benchmarks.offline_learning run --workdir ../offline --seeds 1 2 3 4 5 --out offline.jsonl
+    python -m benchmarks.offline_learning run --env halfcheetah --workdir ../offline --seeds 1 2 3 \
+        --algorithms iql awac --levels medium --gradient-steps 100000 --out offline.jsonl
     python -m benchmarks.offline_learning report offline.jsonl
 
-The datasets and the SAC runs are made once in ``--workdir`` and reused.  The published figures
+The policies and the datasets are made once in ``--workdir`` and reused.  The published figures
 the report quotes are the IQL paper's (Kostrikov et al. 2022, table 1) for HalfCheetah's D4RL
-datasets, the nearest recipe: a gap between those and these comes first from the datasets
-(Pendulum's 200-step episodes of one SAC policy, not HalfCheetah's 1,000-step ones of D4RL's).
+datasets: a gap between those and these comes first from the datasets (msrl's recordings, not
+D4RL's) and, below D4RL's 1M gradient steps, from the budget.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +60,27 @@ PUBLISHED = {
 }
 
 
-def sac_checkpoint(workdir: Path, name: str, steps: int | None) -> str:
-    """The checkpoint of ``configs/sac_pendulum.yaml`` trained to ``steps`` (its budget when None),
+@dataclass(frozen=True)
+class Recipe:
+    """How one environment's datasets are made: the config whose run is the expert (and, stopped
+    early, the medium policy), the Gaussian noise its actions are recorded with, and the defaults
+    of the episodes per dataset and the medium policy's env steps."""
+
+    source: str
+    noise: float
+    episodes: int
+    medium_steps: int
+
+
+RECIPES = {
+    "pendulum": Recipe("sac_pendulum", 0.0, 100, 2_000),
+    "halfcheetah": Recipe("td3_halfcheetah", 0.1, 1_000, 100_000),
+}
+RECIPES_ORDER, PRESET_ORDER = list(RECIPES), list(PRESETS)
+
+
+def policy_checkpoint(workdir: Path, source: str, name: str, steps: int | None) -> str:
+    """The checkpoint of ``configs/<source>.yaml`` trained to ``steps`` (its budget when None),
     made once in ``workdir``."""
     import msrl
 
@@ -64,25 +88,32 @@ def sac_checkpoint(workdir: Path, name: str, steps: int | None) -> str:
     if not checkpoint.exists():
         overrides = [f"runs_dir={workdir / 'runs'}", f"name={name}", "progress=false"]
         overrides += [f"total_env_steps={steps}"] if steps else []
-        msrl.train(str(REPO / "configs" / "sac_pendulum.yaml"), overrides)
+        msrl.train(str(REPO / "configs" / f"{source}.yaml"), overrides)
     return str(checkpoint)
 
 
-def datasets(workdir: Path, episodes: int, medium_steps: int) -> dict[str, Path]:
-    """The four datasets, made once in ``workdir``: random, medium and expert recorded, and
-    medium-expert (D4RL's mix) the medium episodes then the expert ones."""
+def datasets(workdir: Path, env: str, episodes: int, medium_steps: int) -> dict[str, Path]:
+    """The four datasets of ``env``, made once in ``workdir``: random, medium and expert recorded,
+    and medium-expert (D4RL's mix) the medium episodes then the expert ones."""
     from msrl.app import record
     from msrl.data import merge_datasets
 
-    expert = sac_checkpoint(workdir, "expert", None)
-    medium = sac_checkpoint(workdir, "medium", medium_steps)
+    recipe = RECIPES[env]
+    expert = policy_checkpoint(workdir, recipe.source, f"{env}-expert" if env != "pendulum" else "expert", None)
+    medium_name = f"{env}-medium" if env != "pendulum" else "medium"
+    medium = policy_checkpoint(workdir, recipe.source, medium_name, medium_steps)
     made = {}
-    for level, checkpoint, epsilon in (("random", expert, 1.0), ("medium", medium, 0.0), ("expert", expert, 0.0)):
-        out = workdir / "datasets" / f"pendulum-{level}"
+    levels = (
+        ("random", expert, 1.0, 0.0),
+        ("medium", medium, 0.0, recipe.noise),
+        ("expert", expert, 0.0, recipe.noise),
+    )
+    for level, checkpoint, epsilon, noise in levels:
+        out = workdir / "datasets" / f"{env}-{level}"
         if not out.exists():
-            print(record(checkpoint, episodes, out, epsilon=epsilon, seed=100), flush=True)
+            print(record(checkpoint, episodes, out, epsilon=epsilon, noise=noise, seed=100), flush=True)
         made[level] = out
-    mixed = workdir / "datasets" / "pendulum-medium-expert"
+    mixed = workdir / "datasets" / f"{env}-medium-expert"
     if not mixed.exists():
         merge_datasets([made["medium"], made["expert"]], mixed)
     made["medium-expert"] = mixed
@@ -97,7 +128,9 @@ def mean_return(path: Path) -> float:
 
 def run(args: argparse.Namespace) -> None:
     workdir = Path(args.workdir).resolve()
-    made = datasets(workdir, args.episodes, args.medium_steps)
+    recipe = RECIPES[args.env]
+    episodes = args.episodes or recipe.episodes
+    made = datasets(workdir, args.env, episodes, args.medium_steps or recipe.medium_steps)
     references = {level: mean_return(path) for level, path in made.items()}
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine_info(note='torch threads 1')}")
     print("# dataset mean returns:", {level: round(value, 1) for level, value in references.items()}, flush=True)
@@ -105,6 +138,7 @@ def run(args: argparse.Namespace) -> None:
         for level, algorithm, policy in itertools.product(args.levels, args.algorithms, args.policies):
             record = train_once(algorithm, made[level], seed, policy, args)
             record.update(
+                env=args.env,
                 level=level,
                 dataset_return=references[level],
                 random_return=references["random"],
@@ -116,14 +150,15 @@ def run(args: argparse.Namespace) -> None:
 
 
 def train_once(algorithm: str, dataset: Path, seed: int, policy: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One run of ``configs/<algorithm>_pendulum.yaml`` on ``dataset`` under ``policy``."""
+    """One run of ``configs/<algorithm>_<env>.yaml`` on ``dataset`` under ``policy``."""
     import msrl
 
     overrides = [f"algo.dataset={dataset}", f"seed={seed}", "progress=false", "checkpoint_every=0", *PRESETS[policy]]
     overrides += [f"total_env_steps={256 * args.gradient_steps}", f"eval_episodes={args.eval_episodes}", *args.set]
     with tempfile.TemporaryDirectory(prefix="msrl-offline-") as runs:
         start = time.perf_counter()
-        result = msrl.train(str(REPO / "configs" / f"{algorithm}_pendulum.yaml"), [f"runs_dir={runs}", *overrides])
+        config = REPO / "configs" / f"{algorithm}_{args.env}.yaml"
+        result = msrl.train(str(config), [f"runs_dir={runs}", *overrides])
         seconds = time.perf_counter() - start
     assert result.evaluation is not None
     return {
@@ -143,19 +178,30 @@ def normalised(value: float, record: dict[str, Any]) -> float:
 
 def report(paths: list[str]) -> None:
     records = read_jsonl(paths)
-    groups: dict[tuple[str, str, str, int, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str, int, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         settings = " ".join(record.get("settings", []))
-        key = (record["algorithm"], record["level"], record["policy"], record["gradient_steps"], settings)
+        env = record.get("env", "pendulum")
+        key = (env, record["algorithm"], record["level"], record["policy"], record["gradient_steps"], settings)
         groups[key].append(record)
     rows = []
-    order = lambda key: (ALGORITHMS.index(key[0]), LEVELS.index(key[1]), list(PRESETS).index(key[2]), key[3:])  # noqa: E731
-    for (algorithm, level, policy, steps, settings), runs in sorted(groups.items(), key=lambda kv: order(kv[0])):
+
+    def order(key: tuple[str, str, str, str, int, str]) -> tuple[Any, ...]:
+        return (
+            RECIPES_ORDER.index(key[0]),
+            ALGORITHMS.index(key[1]),
+            LEVELS.index(key[2]),
+            PRESET_ORDER.index(key[3]),
+            key[4:],
+        )
+
+    for (env, algorithm, level, policy, steps, settings), runs in sorted(groups.items(), key=lambda kv: order(kv[0])):
         scores = [normalised(r["greedy_return"], r) for r in runs]
         returns = [r["greedy_return"] for r in runs]
         spread = lambda xs: statistics.pstdev(xs) if len(xs) > 1 else 0.0  # noqa: E731
         rows.append(
             [
+                env,
                 algorithm,
                 level,
                 f"`{policy}`",
@@ -169,6 +215,7 @@ def report(paths: list[str]) -> None:
             ]
         )
     header = [
+        "environment",
         "algorithm",
         "dataset",
         "policy",
@@ -187,14 +234,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.offline_learning", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     go = sub.add_parser("run", help="make the datasets (once) and train every algorithm on each")
-    go.add_argument("--workdir", required=True, help="where the SAC runs and the datasets are kept")
+    go.add_argument("--env", choices=list(RECIPES), default="pendulum", help="the datasets' environment")
+    go.add_argument("--workdir", required=True, help="where the policies' runs and the datasets are kept")
     go.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     go.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=ALGORITHMS)
     go.add_argument("--levels", nargs="+", default=list(LEVELS), choices=LEVELS)
     go.add_argument("--policies", nargs="+", default=["local"], choices=list(PRESETS), help="presets (default local)")
     go.add_argument("--gradient-steps", type=int, default=5_000)
-    go.add_argument("--episodes", type=int, default=100, help="episodes per dataset (default 100: 20,000 steps)")
-    go.add_argument("--medium-steps", type=int, default=2_000, help="env steps of the medium SAC policy")
+    go.add_argument("--episodes", type=int, help="episodes per dataset (default: Pendulum 100, HalfCheetah 1,000)")
+    go.add_argument(
+        "--medium-steps", type=int, help="env steps of the medium policy (Pendulum 2,000, HalfCheetah 100,000)"
+    )
     go.add_argument("--eval-episodes", type=int, default=20)
     go.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
     go.add_argument("--out", required=True, help="JSONL file the runs are appended to")
