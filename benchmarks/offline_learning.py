@@ -99,9 +99,8 @@ def datasets(workdir: Path, env: str, episodes: int, medium_steps: int) -> dict[
     from msrl.data import merge_datasets
 
     recipe = RECIPES[env]
-    expert = policy_checkpoint(workdir, recipe.source, f"{env}-expert" if env != "pendulum" else "expert", None)
-    medium_name = f"{env}-medium" if env != "pendulum" else "medium"
-    medium = policy_checkpoint(workdir, recipe.source, medium_name, medium_steps)
+    expert = policy_checkpoint(workdir, recipe.source, f"{env}-expert", None)
+    medium = policy_checkpoint(workdir, recipe.source, f"{env}-medium", medium_steps)
     made = {}
     levels = (
         ("random", expert, 1.0, 0.0),
