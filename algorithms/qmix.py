@@ -10,9 +10,9 @@ whose weights a hypernetwork makes from the global state (every agent's observat
 non-negative, so ``Q_tot`` rises with each agent's Q; for VDN by their sum.  The target is
 ``r + gamma * Q_tot'(s')`` with the target networks, each agent's next action picked by the online
 network (double Q), rewards standardised by their running statistics, the team's reward the mean
-of the agents'.  An episode cut by its time limit bootstraps its last step from its last
-observation (the environment's ``final_obs()``, EPyMARL's treatment; ``bootstrap_time_limits``);
-one that terminated does not.
+of the agents'.  An episode's last step is terminal, also where a time limit cut it; with
+``bootstrap_time_limits`` a cut episode's last step bootstraps from its last observation (the
+environment's ``final_obs()``, as EPyMARL's current runner does).
 
 EPyMARL's settings (``src/config/default.yaml`` and ``algs/qmix.yaml``): Adam at 5e-4, batches of
 32 episodes, 5,000 in the replay, the target networks copied every 200 updates, epsilon from 1 to
@@ -99,10 +99,11 @@ class EpisodeConfig:
     """A GRU in the agents' network, unrolled over each episode (EPyMARL's ``use_rnn``)."""
     standardise_rewards: bool = True
     """Scale rewards by their running statistics in the targets (EPyMARL's ``standardise_rewards``)."""
-    bootstrap_time_limits: bool = True
+    bootstrap_time_limits: bool = False
     """Keep the last observation of an episode cut by its time limit (the environment's
-    ``final_obs()``) and bootstrap its last step from it, as EPyMARL does; false ends every
-    episode as terminal (the MAPPO paper's code)."""
+    ``final_obs()``) and bootstrap its last step from it, as EPyMARL's current runner does; false
+    (the default) ends every episode as terminal, as the MAPPO paper's code does: on simple_spread
+    at 500k steps QMIX's returns fell through training with it on (BENCHMARKS.md)."""
     max_grad_norm: float = 10.0
     """Global gradient-norm clip of each network."""
     compile: bool | str = False

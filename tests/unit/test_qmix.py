@@ -140,6 +140,19 @@ def test_a_cut_episode_keeps_its_last_observation_and_bootstraps() -> None:
     torch.testing.assert_close(plain.obs[0, :3, 0, 0], torch.tensor([0.0, 1.0, 0.0]))
 
 
+@pytest.mark.parametrize("bootstrap", [False, True])
+def test_simple_spreads_time_limit_is_terminal_unless_bootstrapped(bootstrap: bool) -> None:
+    """One iteration of QMIX on simple_spread (every episode cut at 25 steps): by default each
+    episode's last step is terminal and the slot after it empty; with ``bootstrap_time_limits`` the
+    step bootstraps and the slot holds the environment's last observation."""
+    algorithm = QMIX(QMIXConfig(num_envs=2, bootstrap_time_limits=bootstrap), RUN)
+    algorithm.train_step()
+    replay = algorithm.buffer
+    assert replay.size == 2 and replay.mask[:2].sum() == 50
+    assert replay.terminated[:2, 24].tolist() == ([0.0, 0.0] if bootstrap else [1.0, 1.0])
+    assert bool((replay.obs[:2, 25] != 0).any(dim=(1, 2)).all()) is bootstrap
+
+
 def test_an_episode_longer_than_its_slot_is_an_error() -> None:
     replay = EpisodeReplay(4, 2, 1, ["a"], 1, 1)
     step = ({"a": torch.zeros(1, 1, 1)}, {"a": torch.zeros(1, 1, dtype=torch.int64)}, {"a": torch.zeros(1, 1)})
