@@ -87,7 +87,7 @@ class DatasetReplay(ReplayBuffer):
         obs, next_obs = torch.as_tensor(steps.obs), torch.as_tensor(steps.next_obs)
         if obs_stats is not None:  # every observation standardised by the whole dataset's statistics
             mean, std = (torch.as_tensor(x, dtype=torch.float32) for x in obs_stats)
-            obs, next_obs = ((torch.as_tensor(x, dtype=torch.float32) - mean) / std for x in (obs, next_obs))
+            obs, next_obs = (obs.float() - mean) / std, (next_obs.float() - mean) / std
         self.insert(obs, steps.actions, steps.rewards, next_obs, steps.terminations, steps.truncations)
         # each stratum's rows in this copy's storage, and its random stream
         sizes = [sum(e.steps for e in episodes[bounds[s] - first : bounds[s + 1] - first]) for s in self.own_strata]
