@@ -1,13 +1,17 @@
 """Shared test set-up: eager learners unless a test asks for compiled ones, hypothesis profiles,
-and one local Ray per test session for the tests that can share it."""
+the same global random state at every test's start, and one local Ray per test session for the
+tests that can share it."""
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from hypothesis import settings
 
 # ``algo.compile: auto`` (the default) means eager in the suite and in the runs it starts: a run then
@@ -22,6 +26,16 @@ os.environ["MSRL_COMPILE"] = "false"
 settings.register_profile("ci", max_examples=150, derandomize=True, database=None)
 settings.register_profile("explore", max_examples=2000, derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def _same_global_random_state() -> None:
+    """Seed torch's, NumPy's and Python's global generators before every test, so what a test draws
+    from them (a network's initial weights, say) does not depend on which tests ran before it in
+    its worker: a test sees the same numbers in every run and on every split of the suite."""
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
 
 
 # -- one Ray per session ----------------------------------------------------------------------------
