@@ -12,12 +12,16 @@ non-negative, so ``Q_tot`` rises with each agent's Q; for VDN by their sum.  The
 network (double Q), rewards standardised by their running statistics, the team's reward the mean
 of the agents'.  An episode's last step is terminal, also where a time limit cut it; with
 ``bootstrap_time_limits`` a cut episode's last step bootstraps from its last observation (the
-environment's ``final_obs()``, as EPyMARL's current runner does).
+environment's ``final_obs()``), as EPyMARL's runners do where the environment marks the limit in
+its info (SMAC); its wrapper of gymnasium and PettingZoo environments (MPE) does not, so EPyMARL
+ends simple_spread's episodes as terminal, as the default here does.
 
 EPyMARL's settings (``src/config/default.yaml`` and ``algs/qmix.yaml``): Adam at 5e-4, batches of
 32 episodes, 5,000 in the replay, the target networks copied every 200 updates, epsilon from 1 to
 0.05 over 50,000 steps, gradients clipped to 10, 64 hidden units, a mixing embedding of 32 from a
-two-layer hypernetwork of 64, standardised rewards, agent ids in the input.  EPyMARL takes one
+two-layer hypernetwork of 64, standardised rewards, agent ids in the input.  The agents' network
+here has a GRU (``recurrent``: EPyMARL's ``rnn`` agent with ``use_rnn``); its ``qmix.yaml`` sets
+``use_rnn: False``, a feed-forward layer in the GRU's place, which ``recurrent: false`` gives.  EPyMARL takes one
 update per episode from one environment; here ``num_envs`` environments play an episode each per
 iteration and ``gradient_steps`` updates follow, as many by default.
 
@@ -96,14 +100,16 @@ class EpisodeConfig:
     hidden_size: int = 64
     """Width of the agents' network (and its GRU)."""
     recurrent: bool = True
-    """A GRU in the agents' network, unrolled over each episode (EPyMARL's ``use_rnn``)."""
+    """A GRU in the agents' network, unrolled over each episode (EPyMARL's ``use_rnn``, which its
+    ``qmix.yaml`` turns off); false: a second feed-forward layer in its place."""
     standardise_rewards: bool = True
     """Scale rewards by their running statistics in the targets (EPyMARL's ``standardise_rewards``)."""
     bootstrap_time_limits: bool = False
     """Keep the last observation of an episode cut by its time limit (the environment's
-    ``final_obs()``) and bootstrap its last step from it, as EPyMARL's current runner does; false
-    (the default) ends every episode as terminal, as the MAPPO paper's code does: on simple_spread
-    at 500k steps QMIX's returns fell through training with it on (BENCHMARKS.md)."""
+    ``final_obs()``) and bootstrap its last step from it, as EPyMARL does on SMAC; false (the
+    default) ends every episode as terminal, as EPyMARL's runner does on MPE and the MAPPO paper's
+    code does: on simple_spread at 500k steps QMIX's returns fell through training with it on
+    (BENCHMARKS.md)."""
     max_grad_norm: float = 10.0
     """Global gradient-norm clip of each network."""
     compile: bool | str = False
@@ -340,15 +346,16 @@ class QMIXLearner(Learner):
             return {}  # warm-up: too few episodes yet
         batch = EpisodeBatch(*(field.to(self.device) for field in batch))
         rewards = standardised(self.rewards, batch) if self.config.standardise_rewards else batch.rewards
-        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        total = torch.zeros(3, dtype=torch.float64, device=self.device)
         for k in range(batch.num_batches):
             episodes = batch.minibatch(k)
             values = (episodes.obs, episodes.actions, rewards[:, k], episodes.terminated, episodes.mask)
-            total = total + self.step(*values, sync=self.gradient_sync)[0].double()
+            total = total + self.step(*values, sync=self.gradient_sync).double()
             self.updates += 1
             if self.updates % self.config.target_update_interval == 0:
                 self.target.load_state_dict(self.modules.state_dict())
-        return {"td_loss": total.item() / batch.num_batches}
+        td_loss, q_total, target = (total / batch.num_batches).tolist()
+        return {"td_loss": td_loss, "q_total_mean": q_total, "target_mean": target}
 
     def unroll(self, net: AgentQ, obs: Tensor) -> Tensor:
         """The network's Q-values over every step of every episode: ``(B, T + 1, agents, actions)``."""
@@ -357,7 +364,9 @@ class QMIXLearner(Learner):
     def loss(
         self, obs: Tensor, actions: Tensor, rewards: Tensor, terminated: Tensor, mask: Tensor
     ) -> tuple[Tensor, Tensor]:
-        """The masked mean squared TD error of ``Q_tot``, and it (detached) to report."""
+        """The masked mean squared TD error of ``Q_tot``, and to report (detached) it, the mean
+        ``Q_tot`` of the actions taken and the mean target (EPyMARL's ``q_taken_mean`` and
+        ``target_mean``: a value that runs away from its target shows here first)."""
         cfg = self.config
         state = obs.flatten(2)  # every agent's observation: (B, T + 1, agents * obs_dim)
         q = self.unroll(self.net, obs)
@@ -372,8 +381,10 @@ class QMIXLearner(Learner):
             next_total = self.target["mixer"](next_q, state[:, 1:])
             target = rewards + cfg.gamma * (1.0 - terminated) * next_total
         total = self.mixer(taken, state[:, :-1])
-        loss = ((total - target).square() * mask).sum() / mask.sum().clamp_min(1.0)
-        return loss, loss.detach().unsqueeze(0)
+        steps = mask.sum().clamp_min(1.0)
+        loss = ((total - target).square() * mask).sum() / steps
+        means = torch.stack([(total.detach() * mask).sum(), (target * mask).sum()]) / steps
+        return loss, torch.cat([loss.detach().unsqueeze(0), means])
 
     def get_weights(self) -> Global:
         return copy_weights(self.net)

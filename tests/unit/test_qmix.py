@@ -78,6 +78,8 @@ def test_one_update_is_the_masked_double_q_td_step() -> None:
     optimizer.step()
     metrics = learner.learn(batch)
     assert metrics["td_loss"] == pytest.approx(loss.item(), rel=1e-5)
+    assert metrics["q_total_mean"] == pytest.approx(((total * mask).sum() / mask.sum()).item(), rel=1e-5)
+    assert metrics["target_mean"] == pytest.approx(((y * mask).sum() / mask.sum()).item(), rel=1e-5)
     for ours, theirs in zip(learner.modules.parameters(), modules.parameters()):
         torch.testing.assert_close(ours, theirs)
     assert learner.updates == 1
