@@ -45,7 +45,7 @@ class EpisodeReplay(Buffer):
     groups (``groups``, in order) are one row of agents.  An episode enters the replay when it ends;
     one longer than ``max_length`` steps is an error.  With ``final_obs`` an episode cut by a time
     limit keeps its last observation in the slot after its last step and that step is not terminal,
-    so its value bootstraps from the observation (EPyMARL's episodes), where the observation is
+    so its value bootstraps from the observation (EPyMARL's episodes on SMAC), where the observation is
     known (not NaN: fused kernels reset inside the step); otherwise, and without ``final_obs``,
     the end is terminal and the slot holds zeros (the MAPPO paper's code ends MPE's episodes so).
     ``sample()`` gives ``num_batches`` batches of ``batch_size`` episodes, or none before
