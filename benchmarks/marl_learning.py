@@ -29,12 +29,28 @@ three rules instead (``landmark_range`` 0.8, ``shared_reward``, the ``semi-impli
 The shipped config has the fork's integrator and mpe2's reward and landmarks (a record without
 ``env_kwargs`` ran a config of mpe2's three rules); ``--rules mpe2`` runs mpe2's integrator.  Each
 record keeps the environment's keywords it ran with (``env_kwargs``).
+
+EPyMARL beside msrl.  ``spread --epymarl DIR`` also runs, seed by seed after msrl's, EPyMARL's own
+config of each chosen algorithm (``src/main.py --config=<algorithm> --env-config=gymma`` on
+``pz-mpe-simple-spread-v3``, 25 steps, greedy tests of ``--eval`` episodes at ten points) from a
+checkout ``DIR`` (``git clone https://github.com/uoe-agents/epymarl``).  Its MPE is PettingZoo's,
+which PettingZoo 1.25 moved out to mpe2: its Python path needs ``sacred`` and ``pettingzoo[mpe]<1.25``
+in a folder of their own (``pip install --target DEPS sacred "pettingzoo[mpe]==1.24.3"``, then
+delete ``DEPS``'s numpy, gymnasium, packaging and cloudpickle so msrl's are used), given as
+``--epymarl-path DEPS``; its ``envs/__init__.py`` imports ``smaclite`` (a package on GitHub only)
+even for MPE runs, so the run puts an empty module of that name on the path.  It runs mpe2's rules
+(PettingZoo 1.24.3's simple_spread_v3 gives mpe2 1.1.1's observations and rewards to the bit for
+the same seed and actions), so ``--rules mpe2`` is required.  EPyMARL sums the agents' rewards into the team's; its returns are
+recorded divided by the number of agents, msrl's per-agent mean, so the tables read alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import textwrap
 import time
@@ -136,6 +152,54 @@ def spread_run(algorithm: str, seed: int, steps: int, extra: list[str]) -> dict[
     }
 
 
+EPYMARL_KEY = "pz-mpe-simple-spread-v3"
+"""EPyMARL's name of simple_spread: PettingZoo's ``mpe.simple_spread_v3`` through its gymma wrapper."""
+
+SPREAD_AGENTS = 3
+
+
+def epymarl_run(
+    algorithm: str, seed: int, steps: int, checkout: Path, path: list[str], eval_episodes: int
+) -> dict[str, Any]:
+    """EPyMARL's own ``algorithm`` config on simple_spread for ``steps`` env steps, read back from
+    the run's sacred ``metrics.json``: the last greedy test and the training returns, per agent."""
+    runs = checkout / "results" / "sacred" / algorithm / EPYMARL_KEY
+    before = set(runs.glob("[0-9]*")) if runs.exists() else set()
+    with tempfile.TemporaryDirectory() as stand_in:
+        (Path(stand_in) / "smaclite").mkdir()
+        (Path(stand_in) / "smaclite" / "__init__.py").write_text("")  # imported at start-up, unused on MPE
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, stand_in]), "OMP_NUM_THREADS": "1"}
+        command = [sys.executable, "src/main.py", f"--config={algorithm}", "--env-config=gymma", "with"]
+        command += [f"env_args.key={EPYMARL_KEY}", "env_args.time_limit=25", f"seed={seed}", f"t_max={steps}"]
+        command += [f"test_nepisode={eval_episodes}", f"test_interval={max(steps // 10, 1)}", "use_cuda=False"]
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+    new = sorted(set(runs.glob("[0-9]*")) - before, key=lambda p: int(p.name))
+    if done.returncode != 0 or not new:
+        raise SystemExit(
+            f"msrl: error: EPyMARL's {algorithm} run failed (exit {done.returncode}):\n{done.stderr[-2000:]}"
+        )
+    metrics = json.loads((new[-1] / "metrics.json").read_text())
+    train, test = metrics["return_mean"], metrics["test_return_mean"]
+    curve = [(t, v / SPREAD_AGENTS) for t, v in zip(train["steps"], train["values"])]
+    return {
+        "kind": "spread",
+        "framework": "epymarl",
+        "algorithm": algorithm,
+        "seed": seed,
+        "env_steps": steps,
+        "overrides": [],
+        "env_kwargs": {"integrator": "explicit"},
+        "greedy_return": test["values"][-1] / SPREAD_AGENTS,
+        "greedy_episodes": eval_episodes,
+        "train_return_last5": float(np.mean([v for _, v in curve[-5:]])),
+        "curve": curve,
+        "wall_s": wall,
+        "sacred_run": str(new[-1]),
+    }
+
+
 # -- Tag ------------------------------------------------------------------------------------------------
 def tag_statistics(algorithm: Any, env_kwargs: dict[str, Any], episodes: int, seed: int) -> dict[str, float]:
     """One episode in each of ``episodes`` fresh environments with the policies sampling their
@@ -219,15 +283,16 @@ def report(paths: list[str], figure: str = "spread", steps: int | None = None) -
         fig, ax = plt.subplots(figsize=(6, 4))
         # one line per algorithm, budget, rules and other settings (runs of different lengths are
         # not averaged; the same rules read alike whether a run's config or its overrides set them)
-        groups: dict[tuple[str, int, str, tuple[str, ...]], list[dict[str, Any]]] = {}
+        groups: dict[tuple[str, str, int, str, tuple[str, ...]], list[dict[str, Any]]] = {}
         for r in sorted(spread, key=lambda r: (r["algorithm"] != "mappo", r["env_steps"])):
             rest = tuple(o for o in r["overrides"] if not o.startswith(ENV_KWARGS))
-            groups.setdefault((r["algorithm"], r["env_steps"], rules_name(r), rest), []).append(r)
-        for (algorithm, env_steps, rules, rest), rows in groups.items():
+            framework = r.get("framework", "msrl")
+            groups.setdefault((framework, r["algorithm"], r["env_steps"], rules_name(r), rest), []).append(r)
+        for (framework, algorithm, env_steps, rules, rest), rows in groups.items():
             greedy = np.array([r["greedy_return"] for r in rows])
             train = np.array([r["train_return_last5"] for r in rows])
             to_paper, factor = paper_scale(rows[0])
-            name = " ".join([f"{algorithm.upper()}, {rules}", *rest])
+            name = " ".join([f"{algorithm.upper()}{' (EPyMARL)' * (framework == 'epymarl')}, {rules}", *rest])
             print(
                 f"| {name} | {', '.join(str(r['seed']) for r in rows)} | {env_steps:,} "
                 f"| {greedy.mean():.1f} ± {greedy.std():.1f} "
@@ -237,17 +302,17 @@ def report(paths: list[str], figure: str = "spread", steps: int | None = None) -
                 f"| {np.mean([r['wall_s'] for r in rows]):.0f} |"
             )
             n = min(len(r["curve"]) for r in rows)
-            steps = np.array([p[0] for p in rows[0]["curve"][:n]])
+            at = np.array([p[0] for p in rows[0]["curve"][:n]])
             ys = np.array([[to_paper(p[1]) for p in r["curve"][:n]] for r in rows])
             window = max(1, n // 100)  # a running mean over 1% of the run: long runs stay readable
             kernel = np.ones(window) / window
             mean = np.convolve(ys.mean(0), kernel, mode="valid")
             label = f"{name}, {env_steps / 1e6:.3g}M steps ({len(rows)} seed{'s' * (len(rows) > 1)})"
             label = textwrap.fill(label.replace("algo.", ""), 48)  # the legend stays inside the axes
-            ax.plot(steps[window - 1 :], mean, label=label)
+            ax.plot(at[window - 1 :], mean, label=label)
             if len(rows) > 1:
                 low, high = (np.convolve(f(ys, 0), kernel, mode="valid") for f in (np.min, np.max))
-                ax.fill_between(steps[window - 1 :], low, high, alpha=0.2)
+                ax.fill_between(at[window - 1 :], low, high, alpha=0.2)
         ax.set_xlabel("env steps")
         ax.set_ylabel("episode reward, MAPPO paper's units")
         ax.set_title("simple_spread_v3, configs/mappo_simple_spread.yaml")
@@ -290,6 +355,14 @@ def main() -> None:
         help="simple_spread's rules: the shipped config's (the fork's integrator), mpe2's, or the MAPPO fork's three",
     )
     spread.add_argument("--set", action="append", default=[], help="an extra config override, e.g. algo.num_envs=32")
+    spread.add_argument("--epymarl", type=Path, help="an EPyMARL checkout: its config of each algorithm runs too")
+    spread.add_argument(
+        "--epymarl-path",
+        action="append",
+        default=[],
+        help="a folder for EPyMARL's Python path (sacred, PettingZoo 1.24)",
+    )
+    spread.add_argument("--eval", type=int, default=32, help="EPyMARL's greedy test episodes (msrl's: the config's)")
     spread.add_argument("--out", required=True)
     tag = sub.add_parser("tag")
     tag.add_argument("--steps", type=int, default=200_000)
@@ -307,6 +380,11 @@ def main() -> None:
         report(args.paths, args.figure, args.steps)
         return
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine_info(note='torch threads 1')}")
+    if args.command == "spread" and args.epymarl is not None:
+        if not (args.epymarl / "src" / "main.py").is_file():
+            parser.error(f"--epymarl {args.epymarl}: not an EPyMARL checkout (no src/main.py)")
+        if args.rules != "mpe2":
+            parser.error("--epymarl runs PettingZoo's simple_spread, mpe2's rules: add --rules mpe2")
     if args.command == "spread":
         extra = [*RULES[args.rules], *args.set]
         for seed in args.seeds:  # interleaved: the machine's load falls on both algorithms alike
@@ -321,6 +399,12 @@ def main() -> None:
                     f"{record['wall_s']:.0f} s",
                     flush=True,
                 )
+                if args.epymarl is not None:
+                    peer = epymarl_run(algorithm, seed, args.steps, args.epymarl, args.epymarl_path, args.eval)
+                    append_jsonl(args.out, peer)
+                    print(
+                        f"EPyMARL {algorithm}", seed, f"greedy {peer['greedy_return']:.2f}", f"{peer['wall_s']:.0f} s"
+                    )
     else:
         append_jsonl(args.out, tag_run(args.steps, args.every, args.episodes, args.set))
 
