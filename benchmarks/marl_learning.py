@@ -30,18 +30,20 @@ The shipped config has the fork's integrator and mpe2's reward and landmarks (a 
 ``env_kwargs`` ran a config of mpe2's three rules); ``--rules mpe2`` runs mpe2's integrator.  Each
 record keeps the environment's keywords it ran with (``env_kwargs``).
 
-EPyMARL beside msrl.  ``spread --epymarl DIR`` also runs, seed by seed after msrl's, EPyMARL's own
+EPyMARL beside msrl. ``spread --epymarl DIR`` also runs, seed by seed after msrl's, EPyMARL's own
 config of each chosen algorithm (``src/main.py --config=<algorithm> --env-config=gymma`` on
 ``pz-mpe-simple-spread-v3``, 25 steps, greedy tests of ``--eval`` episodes at ten points) from a
-checkout ``DIR`` (``git clone https://github.com/uoe-agents/epymarl``).  Its MPE is PettingZoo's,
-which PettingZoo 1.25 moved out to mpe2: its Python path needs ``sacred`` and ``pettingzoo[mpe]<1.25``
-in a folder of their own (``pip install --target DEPS sacred "pettingzoo[mpe]==1.24.3"``, then
-delete ``DEPS``'s numpy, gymnasium, packaging and cloudpickle so msrl's are used), given as
+checkout ``DIR`` (``git clone https://github.com/uoe-agents/epymarl``). Its MPE is PettingZoo's,
+which PettingZoo 1.25 moved out to mpe2: its Python path needs ``sacred`` and
+``pettingzoo[mpe]<1.25`` in a folder of their own (``pip install --target DEPS sacred
+"pettingzoo[mpe]==1.24.3" "setuptools<70"``, sacred importing ``pkg_resources``; then delete
+``DEPS``'s numpy, gymnasium, packaging and cloudpickle so msrl's are used), given as
 ``--epymarl-path DEPS``; its ``envs/__init__.py`` imports ``smaclite`` (a package on GitHub only)
-even for MPE runs, so the run puts an empty module of that name on the path.  It runs mpe2's rules
-(PettingZoo 1.24.3's simple_spread_v3 gives mpe2 1.1.1's observations and rewards to the bit for
-the same seed and actions), so ``--rules mpe2`` is required.  EPyMARL sums the agents' rewards into the team's; its returns are
-recorded divided by the number of agents, msrl's per-agent mean, so the tables read alike.
+even for MPE runs, so the run puts an empty module of that name on the path. It runs mpe2's rules
+(PettingZoo 1.24.3's simple_spread_v3 gives mpe2 1.1.1's observations and rewards to the bit for the
+same seed and actions), so ``--rules mpe2`` is required. EPyMARL sums the agents' rewards into the
+team's; its returns are recorded divided by the number of agents, msrl's per-agent mean, so the
+tables read alike.
 """
 
 from __future__ import annotations
