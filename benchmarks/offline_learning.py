@@ -94,22 +94,22 @@ def policy_checkpoint(workdir: Path, source: str, name: str, steps: int | None) 
 
 def datasets(workdir: Path, env: str, episodes: int, medium_steps: int) -> dict[str, Path]:
     """The four datasets of ``env``, made once in ``workdir``: random, medium and expert recorded,
-    and medium-expert (D4RL's mix) the medium episodes then the expert ones."""
+    and medium-expert (D4RL's mix) the medium episodes then the expert ones.  A policy is trained
+    only for a dataset that is missing (HalfCheetah's expert is hours of a core)."""
     from msrl.app import record
     from msrl.data import merge_datasets
 
     recipe = RECIPES[env]
-    expert = policy_checkpoint(workdir, recipe.source, f"{env}-expert", None)
-    medium = policy_checkpoint(workdir, recipe.source, f"{env}-medium", medium_steps)
     made = {}
-    levels = (
-        ("random", expert, 1.0, 0.0),
-        ("medium", medium, 0.0, recipe.noise),
-        ("expert", expert, 0.0, recipe.noise),
+    levels = (  # level, the policy's run name and budget (None: its config's), epsilon, noise
+        ("random", "expert", None, 1.0, 0.0),
+        ("medium", "medium", medium_steps, 0.0, recipe.noise),
+        ("expert", "expert", None, 0.0, recipe.noise),
     )
-    for level, checkpoint, epsilon, noise in levels:
+    for level, policy, steps, epsilon, noise in levels:
         out = workdir / "datasets" / f"{env}-{level}"
         if not out.exists():
+            checkpoint = policy_checkpoint(workdir, recipe.source, f"{env}-{policy}", steps)
             print(record(checkpoint, episodes, out, epsilon=epsilon, noise=noise, seed=100), flush=True)
         made[level] = out
     mixed = workdir / "datasets" / f"{env}-medium-expert"
