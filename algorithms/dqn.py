@@ -39,6 +39,7 @@ from msrl.rl import (
     FrameReplayBuffer,
     GradientStep,
     PrioritizedBatch,
+    PrioritizedFrameReplayBuffer,
     PrioritizedReplayBuffer,
     ReplayBatch,
     ReplayBuffer,
@@ -394,22 +395,13 @@ class DQN(Algorithm):
         self.actor = self.actor_class(obs_dim, num_actions, config, run, spec.observation_space)
         self.final_obs = keeps_final_obs(self.env, config.bootstrap_time_limits)  # a constant of the graph
         # Stacked frames (Atari) are stored once each, not twice per transition in 4 copies.
-        replay: type[Any] = FrameReplayBuffer if spec.frame_stack > 1 else ReplayBuffer
+        frames = spec.frame_stack > 1
+        replay: type[Any] = FrameReplayBuffer if frames else ReplayBuffer
         options: dict[str, Any] = {}  # the replay's, beyond what every replay takes
         if config.n_step > 1:
-            if spec.frame_stack > 1:
-                raise ConfigError(
-                    f"algo.n_step takes vector observations; {config.env_id}'s are stacked frames, whose replay "
-                    "stores each frame once: set it to 1"
-                )
             options.update(n_step=config.n_step, gamma=config.gamma)
         if config.prioritized_replay:
-            if spec.frame_stack > 1:
-                raise ConfigError(
-                    f"algo.prioritized_replay takes vector observations; {config.env_id}'s are stacked frames, "
-                    "whose replay stores each frame once: set it to false"
-                )
-            replay = PrioritizedReplayBuffer
+            replay = PrioritizedFrameReplayBuffer if frames else PrioritizedReplayBuffer
             options.update(
                 alpha=config.priority_alpha,
                 beta=config.priority_beta,

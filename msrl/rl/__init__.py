@@ -1,5 +1,5 @@
 """Pieces RL algorithms share, written once and tested against reference formulas: returns (GAE,
-n-step, V-trace), buffers (rollout, replay, a replay of stacked frames that stores each frame once:
+n-step, V-trace), buffers (rollout, replay, prioritized replay, a replay of stacked frames that stores each frame once:
 ``FrameReplayBuffer``, and a replay of whole multi-agent episodes: ``EpisodeReplay``), action heads
 (categorical, diagonal Gaussian, tanh-Gaussian), the actor-critic network, actor and loss of the
 on-policy algorithms, the networks a config names (``algo.network``: ``mlp``, ``nature_cnn``,
@@ -62,7 +62,7 @@ from msrl.rl._nstep import NStepReturns
 from msrl.rl._policy_gradient import actor_critic_loss
 from msrl.rl._polyak import polyak_update_
 from msrl.rl._ppo import clipped_surrogate, ppo_epochs
-from msrl.rl._prioritized import PrioritizedBatch, PrioritizedReplayBuffer, SumTree
+from msrl.rl._prioritized import PrioritizedBatch, PrioritizedFrameReplayBuffer, PrioritizedReplayBuffer, SumTree
 from msrl.rl._recurrent import RecurrentActorCritic
 from msrl.rl._replay import ReplayBatch, ReplayBuffer, keeps_final_obs
 from msrl.rl._returns import nstep_returns, vtrace
@@ -80,6 +80,7 @@ __all__ = [
     "categorical_projection",
     "DuelingQ",
     "PrioritizedBatch",
+    "PrioritizedFrameReplayBuffer",
     "PrioritizedReplayBuffer",
     "SumTree",
     "QFunctions",

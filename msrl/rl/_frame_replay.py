@@ -23,6 +23,11 @@ keep referring to frames the ring is about to overwrite), which bounds each tran
 frame from below; a transition is dropped before any of its frames can be overwritten
 (``expires``), so every live transition can be sampled.  Both bounds are monotone in insertion
 order: live transitions are always the newest ones, a contiguous stretch of the transition ring.
+
+With n-step returns (``n_step``) a transition is ``(obs_t, a_t, r_t + ... , obs_{t+n})``: a game's
+observations and its next observations are two streams, each compared with its own last stack, and
+an observation is first compared with the next observation stored ``n`` transitions of its game
+earlier, which it is while the episode goes on: still about one new frame per transition.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import numpy as np
 import torch
 
 from msrl.core import Batched, Buffer, NoValue
+from msrl.rl._nstep import NStepReturns
 from msrl.rl._replay import ReplayBatch, check_fits, write_ring
 from msrl.rl._state import load_generator_state
 
@@ -49,6 +55,7 @@ class FrameReplayBuffer(Buffer):
     frame per transition and a few per new episode, about ``capacity`` transitions stay live.
     ``horizon`` (default ``max(capacity // 128, 64 * stack)``) is how recent a frame must be to be
     shared; it must cover a game's last stack, which is about ``stack x num_envs`` frames old.
+    ``n_step`` and ``gamma``: n-step returns, as ``ReplayBuffer`` stores them.
     """
 
     def __init__(
@@ -66,10 +73,13 @@ class FrameReplayBuffer(Buffer):
         obs_dtype: torch.dtype = torch.uint8,
         frames: int | None = None,
         horizon: int | None = None,
+        n_step: int = 1,
+        gamma: float = 0.99,
     ) -> None:
-        if capacity < 1 or batch_size < 1 or num_batches < 1:
+        if capacity < 1 or batch_size < 1 or num_batches < 1 or n_step < 1:
             raise ValueError(
-                f"capacity, batch_size and num_batches must be >= 1, got {capacity}, {batch_size}, {num_batches}"
+                f"capacity, batch_size, num_batches and n_step must be >= 1, got {capacity}, {batch_size}, "
+                f"{num_batches}, {n_step}"
             )
         if len(obs_shape) < 2:
             raise ValueError(f"a frame replay needs observations (stack, *frame), got shape {tuple(obs_shape)}")
@@ -96,8 +106,16 @@ class FrameReplayBuffer(Buffer):
         self.rewards = zeros(capacity, torch.float32)
         self.terminated = zeros(capacity, torch.float32)
         self.expires = zeros(capacity, torch.int64)  # whole while `written` <= this
-        self.last = np.full((0, self.stack), -1, dtype=np.int64)  # each game's last stack's serials
-        self.last_stack = self.frames[:0, None]  # and its frames, sized at the first insert
+        # Each stream's last stack's serials, per game (n-step: observations, then next observations)
+        # and its frames, sized at the first insert.
+        self.last = np.full((0, self.stack), -1, dtype=np.int64)
+        self.last_stack = self.frames[:0, None]
+        self.n_step = NStepReturns(n_step, gamma, self.device) if n_step > 1 else None
+        self.discount = gamma**n_step  # what bootstraps a stored transition
+        self.streams = 2 if self.n_step is not None else 1
+        # n-step: each game's next observations' serials over its last n transitions, and its count
+        self.history = np.full((0, n_step, self.stack), -1, dtype=np.int64)
+        self.emitted = np.zeros(0, dtype=np.int64)
         self.position = 0  # next transition row written
         self.size = 0  # live transitions: rows position - size ... position - 1 (mod capacity)
         self.inserted = 0  # transitions offered to insert, stored or not
@@ -129,69 +147,133 @@ class FrameReplayBuffer(Buffer):
         """Frames written per transition stored so far (about 1 when games run on)."""
         return self.written / max(self.stored, 1)
 
-    def _store(self, stacks: torch.Tensor, games: np.ndarray, floor: int) -> np.ndarray:
-        """Store one stack per row of ``stacks`` for ``games``: their serials ``(rows, stack)``.
+    def _share(self, stack: torch.Tensor, tracker: int, floor: int, earlier: np.ndarray | None = None) -> np.ndarray:
+        """The serials of ``stack``, writing only the frames it does not share with ``earlier`` (a
+        stack stored before, tried first) or with the last stack of ``tracker`` (one game's stream).
 
-        A loop over rows with plain indexing: a batch holds a few games' stacks, and a
-        vectorised gather costs more than the comparisons themselves at that size."""
+        Plain indexing row by row: a batch holds a few games' stacks, and a vectorised gather costs
+        more than the comparisons themselves at that size."""
         s, num_frames = self.stack, self.num_frames
-        refs = np.empty((len(games), s), dtype=np.int64)
-        for row, game in enumerate(games.tolist()):
-            stack, last, previous = stacks[row], self.last[game], self.last_stack[game]
-            known = last[0] >= max(floor, 0)
-            if known and torch.equal(previous, stack):
-                refs[row] = last
-                continue
-            if known and torch.equal(previous[1:], stack[:-1]):
-                refs[row, :-1], refs[row, -1] = last[1:], self.written
-                self.frames[self.written % num_frames].copy_(stack[-1])
-                self.written += 1
-            else:
-                refs[row] = np.arange(self.written, self.written + s)
-                for k in range(s):
-                    self.frames[(self.written + k) % num_frames].copy_(stack[k])
-                self.written += s
-            self.last[game] = refs[row]
-            previous.copy_(stack)
+        floor = max(floor, 0)
+        last, previous = self.last[tracker], self.last_stack[tracker]
+        known = last[0] >= floor
+        if earlier is not None and earlier[0] >= floor and torch.equal(self._stacks(torch.from_numpy(earlier)), stack):
+            refs = earlier.copy()
+        elif known and torch.equal(previous, stack):
+            return last.copy()
+        elif known and torch.equal(previous[1:], stack[:-1]):
+            refs = np.append(last[1:], self.written)
+            self.frames[self.written % num_frames].copy_(stack[-1])
+            self.written += 1
+        else:
+            refs = np.arange(self.written, self.written + s)
+            for k in range(s):
+                self.frames[(self.written + k) % num_frames].copy_(stack[k])
+            self.written += s
+        self.last[tracker] = refs
+        previous.copy_(stack)
         return refs
 
-    def insert(self, obs: Any, action: Any, reward: Any, next_obs: Any, terminated: Any, truncated: Any) -> NoValue:
+    def _store(self, obs: torch.Tensor, next_obs: torch.Tensor, games: np.ndarray, floor: int) -> list[np.ndarray]:
+        """Store each transition's stacks (``games``: the game of each row): their serials,
+        ``(rows, stack)`` for the observations and for the next observations."""
+        refs = [np.empty((len(games), self.stack), dtype=np.int64) for _ in range(2)]
+        count = self.last.shape[0] // self.streams  # games
+        for row, game in enumerate(games.tolist()):
+            if self.n_step is None:  # one stream: this observation is mostly the last next one
+                refs[0][row] = self._share(obs[row], game, floor)
+                refs[1][row] = self._share(next_obs[row], game, floor)
+                continue
+            slot = self.emitted[game] % self.n_step.n  # the next observation of n transitions back
+            refs[0][row] = self._share(obs[row], game, floor, self.history[game, slot])
+            refs[1][row] = self.history[game, slot] = self._share(next_obs[row], count + game, floor)
+            self.emitted[game] += 1
+        return refs
+
+    def insert(
+        self,
+        obs: Any,
+        action: Any,
+        reward: Any,
+        next_obs: Any,
+        terminated: Any,
+        truncated: Any,
+        q: Any = None,
+        next_value: Any = None,
+    ) -> NoValue:
+        """Store one step of every game, as ``ReplayBuffer.insert`` does (with an actor's ``q`` and
+        ``next_value``, each stored transition's TD error goes to ``rows_written``)."""
         as_tensor = lambda x, dtype=None: torch.as_tensor(x, device=self.device, dtype=dtype)  # noqa: E731
         obs, next_obs = as_tensor(obs, self.frames.dtype), as_tensor(next_obs, self.frames.dtype)
         games = obs.shape[0]
-        if self.last.shape[0] != games:
+        if self.last.shape[0] != self.streams * games:
             if self.last.shape[0]:
-                raise ValueError(f"this buffer holds {self.last.shape[0]} games' frames; insert gave {games}")
-            self.last = np.full((games, self.stack), -1, dtype=np.int64)
-            self.last_stack = obs.new_zeros(obs.shape)
-        if 2 * self.stack * games > self.num_frames - self.horizon:  # one insert must not overwrite itself
+                held = self.last.shape[0] // self.streams
+                raise ValueError(f"this buffer holds {held} games' frames; insert gave {games}")
+            self.last = np.full((self.streams * games, self.stack), -1, dtype=np.int64)
+            self.last_stack = obs.new_zeros((self.streams * games, *obs.shape[1:]))
+            self.history = np.full((games, self.history.shape[1], self.stack), -1, dtype=np.int64)
+            self.emitted = np.zeros(games, dtype=np.int64)
+        rows_at_most = games * (self.n_step.n if self.n_step is not None else 1)
+        if 2 * self.stack * rows_at_most > self.num_frames - self.horizon:  # one insert must not overwrite itself
             raise ValueError(f"{games} games' frames do not fit a frame ring of {self.num_frames}")
         self.inserted += games
-        stored: Any = slice(None)
+        terminated = as_tensor(terminated, torch.float32)
+        valued = q is not None and next_value is not None
+        if valued:
+            q, next_value = as_tensor(q, torch.float32), as_tensor(next_value, torch.float32)
         index = np.arange(games)
-        if not self.final_obs:  # a time-limited transition without its last observation is not stored
+        if self.n_step is not None:  # what the windows complete (a window cut by a time limit is dropped)
+            step = (obs, as_tensor(action), as_tensor(reward), next_obs, terminated, as_tensor(truncated))
+            done = self.n_step.step(*step, *((q, next_value) if valued else ()))
+            obs, action, reward, next_obs, q, next_value = (
+                done.obs,
+                done.actions,
+                done.returns,
+                done.next_obs,
+                done.q,
+                done.next_value,
+            )
+            terminated, index = done.terminated.to(torch.float32), done.envs.cpu().numpy()
+        elif not self.final_obs:  # a time-limited transition without its last observation is not stored
             ended = np.asarray(torch.as_tensor(truncated).cpu(), dtype=bool)
-            ended &= ~np.asarray(torch.as_tensor(terminated).cpu(), dtype=bool)
+            ended &= ~np.asarray(terminated.cpu(), dtype=bool)
             if ended.any():
                 index = np.flatnonzero(~ended)
-                stored = torch.from_numpy(index).to(self.device)
-                if index.size == 0:
-                    return
+                kept = torch.from_numpy(index).to(self.device)
+                obs, next_obs, terminated = obs[kept], next_obs[kept], terminated[kept]
+                action, reward = as_tensor(action)[kept], as_tensor(reward)[kept]
+                q, next_value = (q[kept], next_value[kept]) if valued else (q, next_value)
+        if index.size == 0:
+            return
+        td_errors = None
+        if valued:  # a terminated transition's target ignores next_value
+            bootstrap = torch.where(terminated > 0, 0.0, next_value)
+            td_errors = as_tensor(reward, torch.float32) + self.discount * bootstrap - q
         floor = self.written - self.horizon  # frames older than this are not shared
-        refs = [self._store(stacks[stored], index, floor) for stacks in (obs, next_obs)]
+        refs = self._store(obs, next_obs, index, floor)
         # Every frame of these transitions is at least `floor`: the ring keeps it until it has
         # written frame `floor + num_frames`.
         expires = np.full(index.size, floor + self.num_frames, dtype=np.int64)
         values = [torch.from_numpy(v).to(self.device) for v in (*refs, expires)]
         fields = (action, reward, terminated)
         values[2:2] = [
-            as_tensor(v, store.dtype)[stored] for v, store in zip(fields, (self.actions, self.rewards, self.terminated))
+            as_tensor(v, store.dtype) for v, store in zip(fields, (self.actions, self.rewards, self.terminated))
         ]
         stores = [getattr(self, name) for name in _FIELDS]
+        start = self.position
         self.position, count = write_ring(stores, values, self.position, self.capacity)
         self.size = min(self.size + count, self.capacity)
         self.stored += count
+        self.rows_written(start, count, td_errors)
         self._drop_expired()
+
+    def rows_written(self, start: int, count: int, td_errors: torch.Tensor | None = None) -> None:
+        """Called after ``insert`` wrote ``count`` transitions from row ``start`` on (mod the
+        capacity), with their TD errors under the actor's network where ``insert`` was given them."""
+
+    def forget(self, start: int, count: int) -> None:
+        """Called when rows ``start ...`` (mod the capacity) are dropped for their frames."""
 
     def _drop_expired(self) -> None:
         """Drop the oldest transitions whose frames the ring may have overwritten (their expiry
@@ -204,10 +286,16 @@ class FrameReplayBuffer(Buffer):
             self.expires[: max(tail + self.size - self.capacity, 0)],
         )
         mark = torch.tensor([self.written], device=self.device)
-        self.size -= sum(int(torch.searchsorted(piece, mark).item()) for piece in pieces)
+        dropped = sum(int(torch.searchsorted(piece, mark).item()) for piece in pieces)
+        self.size -= dropped
+        self.forget(tail, dropped)
 
     def _rows(self, draws: torch.Tensor) -> torch.Tensor:
         return (self.position - self.size + draws) % self.capacity
+
+    def _state_rows(self) -> torch.Tensor:
+        """The live rows, oldest first: the order ``state_dict`` saves them in."""
+        return self._rows(torch.arange(self.size, device=self.device))
 
     def _stacks(self, refs: torch.Tensor) -> torch.Tensor:
         return self.frames[refs % self.num_frames]
@@ -247,8 +335,15 @@ class FrameReplayBuffer(Buffer):
             size=self.size,
             inserted=self.inserted,
             stored=self.stored,
+            position=self.position,
             generator=self.generator.get_state(),
         )
+        if self.n_step is not None:
+            state.update(
+                n_step=self.n_step.state_dict(),
+                history=torch.from_numpy(self.history.copy()),
+                emitted=torch.from_numpy(self.emitted.copy()),
+            )
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -260,12 +355,25 @@ class FrameReplayBuffer(Buffer):
             raise ValueError(f"checkpoint holds {written - first} frames, more than this buffer's {self.num_frames}")
         serials = torch.arange(first, written, device=self.device)
         self.frames[serials % self.num_frames] = state["frames"].to(self.device, self.frames.dtype)
+        # at the rows they held (a prioritized replay's draws depend on the rows' order)
+        self.position, self.size = int(state.get("position", n)) % self.capacity, n
+        rows = self._state_rows()
         for name in _FIELDS:
-            getattr(self, name)[:n] = state[name].to(self.device)
-        self.written, self.position, self.size = written, n % self.capacity, n
+            getattr(self, name)[rows] = state[name].to(self.device)
+        self.written = written
         self.inserted, self.stored = int(state["inserted"]), int(state["stored"])
-        # A game's last stack is shared only if its frames came back with the checkpoint.
+        load_generator_state(self.generator, state["generator"])
+        if self.n_step is not None:
+            self.n_step.load_state_dict(state.get("n_step", {}))
+        if ("history" in state) != (self.n_step is not None):  # saved with other streams: share afresh
+            self.last, self.last_stack = self.last[:0], self.last_stack[:0]
+            self.history, self.emitted = self.history[:0], self.emitted[:0]
+            return
+        # A stack is shared only if its frames came back with the checkpoint.
         last = state["last"].cpu().numpy().astype(np.int64)
         self.last = np.where(last[:, :1] >= first, last, -1)
         self.last_stack = self.frames[torch.from_numpy(self.last.clip(min=0) % self.num_frames).to(self.device)]
-        load_generator_state(self.generator, state["generator"])
+        if self.n_step is not None:
+            history = state["history"].cpu().numpy().astype(np.int64)
+            self.history = np.where(history[..., :1] >= first, history, -1)
+            self.emitted = state["emitted"].cpu().numpy().astype(np.int64)

@@ -11,9 +11,24 @@ next observation) each stored transition also carries the ``q`` of its first ste
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
+
+
+class NStepTransitions(NamedTuple):
+    """The transitions one ``NStepReturns.step`` completed, and the environment each came from
+    (a frame replay shares each game's frames between its transitions); ``q`` and ``next_value``
+    where the step was given an actor's values, else None."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    returns: torch.Tensor
+    next_obs: torch.Tensor
+    terminated: torch.Tensor
+    envs: torch.Tensor
+    q: torch.Tensor | None = None
+    next_value: torch.Tensor | None = None
 
 
 class NStepReturns:
@@ -36,9 +51,9 @@ class NStepReturns:
         truncated: torch.Tensor,
         q: torch.Tensor | None = None,
         next_value: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, ...]:
-        """The completed transitions ``(obs, action, n-step return, next_obs, terminated)``, and with
-        ``q`` and ``next_value`` given, each one's first ``q`` and last ``next_value`` after them."""
+    ) -> NStepTransitions:
+        """The completed transitions, each with its environment's index, and with ``q`` and
+        ``next_value`` given, each one's first ``q`` and last ``next_value``."""
         envs = torch.arange(obs.shape[0], device=self.device)
         if self.obs is None or self.obs.shape[1] != obs.shape[0]:
             self.obs = torch.zeros((self.n, *obs.shape), dtype=obs.dtype, device=self.device)
@@ -59,7 +74,7 @@ class NStepReturns:
         full = ((self.length == self.n) & ~ended & ~cut).nonzero().squeeze(1)
         if full.numel():  # the oldest step of a full window: n rewards, bootstrapped from next_obs
             returns = (self.rewards[:, full] * self.powers[:, None]).sum(0)
-            part = (self.obs[0, full], self.actions[0, full], returns, next_obs[full], torch.zeros_like(returns))
+            part = (self.obs[0, full], self.actions[0, full], returns, next_obs[full], torch.zeros_like(returns), full)
             parts.append(part + ((self.q[0, full], next_value[full]) if valued else ()))  # type: ignore[index]
             for window in (self.obs, self.actions, self.rewards, self.q):
                 window[:, full] = window[:, full].roll(-1, 0)
@@ -73,13 +88,14 @@ class NStepReturns:
             span = (slots >= j) & (slots < self.length[rows][None, :])
             powers = self.powers[(slots - j).clamp(min=0)].expand(-1, rows.numel())
             returns = (self.rewards[:, rows] * torch.where(span, powers, 0.0)).sum(0)
-            part = (self.obs[j, rows], self.actions[j, rows], returns, next_obs[rows], torch.ones_like(returns))
+            part = (self.obs[j, rows], self.actions[j, rows], returns, next_obs[rows], torch.ones_like(returns), rows)
             parts.append(part + ((self.q[j, rows], next_value[rows]) if valued else ()))  # type: ignore[index]
         self.length[ended | cut] = 0
         if not parts:
-            none = (obs[:0], action[:0], reward[:0].to(torch.float64), next_obs[:0], reward[:0].to(torch.float64))
-            return none + ((self.q[0, :0], self.q[0, :0]) if valued else ())
-        return tuple(torch.cat(column) for column in zip(*parts))
+            empty = reward[:0].to(torch.float64)
+            none = (obs[:0], action[:0], empty, next_obs[:0], empty, envs[:0])
+            return NStepTransitions(*none, *((self.q[0, :0], self.q[0, :0]) if valued else ()))
+        return NStepTransitions(*(torch.cat(column) for column in zip(*parts)))
 
     def state_dict(self) -> dict[str, Any]:
         if self.obs is None:

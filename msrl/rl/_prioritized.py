@@ -5,18 +5,21 @@ learner weights each sampled transition's loss by ``(N * P(i))^-beta / max_j w_j
 sampling), ``beta`` annealed to 1 over the run.
 
 The sums live in a ``SumTree`` whose updates and searches are vectorised over a whole batch:
-one tensor operation per tree level, no Python loop over transitions."""
+one tensor operation per tree level, no Python loop over transitions.  ``Prioritized`` adds this
+sampling to a ring replay whose rows are the tree's leaves: ``PrioritizedReplayBuffer`` (whole
+observations) and ``PrioritizedFrameReplayBuffer`` (stacked frames stored once each)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from msrl.core import Batched, NoValue
-from msrl.rl._replay import ReplayBuffer
+from msrl.rl._frame_replay import FrameReplayBuffer
+from msrl.rl._replay import ReplayBatch, ReplayBuffer
 
 
 class SumTree:
@@ -85,11 +88,25 @@ class PrioritizedBatch(NamedTuple):
         return PrioritizedBatch(*(field[:, k] for field in self))
 
 
-class PrioritizedReplayBuffer(ReplayBuffer):
-    """``ReplayBuffer`` sampled in proportion to priorities (module docstring): ``sample()`` returns
-    a ``PrioritizedBatch``, and ``update_priorities(td_errors)`` takes the learner's TD errors of
-    the batch it sampled last, shaped as its rewards.  ``beta_steps``: the insertions over which
+class Prioritized:
+    """Proportional prioritized sampling (module docstring) for the ring replay it is mixed into,
+    which stores transitions at rows ``0 ... capacity - 1`` (the tree's leaves), reports each write
+    to ``rows_written`` and each row it lets go to ``forget``, gathers rows with ``_batch`` and
+    checkpoints its live rows in ``_state_rows`` order.  ``sample()`` returns a
+    ``PrioritizedBatch``, and ``update_priorities(td_errors)`` takes the learner's TD errors of the
+    batch it sampled last, shaped as its rewards.  ``beta_steps``: the insertions over which
     ``beta`` anneals to 1 (this copy's share of the run's env steps)."""
+
+    capacity: int
+    size: int
+    inserted: int
+    batch_size: int
+    num_batches: int
+    learning_starts: int
+    device: torch.device
+    generator: torch.Generator
+    _batch: Callable[[torch.Tensor], ReplayBatch]  # the transitions at rows ``index``
+    _state_rows: Callable[[], torch.Tensor]  # the live rows, in the order ``state_dict`` saves them in
 
     def __init__(
         self,
@@ -106,7 +123,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = 1.0
         self.sampled = torch.zeros((0, self.num_batches), dtype=torch.int64, device=self.device)
 
-    def written(self, start: int, count: int, td_errors: torch.Tensor | None = None) -> None:
+    def rows_written(self, start: int, count: int, td_errors: torch.Tensor | None = None) -> None:
         """New transitions enter at the largest priority so far, or with the actor's TD errors
         (``|td| + epsilon``) where it sent them; a ring that wrapped keeps the last ``count`` rows."""
         rows = (start + np.arange(count)) % self.capacity
@@ -116,6 +133,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         priorities = np.abs(td_errors.detach().cpu().numpy().astype(np.float64))[-count:] + self.epsilon
         self.tree.update(rows, priorities**self.alpha)
         self.max_priority = max(self.max_priority, float(priorities.max()))
+
+    def forget(self, start: int, count: int) -> None:
+        """Rows ``start ...`` (mod the capacity) no longer hold transitions: never sampled again."""
+        self.tree.update((start + np.arange(count)) % self.capacity, np.zeros(count))
 
     @property
     def current_beta(self) -> float:
@@ -134,14 +155,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             weights /= weights.max()
         index = torch.from_numpy(leaves.reshape(rows, self.num_batches)).to(self.device)
         self.sampled = index
-        return PrioritizedBatch(
-            self.obs[index],
-            self.actions[index],
-            self.rewards[index],
-            self.next_obs[index],
-            self.terminated[index],
-            torch.from_numpy(weights.reshape(rows, self.num_batches)).to(self.device, torch.float32),
-        )
+        weights_tensor = torch.from_numpy(weights.reshape(rows, self.num_batches)).to(self.device, torch.float32)
+        return PrioritizedBatch(*self._batch(index), weights_tensor)
 
     def update_priorities(self, td_errors: Any) -> NoValue:
         """New priorities for the transitions ``sample()`` returned last: ``|td_errors| + epsilon``."""
@@ -154,20 +169,24 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = max(self.max_priority, float(priorities.max()))
 
     def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
+        state: dict[str, Any] = super().state_dict()  # type: ignore[misc]
         state.update(
-            priorities=torch.from_numpy(self.tree.values(np.arange(self.size)).copy()),
+            priorities=torch.from_numpy(self.tree.values(self._state_rows().cpu().numpy()).copy()),
             max_priority=self.max_priority,
             sampled=self.sampled.clone(),
         )
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
+        super().load_state_dict(state)  # type: ignore[misc]
         self.tree.tree[:] = 0.0
-        self.tree.update(np.arange(self.size), torch.as_tensor(state["priorities"]).numpy())
+        self.tree.update(self._state_rows().cpu().numpy(), torch.as_tensor(state["priorities"]).numpy())
         self.max_priority = float(state["max_priority"])
         self.sampled = state["sampled"].to(self.device)
+
+
+class PrioritizedReplayBuffer(Prioritized, ReplayBuffer):
+    """``ReplayBuffer`` sampled in proportion to priorities (``Prioritized``)."""
 
     def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
         """The transitions dealt out as ``ReplayBuffer`` deals them, each at the largest priority
@@ -175,4 +194,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         super().load_regrouped(states, replica, count)
         self.max_priority = max(float(state["max_priority"]) for state in states)
         self.tree.tree[:] = 0.0
-        self.written(0, self.size)
+        self.rows_written(0, self.size)
+
+
+class PrioritizedFrameReplayBuffer(Prioritized, FrameReplayBuffer):
+    """``FrameReplayBuffer`` (stacked frames stored once each) sampled in proportion to priorities
+    (``Prioritized``): the rows it drops for their frames leave the tree."""

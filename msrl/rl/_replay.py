@@ -172,9 +172,15 @@ class ReplayBuffer(Buffer):
         if self.n_step is not None:  # what the windows complete, each bootstrapped (or not) as it should be
             step = (obs, action, reward, next_obs, terminated, truncated)
             done = self.n_step.step(*(as_tensor(v) for v in step), *((q, next_value) if valued else ()))
-            obs, action, reward, next_obs, terminated = done[:5]
-            q, next_value = done[5:] if valued else (None, None)
-            terminated = terminated.to(torch.float32)
+            obs, action, reward, next_obs, q, next_value = (
+                done.obs,
+                done.actions,
+                done.returns,
+                done.next_obs,
+                done.q,
+                done.next_value,
+            )
+            terminated = done.terminated.to(torch.float32)
             keep = torch.ones_like(terminated, dtype=torch.bool)
             offered = kept = int(terminated.numel())
         if kept == 0:
@@ -191,18 +197,26 @@ class ReplayBuffer(Buffer):
         start = self.position
         self.position, count = write_ring(stores, values, self.position, self.capacity)
         self.size = min(self.size + count, self.capacity)
-        self.written(start, count, td_errors)
+        self.rows_written(start, count, td_errors)
 
-    def written(self, start: int, count: int, td_errors: torch.Tensor | None = None) -> None:
+    def rows_written(self, start: int, count: int, td_errors: torch.Tensor | None = None) -> None:
         """Called after ``insert`` wrote ``count`` transitions from row ``start`` on (mod the
         capacity), with their TD errors under the actor's network where ``insert`` was given them."""
 
     def sample(self) -> Batched:
         rows = self.batch_size if self.inserted >= self.learning_starts and self.size else 0
         index = torch.randint(self.size or 1, (rows, self.num_batches), generator=self.generator, device=self.device)
+        return self._batch(index)
+
+    def _batch(self, index: torch.Tensor) -> ReplayBatch:
+        """The transitions at rows ``index``."""
         return ReplayBatch(
             self.obs[index], self.actions[index], self.rewards[index], self.next_obs[index], self.terminated[index]
         )
+
+    def _state_rows(self) -> torch.Tensor:
+        """The live rows, in the order ``state_dict`` saves them in."""
+        return torch.arange(self.size, device=self.device)
 
     def state_dict(self) -> dict[str, Any]:
         n = self.size
