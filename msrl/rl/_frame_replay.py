@@ -40,7 +40,7 @@ import torch
 
 from msrl.core import Batched, Buffer, NoValue
 from msrl.rl._nstep import NStepReturns
-from msrl.rl._replay import ReplayBatch, check_fits, write_ring
+from msrl.rl._replay import ReplayBatch, actor_td_errors, check_fits, write_ring
 from msrl.rl._state import load_generator_state
 
 _FIELDS = ("obs_ref", "next_ref", "actions", "rewards", "terminated", "expires")
@@ -226,15 +226,9 @@ class FrameReplayBuffer(Buffer):
         if self.n_step is not None:  # what the windows complete (a window cut by a time limit is dropped)
             step = (obs, as_tensor(action), as_tensor(reward), next_obs, terminated, as_tensor(truncated))
             done = self.n_step.step(*step, *((q, next_value) if valued else ()))
-            obs, action, reward, next_obs, q, next_value = (
-                done.obs,
-                done.actions,
-                done.returns,
-                done.next_obs,
-                done.q,
-                done.next_value,
-            )
-            terminated, index = done.terminated.to(torch.float32), done.envs.cpu().numpy()
+            obs, action, reward, next_obs, terminated = done[:5]
+            q, next_value, terminated = done.q, done.next_value, terminated.to(torch.float32)
+            index = done.envs.cpu().numpy()
         elif not self.final_obs:  # a time-limited transition without its last observation is not stored
             ended = np.asarray(torch.as_tensor(truncated).cpu(), dtype=bool)
             ended &= ~np.asarray(terminated.cpu(), dtype=bool)
@@ -246,10 +240,7 @@ class FrameReplayBuffer(Buffer):
                 q, next_value = (q[kept], next_value[kept]) if valued else (q, next_value)
         if index.size == 0:
             return
-        td_errors = None
-        if valued:  # a terminated transition's target ignores next_value
-            bootstrap = torch.where(terminated > 0, 0.0, next_value)
-            td_errors = as_tensor(reward, torch.float32) + self.discount * bootstrap - q
+        td_errors = actor_td_errors(as_tensor(reward), terminated, q, next_value, self.discount) if valued else None
         floor = self.written - self.horizon  # frames older than this are not shared
         refs = self._store(obs, next_obs, index, floor)
         # Every frame of these transitions is at least `floor`: the ring keeps it until it has

@@ -56,6 +56,15 @@ def write_ring(stores: Any, values: Any, start: int, capacity: int) -> tuple[int
     return (start + count) % capacity, count
 
 
+def actor_td_errors(
+    reward: torch.Tensor, terminated: torch.Tensor, q: torch.Tensor, next_value: torch.Tensor, discount: float
+) -> torch.Tensor:
+    """Each transition's TD error under the actor's network, ``r + discount V(s') - Q(s, a)``
+    (Ape-X's initial priority); a terminated transition's target ignores ``next_value``, which may
+    be unknown there."""
+    return reward.to(torch.float32) + discount * torch.where(terminated > 0, 0.0, next_value) - q
+
+
 class ReplayBatch(NamedTuple):
     """Sampled transitions, shaped ``(batch_size, num_batches, ...)``: row-major, so that when
     several buffer copies each sample their share of a batch, the learner's ``k``-th gradient step
@@ -153,7 +162,7 @@ class ReplayBuffer(Buffer):
     ) -> NoValue:
         """Store one step of every environment.  With an actor's ``q`` (Q(obs, action)) and
         ``next_value`` (its value of ``next_obs``), each stored transition's TD error under the
-        actor's network goes to ``written`` (a prioritized replay's initial priorities, Ape-X's)."""
+        actor's network goes to ``rows_written`` (a prioritized replay's initial priorities, Ape-X's)."""
         as_tensor = lambda x, dtype=None: torch.as_tensor(x, device=self.device, dtype=dtype)  # noqa: E731
         terminated = as_tensor(terminated, torch.float32)
         cut = (as_tensor(truncated, torch.float32) > 0) & (terminated == 0)
@@ -172,23 +181,15 @@ class ReplayBuffer(Buffer):
         if self.n_step is not None:  # what the windows complete, each bootstrapped (or not) as it should be
             step = (obs, action, reward, next_obs, terminated, truncated)
             done = self.n_step.step(*(as_tensor(v) for v in step), *((q, next_value) if valued else ()))
-            obs, action, reward, next_obs, q, next_value = (
-                done.obs,
-                done.actions,
-                done.returns,
-                done.next_obs,
-                done.q,
-                done.next_value,
-            )
-            terminated = done.terminated.to(torch.float32)
+            obs, action, reward, next_obs, terminated = done[:5]
+            q, next_value, terminated = done.q, done.next_value, terminated.to(torch.float32)
             keep = torch.ones_like(terminated, dtype=torch.bool)
             offered = kept = int(terminated.numel())
         if kept == 0:
             return
         td_errors = None
-        if valued:  # a terminated transition's target ignores next_value, which may be unknown there
-            bootstrap = torch.where(terminated > 0, 0.0, next_value)
-            td_errors = (as_tensor(reward, torch.float32) + self.discount * bootstrap - q)[keep]
+        if valued:
+            td_errors = actor_td_errors(as_tensor(reward), terminated, q, next_value, self.discount)[keep]
         stores = (self.obs, self.next_obs, self.actions, self.rewards, self.terminated)
         values = [as_tensor(v, store.dtype) for v, store in zip((obs, next_obs, action, reward), stores)]
         values.append(terminated)
