@@ -158,6 +158,8 @@ EPYMARL_KEY = "pz-mpe-simple-spread-v3"
 """EPyMARL's name of simple_spread: PettingZoo's ``mpe.simple_spread_v3`` through its gymma wrapper."""
 
 SPREAD_AGENTS = 3
+"""The agents of EPyMARL's simple_spread: PettingZoo's default N, which its key makes (no N passes
+through ``env_args``).  EPyMARL reports the agents' summed return; the records are per agent."""
 
 
 def epymarl_run(
