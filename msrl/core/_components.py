@@ -250,7 +250,7 @@ class Buffer(Component):
     def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
         """A buffer starts empty, as built, after its fragment changed its replica count: what an
         on-policy buffer holds between iterations. A replay keeps its transitions only where it
-        deals them out anew itself (``msrl.rl.ReplayBuffer`` does)."""
+        deals them out anew itself (``msrl.rl``'s replays do)."""
 
 
 class Learner(Component):

@@ -33,6 +33,7 @@ earlier, which it is while the episode goes on: still about one new frame per tr
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ import torch
 
 from msrl.core import Batched, Buffer, NoValue
 from msrl.rl._nstep import NStepReturns
-from msrl.rl._replay import ReplayBatch, actor_td_errors, check_fits, write_ring
+from msrl.rl._replay import ReplayBatch, actor_td_errors, check_fits, deal_transitions, write_ring
 from msrl.rl._state import load_generator_state
 
 _FIELDS = ("obs_ref", "next_ref", "actions", "rewards", "terminated", "expires")
@@ -368,3 +369,60 @@ class FrameReplayBuffer(Buffer):
             history = state["history"].cpu().numpy().astype(np.int64)
             self.history = np.where(history[..., :1] >= first, history, -1)
             self.emitted = state["emitted"].cpu().numpy().astype(np.int64)
+
+    def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
+        """Deal the transitions of the checkpoint's replicas out to ``count`` new ones as
+        ``ReplayBuffer`` deals them (``deal_transitions``), with the frames they refer to: each old
+        replica's frames from the oldest one its dealt transitions use, one after another in the new
+        ring.  Where they would not all fit, the oldest transitions go.  Each game's stacks are shared
+        afresh, and n-step windows start empty, as the environments do."""
+        orders = [torch.arange(int(state["size"])) for state in states]  # saved oldest first
+        chosen, owner = deal_transitions(orders, replica, count, self.capacity)
+        refs = {i: torch.stack([states[i]["obs_ref"], states[i]["next_ref"]], 1) for i in owner.unique().tolist()}
+        while True:  # the frames each old replica's dealt transitions use, laid one segment after another
+            spans = {}
+            for i in refs:
+                mine = chosen[owner == i]
+                if mine.numel():
+                    used = refs[i][mine]
+                    spans[i] = (int(used.min()), int(states[i]["written"]))
+            total = sum(end - start for start, end in spans.values())
+            if total <= self.num_frames - self.horizon or chosen.numel() == 0:
+                break
+            drop = max(1, chosen.numel() // 64)  # the oldest go until the rest fit
+            chosen, owner = chosen[drop:], owner[drop:]
+        base, serial = 0, {}
+        for i, (start, end) in spans.items():
+            first = int(states[i]["first_frame"])
+            frames = states[i]["frames"][start - first : end - first].to(self.device, self.frames.dtype)
+            self.frames[torch.arange(base, base + end - start, device=self.device) % self.num_frames] = frames
+            serial[i] = base - start  # old serial + this = new serial
+            base += end - start
+        n = int(chosen.numel())
+        fields: dict[str, list[torch.Tensor]] = {name: [] for name in _FIELDS[:-1]}  # all but expires
+        for i in serial:
+            mine = owner == i
+            for name in ("obs_ref", "next_ref"):
+                fields[name].append(states[i][name][chosen[mine]] + serial[i])
+            for name in ("actions", "rewards", "terminated"):
+                fields[name].append(states[i][name][chosen[mine]])
+        order = (
+            torch.cat([(owner == i).nonzero().squeeze(1) for i in serial]) if n else torch.zeros(0, dtype=torch.int64)
+        )
+        self.written, self.position, self.size = base, n % self.capacity, n
+        for name in fields:
+            if n:  # gathered old replica by old replica, each to its row in the dealt order
+                getattr(self, name)[order.to(self.device)] = torch.cat(fields[name]).to(self.device)
+        # A transition's frames stay until the ring writes past its oldest one; expiries must rise
+        # with the rows, so each row takes the least of its own and the later rows' bounds.
+        if n:
+            oldest = torch.minimum(self.obs_ref[:n, 0], self.next_ref[:n, 0]) + self.num_frames
+            self.expires[:n] = oldest.flip(0).cummin(0).values.flip(0)
+        self.inserted = sum(int(state["inserted"]) for state in states) // count
+        self.stored = n
+        self.last, self.last_stack = self.last[:0], self.last_stack[:0]
+        self.history, self.emitted = self.history[:0], self.emitted[:0]
+        if self.n_step is not None:
+            self.n_step.load_state_dict({})
+        if replica < len(states):
+            load_generator_state(self.generator, states[replica]["generator"])

@@ -184,17 +184,17 @@ class Prioritized:
         self.max_priority = float(state["max_priority"])
         self.sampled = state["sampled"].to(self.device)
 
+    def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
+        """The transitions dealt out as the replay deals them, each at the largest priority any
+        replica held (the old rings' priorities are not carried over)."""
+        super().load_regrouped(states, replica, count)  # type: ignore[misc]
+        self.max_priority = max(float(state.get("max_priority", 1.0)) for state in states)
+        self.tree.tree[:] = 0.0
+        self.rows_written(0, self.size)
+
 
 class PrioritizedReplayBuffer(Prioritized, ReplayBuffer):
     """``ReplayBuffer`` sampled in proportion to priorities (``Prioritized``)."""
-
-    def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
-        """The transitions dealt out as ``ReplayBuffer`` deals them, each at the largest priority
-        any replica held (the old rings' priorities are not carried over)."""
-        super().load_regrouped(states, replica, count)
-        self.max_priority = max(float(state["max_priority"]) for state in states)
-        self.tree.tree[:] = 0.0
-        self.rows_written(0, self.size)
 
 
 class PrioritizedFrameReplayBuffer(Prioritized, FrameReplayBuffer):

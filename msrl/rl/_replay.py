@@ -246,40 +246,54 @@ class ReplayBuffer(Buffer):
             self.n_step.load_state_dict(state.get("n_step", {}))
 
     def load_regrouped(self, states: Sequence[dict[str, Any]], replica: int, count: int) -> None:
-        """Deal the transitions of the checkpoint's replicas out to ``count`` new ones: where there
-        are fewer replicas now, each takes those of the old replicas it replaces; where there are
-        more, an old replica's transitions alternate between the new ones that replace it. Each
-        keeps its newest transitions up to its capacity, oldest first, so what one replica held
-        stays in one replica; ``inserted`` (the warm-up's count) is the run's, shared out anew."""
-        old = len(states)
-        sources = [(i, 0, 1) for i in range(old) if i * count // old == replica] if old >= count else []
-        if old < count:
-            i = max(k for k in range(old) if k * count // old <= replica)
-            first, last = i * count // old, (i + 1) * count // old
-            sources = [(i, replica - first, last - first)]
-        rows, ages, owners = [], [], []
-        for i, offset, every in sources:
-            state = states[i]
+        """Deal the transitions of the checkpoint's replicas out to ``count`` new ones
+        (``deal_transitions``); ``inserted`` (the warm-up's count) is the run's, shared out anew."""
+        orders = []
+        for state in states:
             n, position = int(state["size"]), int(state["position"])
-            order = torch.arange(n).roll(-position) if position < n else torch.arange(n)  # oldest first
-            age = torch.arange(n - 1, -1, -1)  # steps since insertion, newest 0
-            keep = age % every == offset
-            rows.append(order[keep])
-            ages.append(age[keep] * old + i)  # comparable across replicas that insert alike
-            owners.append(torch.full((int(keep.sum()),), i))
-        sort = torch.argsort(torch.cat(ages), descending=True, stable=True)[-self.capacity :]
-        chosen, owner = torch.cat(rows)[sort], torch.cat(owners)[sort]
+            orders.append(torch.arange(n).roll(-position) if position < n else torch.arange(n))  # oldest first
+        chosen, owner = deal_transitions(orders, replica, count, self.capacity)
         n = int(chosen.numel())
         for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
             store = getattr(self, name)
-            for i, _, _ in sources:
+            for i in owner.unique().tolist():
                 mine = owner == i
                 target = mine.nonzero().squeeze(1)
                 store[target.to(self.device)] = states[i][name][chosen[mine]].to(self.device, store.dtype)
         self.position, self.size = n % self.capacity, n
         self.inserted = sum(int(state["inserted"]) for state in states) // count
-        if replica < old:
+        if replica < len(states):
             load_generator_state(self.generator, states[replica]["generator"])
+
+
+def deal_transitions(
+    orders: Sequence[torch.Tensor], replica: int, count: int, capacity: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """How a replay's transitions are dealt out when its fragment goes from ``len(orders)`` replicas
+    to ``count``: ``orders[i]`` are old replica ``i``'s rows, oldest first.  Where there are fewer
+    replicas now, each takes those of the old replicas it replaces; where there are more, an old
+    replica's transitions alternate between the new ones that replace it.  Each keeps its newest
+    transitions up to ``capacity``, so what one replica held stays in one replica.  Returns new
+    replica ``replica``'s rows, oldest first (ages interleaved across the old replicas, which insert
+    alike), and the old replica each comes from."""
+    old = len(orders)
+    sources = [(i, 0, 1) for i in range(old) if i * count // old == replica] if old >= count else []
+    if old < count:
+        i = max(k for k in range(old) if k * count // old <= replica)
+        first, last = i * count // old, (i + 1) * count // old
+        sources = [(i, replica - first, last - first)]
+    rows, ages, owners = [], [], []
+    for i, offset, every in sources:
+        n = int(orders[i].numel())
+        age = torch.arange(n - 1, -1, -1)  # steps since insertion, newest 0
+        keep = age % every == offset
+        rows.append(orders[i][keep])
+        ages.append(age[keep] * old + i)  # comparable across replicas that insert alike
+        owners.append(torch.full((int(keep.sum()),), i))
+    if not rows:
+        return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
+    sort = torch.argsort(torch.cat(ages), descending=True, stable=True)[-capacity:]
+    return torch.cat(rows)[sort], torch.cat(owners)[sort]
 
 
 def keeps_final_obs(env: Any, wanted: bool) -> bool:

@@ -198,3 +198,67 @@ def test_a_checkpoint_of_other_n_step_settings_loads_and_goes_on(saved: int, loa
     assert 0 < new <= len(restored) <= before + new  # the oldest may go for their frames
     for x, y in zip(restored.transitions(), reference.transitions()):
         torch.testing.assert_close(x[-new:], y, rtol=0, atol=0)
+
+
+def _ids(buffer: FrameReplayBuffer) -> list[int]:
+    return buffer.transitions().rewards.long().tolist()
+
+
+def test_fewer_frame_replicas_take_the_transitions_and_frames_of_those_they_replace() -> None:
+    """Two replicas' replays into one: every transition of both, oldest first, each frame for frame
+    as it went in; the new ring then goes on storing, sharing and sampling what goes in."""
+    old, records = [], []
+    for i in range(2):
+        buffer = PrioritizedFrameReplayBuffer(40, SHAPE, batch_size=16, final_obs=True, horizon=16, seed=i)
+        record: list = [None] * (1000 * i)  # replica i's ids from 1000 i on
+        fill(buffer, Games(2, seed=20 + i), 30, record)
+        old.append(buffer)
+        records.append(record)
+    new = PrioritizedFrameReplayBuffer(80, SHAPE, batch_size=16, final_obs=True, horizon=16, seed=5)
+    new.load_regrouped([buffer.state_dict() for buffer in old], 0, 1)
+    assert sorted(_ids(new)) == sorted(_ids(old[0]) + _ids(old[1]))
+    for i in range(2):
+        mine = [k for k, id_ in enumerate(_ids(new)) if id_ // 1000 == i]
+        held = new.transitions()
+        assert_matches(type(held)(*(field[mine] for field in held)), records[i])
+    assert new.tree.total == pytest.approx(len(new))  # every transition at the largest priority, 1
+    record = [None] * 5000
+    fill(new, Games(2, seed=22), 60, record)  # it goes on: the newest are what went in since
+    newest = [k for k, id_ in enumerate(_ids(new)) if id_ >= 5000]
+    held = new.transitions()
+    assert len(newest) > 0 and new.frames_per_transition < 1.6
+    assert_matches(type(held)(*(field[newest] for field in held)), record)
+
+
+def test_more_frame_replicas_share_each_old_ones_transitions_alternately() -> None:
+    old = FrameReplayBuffer(60, SHAPE, batch_size=8, final_obs=True, horizon=16)
+    record: list = []
+    fill(old, Games(2, seed=30), 20, record)
+    state = old.state_dict()
+    new = [FrameReplayBuffer(60, SHAPE, batch_size=8, final_obs=True, horizon=16, seed=j) for j in range(2)]
+    for j, buffer in enumerate(new):
+        buffer.load_regrouped([state], j, 2)
+        assert_matches(buffer.transitions(), record)
+        assert_matches(buffer.sample(), record)
+    ids = _ids(old)
+    # the newest transition to replica 0, the one before to replica 1, and so on back
+    assert _ids(new[0]) == ids[(len(ids) - 1) % 2 :: 2] and _ids(new[1]) == ids[len(ids) % 2 :: 2]
+
+
+def test_a_frame_replica_with_fewer_frames_keeps_the_newest_transitions_that_fit() -> None:
+    old = [FrameReplayBuffer(60, SHAPE, final_obs=True, horizon=16, seed=i) for i in range(2)]
+    records: list = []
+    for i, buffer in enumerate(old):
+        record: list = [None] * (1000 * i)
+        fill(buffer, Games(2, seed=40 + i), 30, record)
+        records.append(record)
+    small = FrameReplayBuffer(120, SHAPE, final_obs=True, horizon=16, frames=96)
+    small.load_regrouped([buffer.state_dict() for buffer in old], 0, 1)
+    assert 0 < len(small) < len(old[0]) + len(old[1])
+    assert small.written <= small.num_frames - small.horizon
+    for i in range(2):  # what is kept of each old replica is its newest, frame for frame
+        mine = [id_ for id_ in _ids(small) if id_ // 1000 == i]
+        assert mine == _ids(old[i])[len(_ids(old[i])) - len(mine) :]
+        held = small.transitions()
+        rows = [k for k, id_ in enumerate(_ids(small)) if id_ // 1000 == i]
+        assert_matches(type(held)(*(field[rows] for field in held)), records[i])
