@@ -109,8 +109,8 @@ def report(records: Sequence[dict[str, Any]]) -> str:
             r["seed"],
             f"{r['greedy_mean']:,.1f} ± {statistics.pstdev(r['greedy_returns']):,.1f}",
             f"{r['train_last100_mean']:,.1f}",
-            " / ".join(f"{v:,}" if v else "-" for v in r["first_training_episode_at"].values()),
-            f"{r['last10_reaches_3000_at']:,}" if r["last10_reaches_3000_at"] else "-",
+            " / ".join(f"{v:,}" if v else "never" for v in r["first_training_episode_at"].values()),
+            f"{r['last10_reaches_3000_at']:,}" if r["last10_reaches_3000_at"] else "never",
             f"{r['wall_s']:,.0f}",
         ]
         for r in sorted(records, key=lambda r: (r["config"], r["seed"]))
