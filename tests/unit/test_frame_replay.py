@@ -132,8 +132,8 @@ def test_pong_writes_about_one_frame_per_transition_and_keeps_its_capacity() -> 
 
 def test_dqn_stores_atari_frames_once_and_minatar_observations_whole(tmp_path) -> None:
     """DQN picks the frame replay where the environment says its observations are a frame stack
-    (Atari), with Rainbow's replay options too, and the plain one where they are not (MinAtar's
-    channels are objects, not time)."""
+    (Atari), the prioritized n-step one under the shipped Rainbow config, and the plain one where
+    they are not (MinAtar's channels are objects, not time)."""
     pytest.importorskip("ale_py", reason="the atari extra (ale-py) is not installed")
     pytest.importorskip("minatar", reason="the atari extra (minatar) is not installed")
     from pathlib import Path
@@ -149,8 +149,8 @@ def test_dqn_stores_atari_frames_once_and_minatar_observations_whole(tmp_path) -
         trainer.run()
         assert 0 < len(buffer) and buffer.frames_per_transition < 1.2
         assert trainer.runtime.algorithm.learner.gradient_steps_taken > 0
-    rainbow = ["algo.prioritized_replay=true", "algo.n_step=3", "algo.double_dqn=true", "algo.dueling=true"]
-    with Trainer(config, small + rainbow) as trainer:  # the options on frames: the frame replay's twins
+    rainbow = config.replace("dqn_atari", "dqn_rainbow_atari")
+    with Trainer(rainbow, small) as trainer:  # Rainbow's options on frames: the frame replay's twin
         buffer = trainer.runtime.algorithm.buffer
         assert isinstance(buffer, PrioritizedFrameReplayBuffer) and buffer.n_step is not None
         trainer.run()
