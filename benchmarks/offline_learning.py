@@ -21,7 +21,10 @@ score (what cloning it would give) is printed beside.
         --algorithms iql awac --levels medium --gradient-steps 100000 --out offline.jsonl
     python -m benchmarks.offline_learning report offline.jsonl
 
-The policies and the datasets are made once in ``--workdir`` and reused.  The published figures
+The policies and the datasets are made once in ``--workdir`` and reused.  A run ``--out`` already
+holds is not run again; with ``--runs DIR`` each run keeps its folder there, checkpointed every
+``--checkpoint-every`` iterations, and the same command continues an interrupted one from its
+checkpoint (CQL on HalfCheetah is hours of a core).  The published figures
 the report quotes are the IQL paper's (Kostrikov et al. 2022, table 1) for HalfCheetah's D4RL
 datasets: a gap between those and these comes first from the datasets (msrl's recordings, not
 D4RL's) and, below D4RL's 1M gradient steps, from the budget.
@@ -30,7 +33,9 @@ D4RL's) and, below D4RL's 1M gradient steps, from the budget.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
+import json
 import statistics
 import tempfile
 import time
@@ -133,9 +138,14 @@ def run(args: argparse.Namespace) -> None:
     references = {level: mean_return(path) for level, path in made.items()}
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine_info(note='torch threads 1')}")
     print("# dataset mean returns:", {level: round(value, 1) for level, value in references.items()}, flush=True)
+    done = {record_key(r) for r in read_jsonl([args.out])} if Path(args.out).exists() else set()
     for seed in args.seeds:  # interleaved: the machine's load falls on every algorithm alike
         for level, algorithm, policy in itertools.product(args.levels, args.algorithms, args.policies):
-            record = train_once(algorithm, made[level], seed, policy, args)
+            key = (args.env, level, algorithm, policy, seed, args.gradient_steps, tuple(args.set))
+            if key in done:
+                print(algorithm, level, policy, seed, f"already in {args.out}", flush=True)
+                continue
+            record = train_once(algorithm, level, made[level], seed, policy, args)
             record.update(
                 env=args.env,
                 level=level,
@@ -144,31 +154,55 @@ def run(args: argparse.Namespace) -> None:
                 expert_return=references["expert"],
             )
             append_jsonl(args.out, record)
-            greedy, seconds = record["greedy_return"], record["wall_s"]
-            print(algorithm, level, policy, seed, f"greedy {greedy:.1f}", f"{seconds:.0f} s", flush=True)
+            seconds = "" if record["wall_s"] is None else f"{record['wall_s']:.0f} s"
+            print(algorithm, level, policy, seed, f"greedy {record['greedy_return']:.1f}", seconds, flush=True)
 
 
-def train_once(algorithm: str, dataset: Path, seed: int, policy: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One run of ``configs/<algorithm>_<env>.yaml`` on ``dataset`` under ``policy``."""
+def record_key(record: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two records the same run: environment, dataset, algorithm, preset, seed, budget
+    and overrides."""
+    run = (record["level"], record["algorithm"], record["policy"], record["seed"], record["gradient_steps"])
+    return (record.get("env", "pendulum"), *run, tuple(record.get("settings", [])))
+
+
+def train_once(
+    algorithm: str, level: str, dataset: Path, seed: int, policy: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One run of ``configs/<algorithm>_<env>.yaml`` on ``dataset`` under ``policy``: in a scratch
+    folder, or with ``--runs`` in a folder of its own there, checkpointed as it goes, continued from
+    its checkpoint when one is there and read back when it has finished."""
     import msrl
+    from msrl.app import CHECKPOINT_NAME, EVAL_NAME
 
-    overrides = [f"algo.dataset={dataset}", f"seed={seed}", "progress=false", "checkpoint_every=0", *PRESETS[policy]]
+    config = REPO / "configs" / f"{algorithm}_{args.env}.yaml"
+    overrides = [f"algo.dataset={dataset}", f"seed={seed}", "progress=false", *PRESETS[policy]]
     overrides += [f"total_env_steps={256 * args.gradient_steps}", f"eval_episodes={args.eval_episodes}", *args.set]
-    with tempfile.TemporaryDirectory(prefix="msrl-offline-") as runs:
-        start = time.perf_counter()
-        config = REPO / "configs" / f"{algorithm}_{args.env}.yaml"
-        result = msrl.train(str(config), [f"runs_dir={runs}", *overrides])
-        seconds = time.perf_counter() - start
+    record = {"algorithm": algorithm, "seed": seed, "policy": policy, "gradient_steps": args.gradient_steps}
+    record["settings"] = list(args.set)
+    start = time.perf_counter()
+    if args.runs is None:
+        with tempfile.TemporaryDirectory(prefix="msrl-offline-") as runs:
+            result = msrl.train(str(config), [f"runs_dir={runs}", "checkpoint_every=0", *overrides])
+        assert result.evaluation is not None
+        return record | {"greedy_return": result.evaluation.mean, "wall_s": time.perf_counter() - start}
+    name = f"{args.env}-{level}_{algorithm}_{policy}_{args.gradient_steps}steps_seed{seed}"
+    if args.set:  # runs with other overrides are other runs
+        name += "_" + hashlib.sha1(" ".join(args.set).encode()).hexdigest()[:8]
+    run_dir = Path(args.runs).resolve() / name / config.stem
+    if (run_dir / EVAL_NAME).exists():
+        evaluation = json.loads((run_dir / EVAL_NAME).read_text(encoding="utf-8"))
+        return record | {"greedy_return": evaluation["mean"], "wall_s": None, "run_dir": str(run_dir)}
+    if (run_dir / CHECKPOINT_NAME).exists():
+        result = msrl.train(None, ["progress=false"], resume=str(run_dir / CHECKPOINT_NAME))
+    else:
+        checkpoints = f"checkpoint_every={args.checkpoint_every}"
+        result = msrl.train(str(config), [f"runs_dir={run_dir.parent}", checkpoints, *overrides])
+    if result.stopped_by is not None:  # Ctrl-C or a preemption's notice: checkpointed, not finished
+        raise SystemExit(f"{result.stop_line()}; or run this command again")
     assert result.evaluation is not None
-    return {
-        "algorithm": algorithm,
-        "seed": seed,
-        "policy": policy,
-        "gradient_steps": args.gradient_steps,
-        "settings": list(args.set),
-        "greedy_return": result.evaluation.mean,
-        "wall_s": seconds,
-    }
+    seconds = time.perf_counter() - start if result.resumed_at is None else None  # only part of it ran here
+    record |= {"greedy_return": result.evaluation.mean, "wall_s": seconds, "train_s": result.wall_time}
+    return record | {"run_dir": str(run_dir)}
 
 
 def normalised(value: float, record: dict[str, Any]) -> float:
@@ -246,7 +280,14 @@ def main() -> None:
     )
     go.add_argument("--eval-episodes", type=int, default=20)
     go.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
-    go.add_argument("--out", required=True, help="JSONL file the runs are appended to")
+    go.add_argument(
+        "--out", required=True, help="JSONL file the runs are appended to; runs it already holds are not run again"
+    )
+    go.add_argument(
+        "--runs",
+        help="keep each run's folder here, checkpointed, and continue an unfinished one (default: scratch folders)",
+    )
+    go.add_argument("--checkpoint-every", type=int, default=1000, help="iterations between a kept run's checkpoints")
     rep = sub.add_parser("report", help="the table of runs recorded")
     rep.add_argument("paths", nargs="+")
     args = parser.parse_args()
