@@ -10,14 +10,14 @@ from cli_helpers import REPO, explain, in_process
 import msrl
 
 
-def random_pendulum_data(workdir: Path) -> Path:
-    """100 episodes of uniformly random Pendulum actions (``--epsilon 1`` from an untrained DDPG):
+def random_pendulum_data(workdir: Path, episodes: int = 100) -> Path:
+    """``episodes`` of uniformly random Pendulum actions (``--epsilon 1`` from an untrained DDPG):
     ``benchmarks.offline_learning``'s random level, a random policy's return about -1230."""
     overrides = ["progress=false", "total_env_steps=8", "eval_episodes=0", "algo.learning_starts=100"]
     run = msrl.train(str(REPO / "configs/ddpg_pendulum.yaml"), [f"runs_dir={workdir / 'runs'}", *overrides])
     out = workdir / "pendulum-random"
     result = in_process(
-        "record", run.checkpoint, "--episodes", "100", "--out", str(out), "--epsilon", "1", "--seed", "100"
+        "record", run.checkpoint, "--episodes", str(episodes), "--out", str(out), "--epsilon", "1", "--seed", "100"
     )
     assert result.returncode == 0, explain(result)
     return out

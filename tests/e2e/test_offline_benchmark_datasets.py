@@ -72,7 +72,7 @@ def _arguments(tmp_path: Path, runs: str | None) -> argparse.Namespace:
 
 @pytest.fixture(scope="module")
 def random_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return random_pendulum_data(tmp_path_factory.mktemp("data"))
+    return random_pendulum_data(tmp_path_factory.mktemp("data"), episodes=10)
 
 
 def test_a_kept_run_stopped_part_way_is_continued_by_the_same_command(
