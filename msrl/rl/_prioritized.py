@@ -57,16 +57,30 @@ class SumTree:
             self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
 
     def find(self, prefix: Any) -> np.ndarray:
-        """For each prefix sum in ``[0, total)``, the leaf whose span of the cumulative sum holds it."""
-        value = np.array(prefix, dtype=np.float64).reshape(-1)
+        """For each prefix sum in ``[0, total)``, the leaf whose span of the cumulative sum holds it;
+        never a leaf of value 0 while the total is positive.  Rounding in the sums can leave a
+        value at or past the sum of the subtree it is in, and the walk then goes on into an empty
+        subtree, to a row that holds no transition (its importance weight infinite): those few
+        walk again, going right only into subtrees whose sum is positive."""
+        prefix = np.asarray(prefix, dtype=np.float64).reshape(-1)
+        node = self._descend(prefix.copy(), guarded=False)
+        empty = self.tree[node] == 0
+        if empty.any() and self.total > 0:
+            node[empty] = self._descend(prefix[empty], guarded=True)
+        return np.minimum(node - self.size, self.capacity - 1)
+
+    def _descend(self, value: np.ndarray, guarded: bool) -> np.ndarray:
+        """The leaf nodes the prefix sums ``value`` (consumed) walk down to from the root."""
         node = np.ones(value.shape, dtype=np.int64)
         for _ in range(self.depth):
             node <<= 1
             left = self.tree[node]
             right = value >= left
+            if guarded:
+                right &= self.tree[node + 1] > 0
             value -= left * right
             node += right
-        return np.minimum(node - self.size, self.capacity - 1)
+        return node
 
 
 class PrioritizedBatch(NamedTuple):

@@ -31,6 +31,27 @@ def test_the_sum_tree_finds_the_leaf_whose_span_holds_each_prefix_sum(capacity: 
     assert np.array_equal(tree.find(prefix), expected)
 
 
+def test_the_sum_tree_never_finds_an_empty_leaf_at_the_edges_of_empty_rows() -> None:
+    """Rows that hold nothing (forgotten, never written) have value 0; prefix sums at and beside
+    the cumulative sums' edges, where rounding in the tree's sums decides, still end on a leaf
+    with a value, the one numpy's cumulative sum gives wherever that is not a rounding tie."""
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        capacity = int(rng.integers(4, 128))
+        values = rng.random(capacity) * 10 ** rng.uniform(-3, 3, size=capacity)
+        values[rng.random(capacity) < 0.4] = 0.0
+        values[rng.integers(capacity)] = 1.0  # never all empty
+        tree = SumTree(capacity)
+        tree.update(np.arange(capacity), values)
+        edges = np.cumsum(values)
+        prefix = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, np.inf)])
+        prefix = prefix[prefix < tree.total]
+        assert (tree.values(tree.find(prefix)) > 0).all()
+        inside = rng.uniform(0, tree.total, 256)
+        inside = inside[np.abs(edges[:, None] - inside).min(axis=0) > 1e-9 * tree.total]  # no ties
+        assert np.array_equal(tree.find(inside), np.searchsorted(edges, inside, side="right"))
+
+
 def test_updates_set_leaves_and_every_sum_above_the_last_value_winning_where_an_index_repeats() -> None:
     tree = SumTree(6)
     tree.update(torch.arange(6), torch.ones(6))
