@@ -24,7 +24,19 @@ score (what cloning it would give) is printed beside.
 The policies and the datasets are made once in ``--workdir`` and reused.  A run ``--out`` already
 holds is not run again; with ``--runs DIR`` each run keeps its folder there, checkpointed every
 ``--checkpoint-every`` iterations, and the same command continues an interrupted one from its
-checkpoint (CQL on HalfCheetah is hours of a core).  The published figures
+checkpoint (CQL on HalfCheetah is hours of a core).
+
+CORL beside msrl: ``--corl CHECKOUT`` (``git clone https://github.com/tinkoff-ai/CORL``) also runs,
+after msrl's runs of each algorithm and level, CORL's own ``algorithms/offline/<algorithm>.py`` with
+its config of the level's D4RL HalfCheetah dataset, on the same dataset, gradient steps, evaluation
+episodes and seed, one torch thread, evaluated once at the end.  Its imports around the algorithm
+are stand-ins (``benchmarks/peers/corl``): gym's old API over gymnasium, D4RL's
+``qlearning_dataset`` over msrl's dataset, a wandb that logs the evaluations to a file.  Its path
+needs ``pyrallis`` in a folder of its own (``pip install --target DEPS pyrallis``, then delete
+``DEPS``'s yaml, typing_extensions and mypy_extensions so the environment's are used), given as
+``--corl-path DEPS``.
+
+The published figures
 the report quotes are the IQL paper's (Kostrikov et al. 2022, table 1) for HalfCheetah's D4RL
 datasets: a gap between those and these comes first from the datasets (msrl's recordings, not
 D4RL's) and, below D4RL's 1M gradient steps, from the budget.
@@ -36,7 +48,10 @@ import argparse
 import hashlib
 import itertools
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -81,7 +96,7 @@ RECIPES = {
     "pendulum": Recipe("sac_pendulum", 0.0, 100, 2_000),
     "halfcheetah": Recipe("td3_halfcheetah", 0.1, 1_000, 100_000),
 }
-RECIPES_ORDER, PRESET_ORDER = list(RECIPES), list(PRESETS)
+RECIPES_ORDER, PRESET_ORDER = list(RECIPES), [*PRESETS, "corl"]
 
 
 def policy_checkpoint(workdir: Path, source: str, name: str, steps: int | None) -> str:
@@ -139,13 +154,18 @@ def run(args: argparse.Namespace) -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine_info(note='torch threads 1')}")
     print("# dataset mean returns:", {level: round(value, 1) for level, value in references.items()}, flush=True)
     done = {record_key(r) for r in read_jsonl([args.out])} if Path(args.out).exists() else set()
+    peer = ["corl"] if args.corl else []
     for seed in args.seeds:  # interleaved: the machine's load falls on every algorithm alike
-        for level, algorithm, policy in itertools.product(args.levels, args.algorithms, args.policies):
-            key = (args.env, level, algorithm, policy, seed, args.gradient_steps, tuple(args.set))
+        for level, algorithm, policy in itertools.product(args.levels, args.algorithms, [*args.policies, *peer]):
+            settings = () if policy == "corl" else tuple(args.set)
+            key = (args.env, level, algorithm, policy, seed, args.gradient_steps, settings)
             if key in done:
                 print(algorithm, level, policy, seed, f"already in {args.out}", flush=True)
                 continue
-            record = train_once(algorithm, level, made[level], seed, policy, args)
+            if policy == "corl":
+                record = corl_run(algorithm, level, made[level], seed, references, args)
+            else:
+                record = train_once(algorithm, level, made[level], seed, policy, args)
             record.update(
                 env=args.env,
                 level=level,
@@ -205,6 +225,69 @@ def train_once(
     return record | {"run_dir": str(run_dir)}
 
 
+CORL_CONFIGS = {level: level.replace("-", "_") + "_v2" for level in LEVELS}
+"""CORL's config file of each level (its D4RL HalfCheetah settings, which msrl's configs follow)."""
+CORL_OPTIONS = {
+    "iql": ("max_timesteps", "eval_freq", "n_episodes"),
+    "cql": ("max_timesteps", "eval_freq", "n_episodes"),
+    "awac": ("num_train_ops", "eval_frequency", "n_test_episodes"),
+}
+"""Each CORL file's names of its gradient steps, its evaluation interval and its episodes an evaluation."""
+STAND_INS = Path(__file__).resolve().parent / "peers" / "corl"
+
+
+def corl_run(
+    algorithm: str, level: str, dataset: Path, seed: int, references: dict[str, float], args: argparse.Namespace
+) -> dict[str, Any]:
+    """CORL's own ``algorithms/offline/<algorithm>.py`` with its config for ``level``, on the same
+    dataset, gradient steps and evaluation episodes, evaluated once at the end; ``gym``, ``d4rl``
+    and ``wandb`` are stand-ins over gymnasium, msrl's dataset and a log file
+    (``benchmarks/peers/corl/README.md``)."""
+    from msrl.data import read_info
+
+    checkout = Path(args.corl).resolve()
+    config = checkout / "configs" / "offline" / algorithm / "halfcheetah" / f"{CORL_CONFIGS[level]}.yaml"
+    info = read_info(dataset)
+    steps, every, episodes = CORL_OPTIONS[algorithm]
+    command = [sys.executable, str(checkout / "algorithms" / "offline" / f"{algorithm}.py")]
+    command += ["--config_path", str(config), "--device", "cpu", "--seed", str(seed)]
+    command += [f"--{steps}", str(args.gradient_steps)]
+    command += [f"--{every}", str(args.gradient_steps), f"--{episodes}", str(args.eval_episodes)]
+    command += ["--buffer_size", str(info.total_steps)]  # its replay holds the dataset: no 10M rows allocated
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="msrl-corl-") as scratch:
+        log = Path(scratch) / "evaluations.jsonl"
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(STAND_INS), *args.corl_path, str(REPO)]),
+            "OMP_NUM_THREADS": "1",
+            "MSRL_CORL_DATASET": str(dataset),
+            "MSRL_CORL_ENV_ID": str(info.env_id),
+            "MSRL_CORL_REF_MIN": repr(references["random"]),
+            "MSRL_CORL_REF_MAX": repr(references["expert"]),
+            "MSRL_CORL_LOG": str(log),
+        }
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        evaluations = read_jsonl([log]) if log.exists() else []
+    if done.returncode != 0 or not evaluations:
+        raise SystemExit(f"msrl: error: CORL's {algorithm} run failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    last = evaluations[-1]
+    low, high = references["random"], references["expert"]
+    greedy = last["eval_score"] if "eval_score" in last else low + last["d4rl_normalized_score"] / 100 * (high - low)
+    return {
+        "algorithm": algorithm,
+        "seed": seed,
+        "policy": "corl",
+        "gradient_steps": args.gradient_steps,
+        "settings": [],
+        "greedy_return": greedy,
+        "wall_s": seconds,
+        "corl_commit": commit,
+    }
+
+
 def normalised(value: float, record: dict[str, Any]) -> float:
     return 100.0 * (value - record["random_return"]) / (record["expert_return"] - record["random_return"])
 
@@ -237,7 +320,7 @@ def report(paths: list[str]) -> None:
                 env,
                 algorithm,
                 level,
-                f"`{policy}`",
+                "CORL's own file" if policy == "corl" else f"`{policy}`",
                 f"`{settings}`" if settings else "shipped",
                 f"{steps:,}",
                 len(runs),
@@ -279,6 +362,10 @@ def main() -> None:
         "--medium-steps", type=int, help="env steps of the medium policy (Pendulum 2,000, HalfCheetah 100,000)"
     )
     go.add_argument("--eval-episodes", type=int, default=20)
+    go.add_argument("--corl", help="a CORL checkout: its own file of each algorithm runs too, after msrl's")
+    go.add_argument(
+        "--corl-path", nargs="+", default=[], metavar="DEPS", help="folders CORL's files need on their path (pyrallis)"
+    )
     go.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
     go.add_argument(
         "--out", required=True, help="JSONL file the runs are appended to; runs it already holds are not run again"
