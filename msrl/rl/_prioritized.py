@@ -51,10 +51,17 @@ class SumTree:
         # the last occurrence of each index: the first in the reversed order
         unique, first = np.unique(indices[::-1], return_index=True)
         nodes = unique + self.size
-        self.tree[nodes] = values[::-1][first]
-        for _ in range(self.depth):  # parents written once per child: repeats write the same sum
-            nodes = nodes >> 1
-            self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
+        tree = self.tree
+        tree[nodes] = values[::-1][first]
+        level = self.depth  # the level of ``nodes``; the root's is 0
+        while level > 0 and (1 << (level - 1)) > nodes.size:  # parents written once per child:
+            nodes = nodes >> 1  # repeats write the same sum
+            children = nodes << 1
+            tree.put(nodes, tree.take(children) + tree.take(children + 1))
+            level -= 1
+        for parents in range(level - 1, -1, -1):  # levels no wider than the batch: each one whole
+            start = 1 << parents
+            np.add(tree[2 * start : 4 * start : 2], tree[2 * start + 1 : 4 * start : 2], out=tree[start : 2 * start])
 
     def find(self, prefix: Any) -> np.ndarray:
         """For each prefix sum in ``[0, total)``, the leaf whose span of the cumulative sum holds it;

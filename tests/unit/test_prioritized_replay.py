@@ -60,6 +60,22 @@ def test_updates_set_leaves_and_every_sum_above_the_last_value_winning_where_an_
     assert tree.total == pytest.approx(7.5)
 
 
+@pytest.mark.parametrize("capacity", [1, 2, 7, 1000])
+def test_every_sum_is_its_childrens_after_updates_of_any_size(capacity: int) -> None:
+    """Batches smaller and larger than the tree's levels, with repeated rows: each leaf holds the
+    last value written to it and each node exactly the sum of its two children."""
+    rng = np.random.default_rng(capacity)
+    tree, expected = SumTree(capacity), np.zeros(capacity)
+    for count in [1, 3, capacity, 600, 5000, 2]:
+        rows, values = rng.integers(0, capacity, count), rng.uniform(0.0, 3.0, count)
+        tree.update(rows, values)
+        for row, value in zip(rows, values):  # in order: the last write of a row wins
+            expected[row] = value
+        assert np.array_equal(tree.values(np.arange(capacity)), expected)
+        parents = np.arange(1, tree.size)
+        assert np.array_equal(tree.tree[parents], tree.tree[2 * parents] + tree.tree[2 * parents + 1])
+
+
 def _buffer(capacity: int = 64, rows: int = 4096, **kwargs) -> PrioritizedReplayBuffer:
     return PrioritizedReplayBuffer(capacity, (1,), batch_size=rows, seed=3, **kwargs)
 
