@@ -319,7 +319,7 @@ def report(paths: list[str], figure: str = "spread", steps: int | None = None) -
                 ax.fill_between(at[window - 1 :], low, high, alpha=0.2)
         ax.set_xlabel("env steps")
         ax.set_ylabel("episode reward, MAPPO paper's units")
-        ax.set_title("simple_spread_v3, configs/mappo_simple_spread.yaml")
+        ax.set_title("simple_spread_v3, msrl's shipped configs")
         ax.legend(fontsize="small")
         fig.tight_layout()
         fig.savefig(FIGURES / f"{figure}.png", dpi=100)
