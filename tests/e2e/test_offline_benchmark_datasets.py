@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from data_helpers import random_pendulum_data
+from data_helpers import played_pendulum_data
 
 import benchmarks.offline_learning as offline
 from benchmarks.harness import read_jsonl
@@ -53,6 +53,8 @@ def test_a_missing_dataset_trains_only_its_own_policy(tmp_path: Path, monkeypatc
 def _arguments(tmp_path: Path, runs: str | None) -> argparse.Namespace:
     """A tiny benchmark run: IQL, 40 gradient steps (4 iterations) on random Pendulum data."""
     return argparse.Namespace(
+        corl=None,
+        corl_path=[],
         env="pendulum",
         workdir=str(tmp_path),
         seeds=[1],
@@ -72,7 +74,7 @@ def _arguments(tmp_path: Path, runs: str | None) -> argparse.Namespace:
 
 @pytest.fixture(scope="module")
 def random_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return random_pendulum_data(tmp_path_factory.mktemp("data"), episodes=10)
+    return played_pendulum_data(tmp_path_factory.mktemp("data"), episodes=10)
 
 
 def test_a_kept_run_stopped_part_way_is_continued_by_the_same_command(

@@ -13,7 +13,7 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 import pytest
-from data_helpers import random_pendulum_data
+from data_helpers import played_pendulum_data
 
 import benchmarks.offline_learning as offline
 from msrl.data import read_episodes
@@ -54,7 +54,7 @@ CORL_FILE = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return random_pendulum_data(tmp_path_factory.mktemp("data"), episodes=3)
+    return played_pendulum_data(tmp_path_factory.mktemp("data"), episodes=3)
 
 
 def test_a_corl_file_trains_on_msrls_dataset_and_its_evaluation_is_read_back(dataset: Path, tmp_path: Path) -> None:
